@@ -1,0 +1,17 @@
+# Multi-stage build of the promptops binary: the manager and the
+# consolidation Job run this same image.
+FROM golang:1.26 AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+ARG TARGETOS=linux
+ARG TARGETARCH=amd64
+# Static binary: SQLite is pure Go (modernc.org/sqlite), so no cgo.
+RUN CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH go build -trimpath -ldflags="-s -w" -o /out/promptops .
+
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /out/promptops /promptops
+USER 65532:65532
+ENTRYPOINT ["/promptops"]
+CMD ["manager"]

@@ -1,0 +1,78 @@
+package v1
+
+// Condition types. Ready is always present; Reconciling and Stalled are
+// present only while True (kstatus). The others are positive statements that
+// are True while the thing they name is happening.
+const (
+	ConditionReady          = "Ready"
+	ConditionReconciling    = "Reconciling"
+	ConditionStalled        = "Stalled"
+	ConditionBudgetExceeded = "BudgetExceeded"
+	ConditionTruncated      = "Truncated"
+	ConditionLastRunFailed  = "LastRunFailed"
+)
+
+// Condition reasons, shared by both kinds.
+const (
+	// ReasonSucceeded: the object was fully reconciled.
+	ReasonSucceeded = "Succeeded"
+	// ReasonProgressing: work for the current generation is under way.
+	ReasonProgressing = "Progressing"
+	// ReasonBudgetExceeded: at least one intent does not fit its token budget.
+	ReasonBudgetExceeded = "BudgetExceeded"
+	// ReasonWithinBudget: every intent fits its token budget.
+	ReasonWithinBudget = "WithinBudget"
+	// ReasonTruncated: static sections were cut so that every intent fits.
+	ReasonTruncated = "Truncated"
+	// ReasonNotTruncated: nothing had to be cut.
+	ReasonNotTruncated = "NotTruncated"
+	// ReasonInvalidTemplate: the template's content cannot be rendered
+	// (unknown variable, invalid text); a user must change the spec.
+	ReasonInvalidTemplate = "InvalidTemplate"
+	// ReasonReferenceNotFound: a referenced ConfigMap or key is missing and
+	// the section has no fallback text.
+	ReasonReferenceNotFound = "ReferenceNotFound"
+	// ReasonInvalidSchedule: the consolidation schedule does not parse.
+	ReasonInvalidSchedule = "InvalidSchedule"
+	// ReasonSuspended: consolidation is suspended by spec.consolidation.suspend.
+	ReasonSuspended = "Suspended"
+	// ReasonJobRunning: a consolidation Job is running.
+	ReasonJobRunning = "JobRunning"
+	// ReasonJobFailed: the last consolidation Job failed.
+	ReasonJobFailed = "JobFailed"
+	// ReasonJobSucceeded: the last consolidation Job succeeded.
+	ReasonJobSucceeded = "JobSucceeded"
+	// ReasonInvalidRunSummary: the finished pod's termination message was
+	// missing or not a run summary.
+	ReasonInvalidRunSummary = "InvalidRunSummary"
+)
+
+// Annotations and labels.
+const (
+	// AnnotationConsolidateRequestedAt starts one consolidation run for each
+	// new value (for example the output of `date -Iseconds`).
+	AnnotationConsolidateRequestedAt = "promptops.io/consolidate-requested-at"
+	// AnnotationRevision on a rendered ConfigMap is the revision it holds.
+	AnnotationRevision = "promptops.io/revision"
+	// AnnotationMissionHash on a consolidation ConfigMap or Job is the hash
+	// of the mission it carries.
+	AnnotationMissionHash = "promptops.io/mission-hash"
+	// LabelManagedBy marks every object the operator writes.
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	// LabelManagedByValue is the value of LabelManagedBy.
+	LabelManagedByValue = "promptops"
+	// LabelPromptTemplate names the PromptTemplate a ConfigMap was rendered from.
+	LabelPromptTemplate = "promptops.io/prompttemplate"
+	// LabelMemoryBank names the MemoryBank an object belongs to.
+	LabelMemoryBank = "promptops.io/memorybank"
+)
+
+// Encoding is a tiktoken encoding.
+// +kubebuilder:validation:Enum=cl100k_base;o200k_base
+type Encoding string
+
+// Supported encodings.
+const (
+	EncodingCL100K Encoding = "cl100k_base"
+	EncodingO200K  Encoding = "o200k_base"
+)

@@ -1,0 +1,353 @@
+package v1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// SecretKeyRef selects a key of a Secret in the bank's own namespace. The
+// operator never reads it: the consolidation pod gets it through
+// env.valueFrom.secretKeyRef.
+type SecretKeyRef struct {
+	// name of the Secret, in the same namespace as the bank.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Name string `json:"name"`
+
+	// key in the Secret's data.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	Key string `json:"key"`
+}
+
+// PostgresStore keeps the bank in PostgreSQL.
+type PostgresStore struct {
+	// dsnSecretRef is the Secret key holding the connection string
+	// (postgres://user:password@host:5432/db?sslmode=require).
+	// +required
+	DSNSecretRef SecretKeyRef `json:"dsnSecretRef"`
+}
+
+// SQLiteStore keeps the bank in a SQLite file.
+type SQLiteStore struct {
+	// path of the database file inside the consolidation pod. With
+	// persistentVolumeClaimName the claim is mounted at the file's directory.
+	// +required
+	// +kubebuilder:validation:MinLength=2
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:Pattern=`^/[^\x00]*[^/]$`
+	Path string `json:"path"`
+
+	// persistentVolumeClaimName is a claim in the bank's namespace that holds
+	// the database file. Without it the file lives in an emptyDir and is lost
+	// when the pod ends, which is only useful for tests.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	PersistentVolumeClaimName string `json:"persistentVolumeClaimName,omitempty"`
+}
+
+// BankStore is where a bank's facts and observations live: exactly one of
+// postgres or sqlite.
+// +kubebuilder:validation:XValidation:rule="(has(self.postgres) ? 1 : 0) + (has(self.sqlite) ? 1 : 0) == 1",message="store needs exactly one of postgres or sqlite"
+type BankStore struct {
+	// postgres keeps the bank in PostgreSQL; several banks may share one database.
+	// +optional
+	Postgres *PostgresStore `json:"postgres,omitempty"`
+
+	// sqlite keeps the bank in a SQLite file.
+	// +optional
+	SQLite *SQLiteStore `json:"sqlite,omitempty"`
+}
+
+// LLMSpec is the model that consolidates the bank.
+type LLMSpec struct {
+	// baseURL of an OpenAI-compatible chat completions API (OpenAI, vLLM,
+	// Ollama, LiteLLM), for example http://vllm.llm.svc:8000/v1.
+	// +required
+	// +kubebuilder:validation:MinLength=8
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.matches('^https?://[^\\\\s/]+')",message="baseURL must be an http:// or https:// URL"
+	BaseURL string `json:"baseURL"`
+
+	// model name passed to the API.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Model string `json:"model"`
+
+	// apiKeySecretRef is the Secret key holding the API key; without it
+	// requests carry no key (local servers need none).
+	// +optional
+	APIKeySecretRef *SecretKeyRef `json:"apiKeySecretRef,omitempty"`
+
+	// encoding tokens are counted with when sizing prompts.
+	// +optional
+	// +kubebuilder:default=o200k_base
+	Encoding Encoding `json:"encoding,omitempty"`
+
+	// maxPromptTokens is the budget for one consolidation call; batches are
+	// cut so each prompt fits it.
+	// +optional
+	// +kubebuilder:default=16000
+	// +kubebuilder:validation:Minimum=1024
+	// +kubebuilder:validation:Maximum=2000000
+	MaxPromptTokens int32 `json:"maxPromptTokens,omitempty"`
+
+	// timeoutSeconds bounds one LLM call.
+	// +optional
+	// +kubebuilder:default=120
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=3600
+	TimeoutSeconds int32 `json:"timeoutSeconds,omitempty"`
+}
+
+// ConsolidationSpec says when and how consolidation Jobs run.
+type ConsolidationSpec struct {
+	// schedule is a cron expression (five fields, or @hourly and the like) in
+	// UTC. Empty runs only on demand, through the annotation
+	// promptops.io/consolidate-requested-at.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	Schedule string `json:"schedule,omitempty"`
+
+	// suspend stops new runs; a running Job finishes.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+
+	// batchSize is the number of facts per LLM call.
+	// +optional
+	// +kubebuilder:default=8
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	BatchSize int32 `json:"batchSize,omitempty"`
+
+	// maxFactsPerRun bounds the facts one run consolidates, and so its cost.
+	// +optional
+	// +kubebuilder:default=200
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000
+	MaxFactsPerRun int32 `json:"maxFactsPerRun,omitempty"`
+
+	// maxAttempts is how often one batch is sent again after an invalid
+	// answer before it is split.
+	// +optional
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10
+	MaxAttempts int32 `json:"maxAttempts,omitempty"`
+
+	// activeDeadlineSeconds bounds one run's Job.
+	// +optional
+	// +kubebuilder:default=1800
+	// +kubebuilder:validation:Minimum=60
+	// +kubebuilder:validation:Maximum=86400
+	ActiveDeadlineSeconds int64 `json:"activeDeadlineSeconds,omitempty"`
+
+	// backoffLimit is how often a failed pod is retried within one Job.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=6
+	BackoffLimit *int32 `json:"backoffLimit,omitempty"`
+
+	// successfulJobsHistoryLimit is how many succeeded Jobs are kept.
+	// +optional
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	SuccessfulJobsHistoryLimit *int32 `json:"successfulJobsHistoryLimit,omitempty"`
+
+	// failedJobsHistoryLimit is how many failed Jobs are kept.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	FailedJobsHistoryLimit *int32 `json:"failedJobsHistoryLimit,omitempty"`
+
+	// image overrides the operator's image for the consolidation pod.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Image string `json:"image,omitempty"`
+
+	// resources of the consolidation container.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// serviceAccountName runs the pod under this service account; its token
+	// is not mounted.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+
+	// nodeSelector of the consolidation pod.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=32
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// tolerations of the consolidation pod.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=atomic
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+}
+
+// MemoryBankSpec is the desired state of a memory bank.
+type MemoryBankSpec struct {
+	// mission says what consolidation should track. Empty uses the default
+	// mission: track every detail, prefer specifics, never generalise.
+	// +optional
+	// +kubebuilder:validation:MaxLength=16384
+	Mission string `json:"mission,omitempty"`
+
+	// maxObservations caps the bank's observations; at the cap runs only
+	// update and delete.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000000
+	MaxObservations *int32 `json:"maxObservations,omitempty"`
+
+	// store is where the bank's facts and observations live.
+	// +required
+	Store BankStore `json:"store"`
+
+	// llm is the model that consolidates the bank.
+	// +required
+	LLM LLMSpec `json:"llm"`
+
+	// consolidation says when and how runs happen.
+	// +optional
+	// +kubebuilder:default={}
+	Consolidation ConsolidationSpec `json:"consolidation,omitempty"`
+}
+
+// RunSummary is what one consolidation run reported.
+type RunSummary struct {
+	// jobName of the run.
+	JobName string `json:"jobName"`
+	// startTime of the Job.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// completionTime of the Job.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+	// succeeded is true when the run finished without a run-level error.
+	Succeeded bool `json:"succeeded"`
+	// factsConsolidated in this run.
+	// +optional
+	FactsConsolidated int64 `json:"factsConsolidated,omitempty"`
+	// factsFailed in this run: facts marked failed with a reason.
+	// +optional
+	FactsFailed int64 `json:"factsFailed,omitempty"`
+	// created observations.
+	// +optional
+	Created int64 `json:"created,omitempty"`
+	// updated observations.
+	// +optional
+	Updated int64 `json:"updated,omitempty"`
+	// deleted observations.
+	// +optional
+	Deleted int64 `json:"deleted,omitempty"`
+	// promptTokens the LLM reported for the run.
+	// +optional
+	PromptTokens int64 `json:"promptTokens,omitempty"`
+	// completionTokens the LLM reported for the run.
+	// +optional
+	CompletionTokens int64 `json:"completionTokens,omitempty"`
+	// observations in the bank after the run.
+	// +optional
+	Observations int64 `json:"observations,omitempty"`
+	// missionHash of the mission the run used.
+	// +optional
+	MissionHash string `json:"missionHash,omitempty"`
+	// message explains a failure or a missing summary.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// MemoryBankStatus is the observed state of a MemoryBank.
+type MemoryBankStatus struct {
+	// observedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions: Ready always; Reconciling and Stalled only while True;
+	// BudgetExceeded; LastRunFailed.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// configMapName holds the rendered consolidation prompt.
+	// +optional
+	ConfigMapName string `json:"configMapName,omitempty"`
+
+	// missionHash is the hash of the current mission.
+	// +optional
+	MissionHash string `json:"missionHash,omitempty"`
+
+	// promptTokens of the fixed consolidation prompt.
+	// +optional
+	PromptTokens int32 `json:"promptTokens,omitempty"`
+
+	// lastScheduleTime is the schedule slot of the last scheduled run.
+	// +optional
+	LastScheduleTime *metav1.Time `json:"lastScheduleTime,omitempty"`
+
+	// nextScheduleTime is when the next scheduled run starts.
+	// +optional
+	NextScheduleTime *metav1.Time `json:"nextScheduleTime,omitempty"`
+
+	// activeJob is the running consolidation Job, if any.
+	// +optional
+	ActiveJob string `json:"activeJob,omitempty"`
+
+	// lastHandledRequest is the last value of the annotation
+	// promptops.io/consolidate-requested-at that started a run.
+	// +optional
+	LastHandledRequest string `json:"lastHandledRequest,omitempty"`
+
+	// lastRun is the summary of the last finished run.
+	// +optional
+	LastRun *RunSummary `json:"lastRun,omitempty"`
+}
+
+// MemoryBank is a bank of facts consolidated into observations by an LLM,
+// following the bank's mission. The operator renders the consolidation prompt
+// and runs consolidation Jobs on a schedule or on demand.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=mb,categories=promptops
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Schedule",type=string,JSONPath=`.spec.consolidation.schedule`
+// +kubebuilder:printcolumn:name="Last Run",type=date,JSONPath=`.status.lastRun.completionTime`
+// +kubebuilder:printcolumn:name="Observations",type=integer,JSONPath=`.status.lastRun.observations`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type MemoryBank struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired bank.
+	// +required
+	Spec MemoryBankSpec `json:"spec"`
+
+	// status is what the operator observed.
+	// +optional
+	Status MemoryBankStatus `json:"status,omitempty"`
+}
+
+// MemoryBankList is a list of MemoryBanks.
+// +kubebuilder:object:root=true
+type MemoryBankList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []MemoryBank `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&MemoryBank{}, &MemoryBankList{})
+}

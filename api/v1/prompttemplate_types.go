@@ -1,0 +1,329 @@
+package v1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// OnExceed says what the operator does when an intent does not fit its budget.
+// +kubebuilder:validation:Enum=Reject;Warn;Truncate
+type OnExceed string
+
+const (
+	// OnExceedReject keeps the last revision that fit and marks the template
+	// not Ready.
+	OnExceedReject OnExceed = "Reject"
+	// OnExceedWarn renders anyway and reports BudgetExceeded.
+	OnExceedWarn OnExceed = "Warn"
+	// OnExceedTruncate cuts static sections by priority until every intent fits.
+	OnExceedTruncate OnExceed = "Truncate"
+)
+
+// TruncationPolicy says whether a section may be cut.
+// +kubebuilder:validation:Enum=Never;Priority
+type TruncationPolicy string
+
+const (
+	// TruncationNever: the section is never cut.
+	TruncationNever TruncationPolicy = "Never"
+	// TruncationPriority: the section is cut by its priority, higher first.
+	TruncationPriority TruncationPolicy = "Priority"
+)
+
+// Budget is the token budget every intent of a template must fit.
+type Budget struct {
+	// maxTokens is the most tokens one assembled prompt may have: fixed text
+	// plus the reserves of runtime sections.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=2000000
+	MaxTokens int32 `json:"maxTokens"`
+
+	// onExceed is what happens when an intent does not fit: Reject keeps the
+	// last rendered revision that fit and sets Ready=False; Warn renders anyway;
+	// Truncate cuts static sections by priority until it fits.
+	// +optional
+	// +kubebuilder:default=Reject
+	OnExceed OnExceed `json:"onExceed,omitempty"`
+}
+
+// ConfigMapKeyRef selects a key of a ConfigMap in the template's own namespace.
+type ConfigMapKeyRef struct {
+	// name of the ConfigMap, in the same namespace as the template.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Name string `json:"name"`
+
+	// key in the ConfigMap's data whose value is the text.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	Key string `json:"key"`
+}
+
+// TextSource is where a text comes from when it is not inline.
+type TextSource struct {
+	// configMapKeyRef reads the text from a key of a ConfigMap in the same
+	// namespace. Editing that ConfigMap re-renders the template.
+	// +required
+	ConfigMapKeyRef ConfigMapKeyRef `json:"configMapKeyRef"`
+}
+
+// RuntimeSection is a slot the application fills at request time.
+type RuntimeSection struct {
+	// reserveTokens is the room the budget must leave for this section's
+	// runtime content. It must be less than budget.maxTokens.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2000000
+	ReserveTokens int32 `json:"reserveTokens,omitempty"`
+}
+
+// Truncation says whether and how a section may be cut to fit the budget.
+// +kubebuilder:validation:XValidation:rule="!has(self.policy) || self.policy != 'Never' || (!has(self.priority) && !has(self.minTokens))",message="priority and minTokens apply only to policy Priority"
+type Truncation struct {
+	// policy is Never (the section is never cut) or Priority (the default:
+	// cut by priority when the prompt is over budget).
+	// +optional
+	// +kubebuilder:default=Priority
+	Policy TruncationPolicy `json:"policy,omitempty"`
+
+	// priority orders cuts: the section with the highest priority is cut first.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	Priority *int32 `json:"priority,omitempty"`
+
+	// minTokens is what a cut section keeps at least. It must be less than
+	// budget.maxTokens.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2000000
+	MinTokens *int32 `json:"minTokens,omitempty"`
+}
+
+// Section is one part of the assembled prompt. It has exactly one of text
+// (inline), from (a ConfigMap key, with text as the fallback), runtime (filled
+// by the application) or intent: true (the chosen intent's instruction).
+// +kubebuilder:validation:XValidation:rule="(has(self.text) || has(self.from) ? 1 : 0) + (has(self.runtime) ? 1 : 0) + (has(self.intent) && self.intent ? 1 : 0) == 1",message="a section has exactly one of text (or from), runtime, or intent: true"
+type Section struct {
+	// name identifies the section: lower case letters, digits, '-' and '_',
+	// starting and ending with a letter or digit, unique in the template.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-_a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+
+	// heading is an optional line put before the section's text (for example
+	// "## Tool results"). It counts towards the budget.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Heading string `json:"heading,omitempty"`
+
+	// text is the section's inline text; with from it is the fallback used
+	// when the referenced key is missing. {{ name }} is replaced by the
+	// variable of that name.
+	// +optional
+	// +kubebuilder:validation:MaxLength=65536
+	Text *string `json:"text,omitempty"`
+
+	// from reads the section's text from a ConfigMap key in the same namespace.
+	// +optional
+	From *TextSource `json:"from,omitempty"`
+
+	// runtime marks a slot the application fills at request time.
+	// +optional
+	Runtime *RuntimeSection `json:"runtime,omitempty"`
+
+	// intent marks the section that holds the chosen intent's instruction.
+	// Exactly one section has intent: true.
+	// +optional
+	Intent bool `json:"intent,omitempty"`
+
+	// truncation says whether and how this section may be cut to fit the
+	// budget. The default is policy Priority with priority 0.
+	// +optional
+	Truncation *Truncation `json:"truncation,omitempty"`
+}
+
+// Intent is one kind of request (chat, explore, analyze...) with its own
+// instruction. Each intent is assembled and checked against the budget.
+// +kubebuilder:validation:XValidation:rule="has(self.instruction) || has(self.from)",message="an intent needs instruction or from"
+type Intent struct {
+	// name of the intent: lower case letters, digits and '-', unique in the
+	// template. It becomes the ConfigMap key <name>.txt.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+
+	// instruction is the intent's inline instruction; with from it is the
+	// fallback used when the referenced key is missing.
+	// +optional
+	// +kubebuilder:validation:MaxLength=65536
+	Instruction *string `json:"instruction,omitempty"`
+
+	// from reads the instruction from a ConfigMap key in the same namespace.
+	// +optional
+	From *TextSource `json:"from,omitempty"`
+}
+
+// PromptTemplateSpec is the desired prompt: ordered sections, intents and a
+// token budget.
+// +kubebuilder:validation:XValidation:rule="self.sections.filter(s, has(s.intent) && s.intent).size() == 1",message="exactly one section must have intent: true"
+// +kubebuilder:validation:XValidation:rule="self.sections.all(s, !has(s.runtime) || !has(s.runtime.reserveTokens) || s.runtime.reserveTokens < self.budget.maxTokens)",message="runtime.reserveTokens must be less than budget.maxTokens"
+// +kubebuilder:validation:XValidation:rule="self.sections.all(s, !has(s.truncation) || !has(s.truncation.minTokens) || s.truncation.minTokens < self.budget.maxTokens)",message="truncation.minTokens must be less than budget.maxTokens"
+type PromptTemplateSpec struct {
+	// encoding is the tiktoken encoding tokens are counted with:
+	// o200k_base (GPT-4o and later) or cl100k_base (GPT-4, GPT-3.5).
+	// +optional
+	// +kubebuilder:default=o200k_base
+	Encoding Encoding `json:"encoding,omitempty"`
+
+	// budget is the token budget every intent must fit.
+	// +required
+	Budget Budget `json:"budget"`
+
+	// variables are substituted for {{ name }} in every text, heading and
+	// instruction. Names are letters, digits and '_', not starting with a digit.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[A-Za-z_][A-Za-z0-9_]{0,62}$'))",message="variable names are letters, digits and '_', not starting with a digit, at most 63 characters"
+	Variables map[string]string `json:"variables,omitempty"`
+
+	// sections are the parts of the prompt, rendered in this order and joined
+	// by a blank line.
+	// +required
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	Sections []Section `json:"sections"`
+
+	// intents are the kinds of request this prompt serves; each is assembled
+	// with its instruction in the intent section and checked against the budget.
+	// +required
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	Intents []Intent `json:"intents"`
+
+	// revisionHistoryLimit is how many immutable copies <name>-prompts-<hash8>
+	// of past revisions are kept, for Deployments that roll on a new name.
+	// 0 (the default) keeps none.
+	// +optional
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=20
+	RevisionHistoryLimit *int32 `json:"revisionHistoryLimit,omitempty"`
+}
+
+// SectionTokens is one section's share of an assembled intent.
+type SectionTokens struct {
+	// name of the section.
+	Name string `json:"name"`
+	// tokens the section takes: its text, or its reserve for a runtime section.
+	Tokens int32 `json:"tokens"`
+	// truncatedTokens is how many tokens were cut from the section.
+	// +optional
+	TruncatedTokens int32 `json:"truncatedTokens,omitempty"`
+}
+
+// IntentStatus is the budget verdict for one intent.
+type IntentStatus struct {
+	// name of the intent.
+	Name string `json:"name"`
+	// tokens of the assembled prompt: fixed text plus runtime reserves.
+	Tokens int32 `json:"tokens"`
+	// fixedTokens is the part of tokens that is static text.
+	// +optional
+	FixedTokens int32 `json:"fixedTokens,omitempty"`
+	// reservedTokens is the part of tokens reserved for runtime sections.
+	// +optional
+	ReservedTokens int32 `json:"reservedTokens,omitempty"`
+	// maxTokens is the budget.
+	MaxTokens int32 `json:"maxTokens"`
+	// withinBudget is true when tokens <= maxTokens.
+	WithinBudget bool `json:"withinBudget"`
+	// truncatedSections names the static sections cut to fit (onExceed: Truncate).
+	// +optional
+	// +listType=atomic
+	TruncatedSections []string `json:"truncatedSections,omitempty"`
+}
+
+// PromptTemplateStatus is the observed state of a PromptTemplate.
+type PromptTemplateStatus struct {
+	// observedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions: Ready always; Reconciling and Stalled only while True;
+	// BudgetExceeded and Truncated.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// revision is the hash of everything rendered into the ConfigMap.
+	// +optional
+	Revision string `json:"revision,omitempty"`
+
+	// configMapName is the rendered ConfigMap applications mount.
+	// +optional
+	ConfigMapName string `json:"configMapName,omitempty"`
+
+	// encoding the counts were made with.
+	// +optional
+	Encoding Encoding `json:"encoding,omitempty"`
+
+	// largestTokens is the token count of the largest intent.
+	// +optional
+	LargestTokens int32 `json:"largestTokens,omitempty"`
+
+	// intents has one budget verdict per intent.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Intents []IntentStatus `json:"intents,omitempty"`
+}
+
+// PromptTemplate is a system prompt as ordered sections, one instruction per
+// intent and a token budget. The operator counts tokens exactly, renders the
+// ConfigMap <name>-prompts and reports overruns as conditions.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=pt,categories=promptops
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`
+// +kubebuilder:printcolumn:name="Max Tokens",type=integer,JSONPath=`.spec.budget.maxTokens`
+// +kubebuilder:printcolumn:name="Largest",type=integer,JSONPath=`.status.largestTokens`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type PromptTemplate struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired prompt.
+	// +required
+	Spec PromptTemplateSpec `json:"spec"`
+
+	// status is what the operator observed and rendered.
+	// +optional
+	Status PromptTemplateStatus `json:"status,omitempty"`
+}
+
+// PromptTemplateList is a list of PromptTemplates.
+// +kubebuilder:object:root=true
+type PromptTemplateList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []PromptTemplate `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&PromptTemplate{}, &PromptTemplateList{})
+}

@@ -1,0 +1,201 @@
+package controllers
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	"github.com/promptops/promptops/internal/testenv"
+)
+
+// decodeYAML splits multi-document YAML into unstructured objects.
+func decodeYAML(t *testing.T, data []byte) []*unstructured.Unstructured {
+	t.Helper()
+	var out []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out
+			}
+			t.Fatalf("decoding YAML: %v", err)
+		}
+		if len(u.Object) > 0 {
+			out = append(out, u)
+		}
+	}
+}
+
+func TestSamplesAreAccepted(t *testing.T) {
+	ns := newNamespace(t)
+	files, err := filepath.Glob(filepath.Join(testenv.Root(), "config", "samples", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no samples found: %v", err)
+	}
+	kinds := map[string]int{}
+	for _, f := range files {
+		if filepath.Base(f) == "kustomization.yaml" {
+			continue
+		}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range decodeYAML(t, data) {
+			u.SetNamespace(ns)
+			if err := k8sClient.Create(context.Background(), u); err != nil {
+				t.Errorf("%s: %s %s rejected: %v", filepath.Base(f), u.GetKind(), u.GetName(), err)
+			}
+			kinds[u.GetKind()]++
+		}
+	}
+	if kinds["PromptTemplate"] < 3 || kinds["MemoryBank"] < 1 {
+		t.Errorf("samples should hold at least 3 PromptTemplates and a MemoryBank, got %v", kinds)
+	}
+}
+
+const validTemplate = `
+apiVersion: promptops.io/v1
+kind: PromptTemplate
+metadata: {name: valid}
+spec:
+  budget: {maxTokens: 1000}
+  sections:
+  - name: role
+    text: You are helpful.
+  - name: context
+    runtime: {reserveTokens: 100}
+    truncation: {priority: 2, minTokens: 10}
+  - name: task
+    intent: true
+    truncation: {policy: Never}
+  intents:
+  - name: chat
+    instruction: Answer.
+`
+
+const validBank = `
+apiVersion: promptops.io/v1
+kind: MemoryBank
+metadata: {name: valid}
+spec:
+  store:
+    postgres: {dsnSecretRef: {name: db, key: dsn}}
+  llm: {baseURL: "http://llm:8000/v1", model: m}
+`
+
+// mutate applies a YAML merge-style change: path elements are map keys or
+// list indexes ("sections", "0", "name").
+func set(obj map[string]any, value any, path ...string) {
+	var cur any = obj
+	for i, p := range path {
+		last := i == len(path)-1
+		switch c := cur.(type) {
+		case map[string]any:
+			if last {
+				if value == nil {
+					delete(c, p)
+				} else {
+					c[p] = value
+				}
+				return
+			}
+			cur = c[p]
+		case []any:
+			idx := int(p[0] - '0')
+			if last {
+				c[idx] = value
+				return
+			}
+			cur = c[idx]
+		}
+	}
+}
+
+func fromYAML(t *testing.T, s string) any {
+	t.Helper()
+	var v any
+	if err := yaml.Unmarshal([]byte(s), &v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func TestInvalidManifestsAreRejected(t *testing.T) {
+	ns := newNamespace(t)
+	cases := []struct {
+		name   string
+		base   string
+		mutate func(o map[string]any)
+		want   string
+	}{
+		{"budget missing", validTemplate, func(o map[string]any) { set(o, nil, "spec", "budget") }, "spec.budget: Required value"},
+		{"maxTokens zero", validTemplate, func(o map[string]any) { set(o, int64(0), "spec", "budget", "maxTokens") }, "spec.budget.maxTokens: Invalid value: 0: spec.budget.maxTokens in body should be greater than or equal to 1"},
+		{"maxTokens too large", validTemplate, func(o map[string]any) { set(o, int64(2000001), "spec", "budget", "maxTokens") }, "should be less than or equal to 2000000"},
+		{"unknown encoding", validTemplate, func(o map[string]any) { set(o, "p50k_base", "spec", "encoding") }, `spec.encoding: Unsupported value: "p50k_base"`},
+		{"unknown onExceed", validTemplate, func(o map[string]any) { set(o, "Ignore", "spec", "budget", "onExceed") }, `spec.budget.onExceed: Unsupported value: "Ignore"`},
+		{"no sections", validTemplate, func(o map[string]any) { set(o, []any{}, "spec", "sections") }, "spec.sections: Invalid value: 0: spec.sections in body should have at least 1 items"},
+		{"no intents", validTemplate, func(o map[string]any) { set(o, []any{}, "spec", "intents") }, "spec.intents: Invalid value: 0: spec.intents in body should have at least 1 items"},
+		{"duplicate section names", validTemplate, func(o map[string]any) { set(o, "role", "spec", "sections", "1", "name") }, `spec.sections[1]: Duplicate value: {"name":"role"}`},
+		{"duplicate intent names", validTemplate, func(o map[string]any) {
+			set(o, append(o["spec"].(map[string]any)["intents"].([]any), fromYAML(t, "{name: chat, instruction: again}")), "spec", "intents")
+		}, `spec.intents[1]: Duplicate value: {"name":"chat"}`},
+		{"no intent section", validTemplate, func(o map[string]any) { set(o, fromYAML(t, "{name: task, text: hi}"), "spec", "sections", "2") }, "exactly one section must have intent: true"},
+		{"two intent sections", validTemplate, func(o map[string]any) { set(o, fromYAML(t, "{name: context, intent: true}"), "spec", "sections", "1") }, "exactly one section must have intent: true"},
+		{"section with text and runtime", validTemplate, func(o map[string]any) { set(o, "x", "spec", "sections", "1", "text") }, "a section has exactly one of text (or from), runtime, or intent: true"},
+		{"section with no content", validTemplate, func(o map[string]any) { set(o, fromYAML(t, "{name: empty}"), "spec", "sections", "0") }, "a section has exactly one of text (or from), runtime, or intent: true"},
+		{"reserveTokens not below maxTokens", validTemplate, func(o map[string]any) { set(o, int64(1000), "spec", "sections", "1", "runtime", "reserveTokens") }, "runtime.reserveTokens must be less than budget.maxTokens"},
+		{"minTokens not below maxTokens", validTemplate, func(o map[string]any) { set(o, int64(5000), "spec", "sections", "1", "truncation", "minTokens") }, "truncation.minTokens must be less than budget.maxTokens"},
+		{"priority above 100", validTemplate, func(o map[string]any) { set(o, int64(101), "spec", "sections", "1", "truncation", "priority") }, "spec.sections[1].truncation.priority: Invalid value: 101"},
+		{"priority with policy Never", validTemplate, func(o map[string]any) { set(o, fromYAML(t, "{policy: Never, priority: 3}"), "spec", "sections", "1", "truncation") }, "priority and minTokens apply only to policy Priority"},
+		{"section name with upper case", validTemplate, func(o map[string]any) { set(o, "Role", "spec", "sections", "0", "name") }, `spec.sections[0].name: Invalid value: "Role"`},
+		{"intent name with underscore", validTemplate, func(o map[string]any) { set(o, "deep_dive", "spec", "intents", "0", "name") }, `spec.intents[0].name: Invalid value: "deep_dive"`},
+		{"intent with no instruction", validTemplate, func(o map[string]any) { set(o, fromYAML(t, "{name: chat}"), "spec", "intents", "0") }, "an intent needs instruction or from"},
+		{"invalid variable name", validTemplate, func(o map[string]any) { set(o, map[string]any{"1st": "x"}, "spec", "variables") }, "variable names are letters, digits and '_'"},
+		{"configMapKeyRef without key", validTemplate, func(o map[string]any) { set(o, fromYAML(t, "{configMapKeyRef: {name: cm}}"), "spec", "sections", "0", "from") }, "spec.sections[0].from.configMapKeyRef.key: Required value"},
+		{"bank without store", validBank, func(o map[string]any) { set(o, map[string]any{}, "spec", "store") }, "store needs exactly one of postgres or sqlite"},
+		{"bank with two stores", validBank, func(o map[string]any) { set(o, fromYAML(t, "{path: /data/b.db}"), "spec", "store", "sqlite") }, "store needs exactly one of postgres or sqlite"},
+		{"bank maxObservations zero", validBank, func(o map[string]any) { set(o, int64(0), "spec", "maxObservations") }, "spec.maxObservations: Invalid value: 0"},
+		{"bank batchSize above 100", validBank, func(o map[string]any) { set(o, fromYAML(t, "{batchSize: 101}"), "spec", "consolidation") }, "spec.consolidation.batchSize: Invalid value: 101"},
+		{"bank baseURL not http", validBank, func(o map[string]any) { set(o, "ftp://llm/v1", "spec", "llm", "baseURL") }, "baseURL must be an http:// or https:// URL"},
+		{"bank without llm model", validBank, func(o map[string]any) { set(o, nil, "spec", "llm", "model") }, "spec.llm.model: Required value"},
+		{"bank sqlite relative path", validBank, func(o map[string]any) {
+			set(o, fromYAML(t, "{sqlite: {path: data/b.db}}"), "spec", "store")
+		}, "spec.store.sqlite.path: Invalid value"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			u := decodeYAML(t, []byte(tc.base))[0]
+			u.SetNamespace(ns)
+			u.SetName("case-" + strings.ToLower(strings.NewReplacer(" ", "-", "_", "-").Replace(tc.name)))
+			tc.mutate(u.Object)
+			err := k8sClient.Create(context.Background(), u)
+			if err == nil {
+				t.Fatalf("accepted; want rejection with %q", tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("rejected with\n  %v\nwant message containing\n  %q", err, tc.want)
+			}
+		})
+	}
+	// The base manifests themselves are valid, so each rejection above is
+	// caused by its own change.
+	for i, base := range []string{validTemplate, validBank} {
+		u := decodeYAML(t, []byte(base))[0]
+		u.SetNamespace(ns)
+		u.SetName("base-" + string(rune('a'+i)))
+		if err := k8sClient.Create(context.Background(), u); err != nil {
+			t.Fatalf("valid base rejected: %v", err)
+		}
+	}
+}

@@ -1,0 +1,95 @@
+// Package cli implements the verbs of the promptops binary: manager, render,
+// assemble, consolidate, facts and observations.
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+)
+
+// Exit codes shared by the verbs.
+const (
+	ExitOK      = 0
+	ExitFailed  = 1 // the check failed (over budget) or the run failed
+	ExitInvalid = 2 // invalid input or usage
+)
+
+// command is one verb of the binary.
+type command struct {
+	summary string
+	run     func(args []string, stdin io.Reader, stdout, stderr io.Writer) int
+}
+
+var commands = map[string]command{}
+
+// register adds a verb; each verb's file registers itself in init.
+func register(name, summary string, run func(args []string, stdin io.Reader, stdout, stderr io.Writer) int) {
+	commands[name] = command{summary: summary, run: run}
+}
+
+// Main runs the verb named by args[0] and returns the process exit code.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stderr)
+		if len(args) == 0 {
+			return ExitInvalid
+		}
+		return ExitOK
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "promptops: unknown command %q\n\n", args[0])
+		usage(stderr)
+		return ExitInvalid
+	}
+	return cmd.run(args[1:], stdin, stdout, stderr)
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "Usage: promptops <command> [flags]\n\nCommands:")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-14s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintln(w, "\nRun 'promptops <command> -h' for a command's flags.")
+}
+
+// newFlagSet returns a FlagSet that reports errors instead of exiting.
+func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("promptops "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+// parseFlags parses args and maps -h and bad flags to exit codes. ok is false
+// when the caller should return code.
+func parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return ExitOK, false
+		}
+		return ExitInvalid, false
+	}
+	return 0, true
+}
+
+// envDefault returns the environment variable's value when set, else def. It
+// lets every flag of a Job-run verb be set from the environment.
+func envDefault(lookup func(string) (string, bool), key, def string) string {
+	if v, ok := lookup(key); ok && strings.TrimSpace(v) != "" {
+		return v
+	}
+	return def
+}
+
+// lookupEnv is os.LookupEnv, replaceable in tests.
+var lookupEnv = os.LookupEnv
