@@ -1,0 +1,36 @@
+package assembler
+
+import "fmt"
+
+// MissingReferenceError: a from reference names a ConfigMap or key that does
+// not exist and the section or intent has no fallback text. It heals by
+// itself when the ConfigMap appears.
+type MissingReferenceError struct {
+	Where     string // "section base_system" or "intent chat"
+	ConfigMap string
+	Key       string
+}
+
+func (e *MissingReferenceError) Error() string {
+	return fmt.Sprintf("%s reads key %q of ConfigMap %q, which does not exist, and has no fallback text: create the ConfigMap key or add text to the %s", e.Where, e.Key, e.ConfigMap, e.Where)
+}
+
+// UnknownVariableError: a text uses {{ name }} for a variable the template
+// does not define.
+type UnknownVariableError struct {
+	Where string
+	Name  string
+}
+
+func (e *UnknownVariableError) Error() string {
+	return fmt.Sprintf("%s uses the variable {{ %s }}, which spec.variables does not define", e.Where, e.Name)
+}
+
+// InvalidSpecError: the spec breaks a rule the CRD also checks. It is only
+// seen where no apiserver validated the manifest (promptops render).
+type InvalidSpecError struct {
+	Field   string
+	Message string
+}
+
+func (e *InvalidSpecError) Error() string { return e.Field + ": " + e.Message }

@@ -1,0 +1,155 @@
+package assembler
+
+import (
+	"fmt"
+	"regexp"
+
+	promptopsv1 "github.com/promptops/promptops/api/v1"
+)
+
+var (
+	sectionNameRE  = regexp.MustCompile(`^[a-z0-9]([-_a-z0-9]*[a-z0-9])?$`)
+	intentNameRE   = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	variableNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
+)
+
+// Validate checks the rules the CRD enforces with OpenAPI and CEL, so that a
+// manifest checked offline (promptops render) gets the same verdict as one
+// sent to an apiserver.
+func Validate(spec *promptopsv1.PromptTemplateSpec) error {
+	bad := func(field, format string, a ...any) error {
+		return &InvalidSpecError{Field: field, Message: fmt.Sprintf(format, a...)}
+	}
+	max := spec.Budget.MaxTokens
+	if max < 1 || max > 2000000 {
+		return bad("spec.budget.maxTokens", "must be between 1 and 2000000, is %d", max)
+	}
+	switch spec.Encoding {
+	case "", promptopsv1.EncodingCL100K, promptopsv1.EncodingO200K:
+	default:
+		return bad("spec.encoding", "unsupported value %q: use cl100k_base or o200k_base", spec.Encoding)
+	}
+	switch spec.Budget.OnExceed {
+	case "", promptopsv1.OnExceedReject, promptopsv1.OnExceedWarn, promptopsv1.OnExceedTruncate:
+	default:
+		return bad("spec.budget.onExceed", "unsupported value %q: use Reject, Warn or Truncate", spec.Budget.OnExceed)
+	}
+	for k := range spec.Variables {
+		if !variableNameRE.MatchString(k) {
+			return bad("spec.variables", "variable name %q: names are letters, digits and '_', not starting with a digit", k)
+		}
+	}
+	if n := len(spec.Sections); n < 1 || n > 32 {
+		return bad("spec.sections", "needs 1 to 32 sections, has %d", n)
+	}
+	if n := len(spec.Intents); n < 1 || n > 64 {
+		return bad("spec.intents", "needs 1 to 64 intents, has %d", n)
+	}
+	seen := map[string]bool{}
+	intentSections := 0
+	for i, s := range spec.Sections {
+		f := fmt.Sprintf("spec.sections[%d]", i)
+		if !sectionNameRE.MatchString(s.Name) || len(s.Name) > 63 {
+			return bad(f+".name", "%q is not a valid section name (lower case letters, digits, '-' and '_')", s.Name)
+		}
+		if seen[s.Name] {
+			return bad(f+".name", "duplicate section name %q", s.Name)
+		}
+		seen[s.Name] = true
+		kinds := 0
+		if s.Text != nil || s.From != nil {
+			kinds++
+		}
+		if s.Runtime != nil {
+			kinds++
+			if s.Runtime.ReserveTokens < 0 || s.Runtime.ReserveTokens >= max {
+				return bad(f+".runtime.reserveTokens", "must be at least 0 and less than budget.maxTokens (%d)", max)
+			}
+		}
+		if s.Intent {
+			kinds++
+			intentSections++
+		}
+		if kinds != 1 {
+			return bad(f, "a section has exactly one of text (or from), runtime, or intent: true")
+		}
+		if t := s.Truncation; t != nil {
+			if t.Policy != "" && t.Policy != promptopsv1.TruncationNever && t.Policy != promptopsv1.TruncationPriority {
+				return bad(f+".truncation.policy", "unsupported value %q: use Never or Priority", t.Policy)
+			}
+			if t.Policy == promptopsv1.TruncationNever && (t.Priority != nil || t.MinTokens != nil) {
+				return bad(f+".truncation", "priority and minTokens apply only to policy Priority")
+			}
+			if t.Priority != nil && (*t.Priority < 0 || *t.Priority > 100) {
+				return bad(f+".truncation.priority", "must be between 0 and 100")
+			}
+			if t.MinTokens != nil && (*t.MinTokens < 0 || *t.MinTokens >= max) {
+				return bad(f+".truncation.minTokens", "must be at least 0 and less than budget.maxTokens (%d)", max)
+			}
+		}
+		if s.From != nil && (s.From.ConfigMapKeyRef.Name == "" || s.From.ConfigMapKeyRef.Key == "") {
+			return bad(f+".from.configMapKeyRef", "needs name and key")
+		}
+	}
+	if intentSections != 1 {
+		return bad("spec.sections", "exactly one section must have intent: true")
+	}
+	seen = map[string]bool{}
+	for i, in := range spec.Intents {
+		f := fmt.Sprintf("spec.intents[%d]", i)
+		if !intentNameRE.MatchString(in.Name) || len(in.Name) > 63 {
+			return bad(f+".name", "%q is not a valid intent name (lower case letters, digits and '-')", in.Name)
+		}
+		if seen[in.Name] {
+			return bad(f+".name", "duplicate intent name %q", in.Name)
+		}
+		seen[in.Name] = true
+		if in.Instruction == nil && in.From == nil {
+			return bad(f, "an intent needs instruction or from")
+		}
+		if in.From != nil && (in.From.ConfigMapKeyRef.Name == "" || in.From.ConfigMapKeyRef.Key == "") {
+			return bad(f+".from.configMapKeyRef", "needs name and key")
+		}
+	}
+	return nil
+}
+
+// truncationOf returns a section's effective policy, priority and minimum,
+// applying the CRD's defaults (Priority, 0, 0).
+func truncationOf(s *promptopsv1.Section) (never bool, priority, minTokens int) {
+	if s.Truncation == nil {
+		return false, 0, 0
+	}
+	never = s.Truncation.Policy == promptopsv1.TruncationNever
+	if s.Truncation.Priority != nil {
+		priority = int(*s.Truncation.Priority)
+	}
+	if s.Truncation.MinTokens != nil {
+		minTokens = int(*s.Truncation.MinTokens)
+	}
+	return never, priority, minTokens
+}
+
+// References lists the ConfigMap keys a spec reads, for the controller's
+// index and for render's offline resolution.
+func References(spec *promptopsv1.PromptTemplateSpec) []SourceKey {
+	var out []SourceKey
+	seen := map[SourceKey]bool{}
+	add := func(f *promptopsv1.TextSource) {
+		if f == nil {
+			return
+		}
+		k := SourceKey{ConfigMap: f.ConfigMapKeyRef.Name, Key: f.ConfigMapKeyRef.Key}
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+	}
+	for i := range spec.Sections {
+		add(spec.Sections[i].From)
+	}
+	for i := range spec.Intents {
+		add(spec.Intents[i].From)
+	}
+	return out
+}

@@ -1,0 +1,80 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/promptops/promptops/internal/assembler"
+)
+
+func init() {
+	register("assemble", "finish a prompt from plan.json and runtime contents on stdin, cut to budget", runAssemble)
+}
+
+func runAssemble(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := newFlagSet("assemble", stderr)
+	planPath := fs.String("plan", "", "Path to plan.json (the rendered ConfigMap's key).")
+	intent := fs.String("intent", "", "Intent to assemble.")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: promptops assemble --plan plan.json --intent NAME < runtime.json\n\nstdin holds the runtime sections' contents as a JSON object, {\"data_context\": \"...\"}.\nThe prompt goes to stdout, a one-line report to stderr. Exit 1 when even after\ncutting runtime sections the prompt is over budget; 2 for invalid input.")
+		fs.PrintDefaults()
+	}
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	if *planPath == "" || *intent == "" {
+		fs.Usage()
+		return ExitInvalid
+	}
+	data, err := os.ReadFile(*planPath)
+	if err != nil {
+		fmt.Fprintln(stderr, "promptops assemble:", err)
+		return ExitInvalid
+	}
+	plan := &assembler.Plan{}
+	if err := json.Unmarshal(data, plan); err != nil || plan.Kind != assembler.PlanKind {
+		fmt.Fprintf(stderr, "promptops assemble: %s is not a promptops plan: %v\n", *planPath, err)
+		return ExitInvalid
+	}
+	runtime := map[string]string{}
+	in, err := io.ReadAll(stdin)
+	if err != nil {
+		fmt.Fprintln(stderr, "promptops assemble: reading stdin:", err)
+		return ExitInvalid
+	}
+	if strings.TrimSpace(string(in)) != "" {
+		if err := json.Unmarshal(in, &runtime); err != nil {
+			fmt.Fprintln(stderr, "promptops assemble: stdin must be a JSON object of strings:", err)
+			return ExitInvalid
+		}
+	}
+	a, err := plan.Assemble(*intent, runtime)
+	if err != nil {
+		fmt.Fprintln(stderr, "promptops assemble:", err)
+		return ExitInvalid
+	}
+	fmt.Fprint(stdout, a.Text)
+	var cuts []string
+	for _, s := range a.Sections {
+		if s.TruncatedTokens > 0 {
+			cuts = append(cuts, fmt.Sprintf("%s -%d", s.Name, s.TruncatedTokens))
+		}
+	}
+	report := fmt.Sprintf("intent %s: %d tokens of %d", a.Intent, a.Tokens, a.MaxTokens)
+	if len(cuts) > 0 {
+		report += "; cut " + strings.Join(cuts, ", ")
+	} else {
+		report += "; nothing cut"
+	}
+	if !a.WithinBudget {
+		report += "; OVER BUDGET: the sections that may not be cut do not fit"
+	}
+	fmt.Fprintln(stderr, report)
+	if !a.WithinBudget {
+		return ExitFailed
+	}
+	return ExitOK
+}

@@ -1,0 +1,293 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	corev1 "k8s.io/api/core/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	promptopsv1 "github.com/promptops/promptops/api/v1"
+	"github.com/promptops/promptops/internal/assembler"
+)
+
+func init() {
+	register("render", "check PromptTemplate manifests against their budgets, offline (exit 1 when over)", runRender)
+}
+
+// renderOutput is the stable JSON contract of `promptops render -o json`.
+type renderOutput struct {
+	Templates []renderTemplate `json:"templates"`
+}
+
+type renderTemplate struct {
+	Namespace string         `json:"namespace"`
+	Name      string         `json:"name"`
+	File      string         `json:"file"`
+	Encoding  string         `json:"encoding"`
+	MaxTokens int            `json:"maxTokens"`
+	OnExceed  string         `json:"onExceed"`
+	Revision  string         `json:"revision"`
+	Notes     []string       `json:"notes,omitempty"`
+	Intents   []renderIntent `json:"intents"`
+}
+
+type renderIntent struct {
+	Name           string          `json:"name"`
+	Tokens         int             `json:"tokens"`
+	FixedTokens    int             `json:"fixedTokens"`
+	ReservedTokens int             `json:"reservedTokens"`
+	WithinBudget   bool            `json:"withinBudget"`
+	Truncated      []string        `json:"truncated,omitempty"`
+	Sections       []renderSection `json:"sections"`
+}
+
+type renderSection struct {
+	Name            string `json:"name"`
+	Tokens          int    `json:"tokens"`
+	TruncatedTokens int    `json:"truncatedTokens"`
+}
+
+// manifest is one PromptTemplate read from a file.
+type manifest struct {
+	file string
+	pt   *promptopsv1.PromptTemplate
+}
+
+func runRender(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	fs := newFlagSet("render", stderr)
+	var files stringList
+	fs.Var(&files, "f", "Manifest file or directory (recursive); repeatable.")
+	output := fs.String("o", "text", "Output: text or json.")
+	intent := fs.String("intent", "", "Only this intent.")
+	outDir := fs.String("out-dir", "", "Also write what the operator would put in each ConfigMap: DIR/<namespace>/<name>/{plan.json,<intent>.txt}.")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: promptops render -f FILE|DIR [-o text|json] [--intent NAME]\n\nReads PromptTemplate manifests and the ConfigMaps they reference from the same input,\nand reports each intent's tokens against its budget. Exit 0: all within budget;\n1: some intent over budget; 2: invalid input.")
+		fs.PrintDefaults()
+	}
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	if len(files) == 0 || (*output != "text" && *output != "json") {
+		fs.Usage()
+		return ExitInvalid
+	}
+	templates, sources, err := loadManifests(files)
+	if err != nil {
+		fmt.Fprintln(stderr, "promptops render:", err)
+		return ExitInvalid
+	}
+	if len(templates) == 0 {
+		fmt.Fprintf(stderr, "promptops render: no PromptTemplate found in %s\n", strings.Join(files, ", "))
+		return ExitInvalid
+	}
+	out := renderOutput{Templates: []renderTemplate{}}
+	over := false
+	for _, m := range templates {
+		res, err := assembler.Render(assembler.Input{
+			Namespace: m.pt.Namespace, Name: m.pt.Name, Spec: &m.pt.Spec,
+			Sources: sources[m.pt.Namespace],
+		})
+		if err != nil {
+			fmt.Fprintf(stderr, "promptops render: %s: PromptTemplate %s: %v\n", m.file, objName(m.pt.Namespace, m.pt.Name), err)
+			return ExitInvalid
+		}
+		if *outDir != "" {
+			if err := writeRendered(*outDir, m.pt.Namespace, m.pt.Name, res); err != nil {
+				fmt.Fprintln(stderr, "promptops render:", err)
+				return ExitFailed
+			}
+		}
+		rt := renderTemplate{
+			Namespace: m.pt.Namespace, Name: m.pt.Name, File: m.file,
+			Encoding: res.Plan.Encoding, MaxTokens: res.Plan.MaxTokens, OnExceed: res.Plan.OnExceed,
+			Revision: res.Plan.Revision, Notes: res.Notes, Intents: []renderIntent{},
+		}
+		for _, a := range res.Intents {
+			if *intent != "" && a.Intent != *intent {
+				continue
+			}
+			ri := renderIntent{Name: a.Intent, Tokens: a.Tokens, FixedTokens: a.FixedTokens, ReservedTokens: a.ReservedTokens, WithinBudget: a.WithinBudget, Truncated: a.Cut}
+			for _, s := range a.Sections {
+				ri.Sections = append(ri.Sections, renderSection{Name: s.Name, Tokens: s.Tokens, TruncatedTokens: s.TruncatedTokens})
+			}
+			over = over || !a.WithinBudget
+			rt.Intents = append(rt.Intents, ri)
+		}
+		if *intent != "" && len(rt.Intents) == 0 {
+			continue
+		}
+		out.Templates = append(out.Templates, rt)
+	}
+	if *intent != "" && len(out.Templates) == 0 {
+		fmt.Fprintf(stderr, "promptops render: no template has an intent %q\n", *intent)
+		return ExitInvalid
+	}
+	if *output == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out); err != nil {
+			return ExitFailed
+		}
+	} else {
+		printRenderTable(stdout, out)
+	}
+	if over {
+		return ExitFailed
+	}
+	return ExitOK
+}
+
+func printRenderTable(w io.Writer, out renderOutput) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TEMPLATE\tINTENT\tTOKENS\tFIXED\tRESERVED\tBUDGET\tVERDICT")
+	for _, t := range out.Templates {
+		for _, i := range t.Intents {
+			verdict := "ok"
+			if !i.WithinBudget {
+				verdict = fmt.Sprintf("OVER by %d", i.Tokens-t.MaxTokens)
+			} else if len(i.Truncated) > 0 {
+				verdict = "ok, cut " + strings.Join(i.Truncated, ",")
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\n", objName(t.Namespace, t.Name), i.Name, i.Tokens, i.FixedTokens, i.ReservedTokens, t.MaxTokens, verdict)
+		}
+	}
+	_ = tw.Flush()
+	for _, t := range out.Templates {
+		for _, n := range t.Notes {
+			fmt.Fprintf(w, "note: %s: %s\n", objName(t.Namespace, t.Name), n)
+		}
+	}
+}
+
+func objName(ns, name string) string {
+	if ns == "" {
+		return name
+	}
+	return ns + "/" + name
+}
+
+// loadManifests reads PromptTemplates and ConfigMaps from files and
+// directories (recursively, *.yaml, *.yml, *.json), multi-document YAML
+// included. ConfigMap data is returned per namespace, as render sources.
+func loadManifests(paths []string) ([]manifest, map[string]map[assembler.SourceKey]string, error) {
+	var files []string
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !st.IsDir() {
+			files = append(files, p)
+			continue
+		}
+		err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			switch strings.ToLower(filepath.Ext(path)) {
+			case ".yaml", ".yml", ".json":
+				if !d.IsDir() {
+					files = append(files, path)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	sort.Strings(files)
+	var templates []manifest
+	sources := map[string]map[assembler.SourceKey]string{}
+	seen := map[string]string{}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, nil, err
+		}
+		dec := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+		for doc := 1; ; doc++ {
+			raw, err := dec.Read()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return nil, nil, fmt.Errorf("%s: document %d: %w", f, doc, err)
+			}
+			var meta struct {
+				APIVersion string `json:"apiVersion"`
+				Kind       string `json:"kind"`
+			}
+			if err := yaml.Unmarshal(raw, &meta); err != nil {
+				return nil, nil, fmt.Errorf("%s: document %d: %w", f, doc, err)
+			}
+			switch {
+			case meta.Kind == "PromptTemplate" && meta.APIVersion == promptopsv1.GroupVersion.String():
+				pt := &promptopsv1.PromptTemplate{}
+				if err := yaml.UnmarshalStrict(raw, pt); err != nil {
+					return nil, nil, fmt.Errorf("%s: document %d (PromptTemplate): %w", f, doc, err)
+				}
+				id := objName(pt.Namespace, pt.Name)
+				if pt.Name == "" {
+					return nil, nil, fmt.Errorf("%s: document %d: PromptTemplate has no metadata.name", f, doc)
+				}
+				if prev, dup := seen[id]; dup {
+					return nil, nil, fmt.Errorf("%s: PromptTemplate %s is also defined in %s", f, id, prev)
+				}
+				seen[id] = f
+				templates = append(templates, manifest{file: f, pt: pt})
+			case meta.Kind == "ConfigMap" && meta.APIVersion == "v1":
+				cm := &corev1.ConfigMap{}
+				if err := yaml.Unmarshal(raw, cm); err != nil {
+					return nil, nil, fmt.Errorf("%s: document %d (ConfigMap): %w", f, doc, err)
+				}
+				if sources[cm.Namespace] == nil {
+					sources[cm.Namespace] = map[assembler.SourceKey]string{}
+				}
+				for k, v := range cm.Data {
+					sources[cm.Namespace][assembler.SourceKey{ConfigMap: cm.Name, Key: k}] = v
+				}
+			}
+		}
+	}
+	return templates, sources, nil
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+// writeRendered writes a template's ConfigMap content as files.
+func writeRendered(dir, ns, name string, res *assembler.Result) error {
+	if ns == "" {
+		ns = "default"
+	}
+	d := filepath.Join(dir, ns, name)
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		return err
+	}
+	data, err := assembler.ConfigMapData(res)
+	if err != nil {
+		return err
+	}
+	for k, v := range data {
+		if err := os.WriteFile(filepath.Join(d, k), []byte(v), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}

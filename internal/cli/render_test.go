@@ -1,0 +1,212 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func samplesDir() string { return filepath.Join("..", "..", "config", "samples") }
+
+func run(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var o, e bytes.Buffer
+	code = Main(args, strings.NewReader(stdin), &o, &e)
+	return code, o.String(), e.String()
+}
+
+func TestRenderSamplesJSON(t *testing.T) {
+	code, out, errOut := run(t, "", "render", "-f", samplesDir(), "-o", "json")
+	if code != ExitFailed {
+		t.Fatalf("exit %d, want 1 because of the over-budget sample; stderr: %s", code, errOut)
+	}
+	var got renderOutput
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	want := map[string]int{"ssa-pro": 6, "support-assistant": 5, "over-budget-demo": 2}
+	over := map[string]bool{}
+	for _, tpl := range got.Templates {
+		if n, ok := want[tpl.Name]; !ok || n != len(tpl.Intents) {
+			t.Errorf("template %s: %d intents, want %d", tpl.Name, len(tpl.Intents), want[tpl.Name])
+		}
+		delete(want, tpl.Name)
+		for _, in := range tpl.Intents {
+			if in.Tokens != in.FixedTokens+in.ReservedTokens || in.Tokens <= 0 || len(in.Sections) == 0 {
+				t.Errorf("%s/%s: bad figures %+v", tpl.Name, in.Name, in)
+			}
+			if !in.WithinBudget {
+				over[tpl.Name] = true
+			}
+		}
+		if tpl.Encoding == "" || tpl.MaxTokens == 0 {
+			t.Errorf("%s: encoding and maxTokens must be reported", tpl.Name)
+		}
+	}
+	if len(want) != 0 {
+		t.Errorf("templates missing from the report: %v", want)
+	}
+	if !over["over-budget-demo"] || len(over) != 1 {
+		t.Errorf("only over-budget-demo should be over budget, got %v", over)
+	}
+	// The JSON keys are the documented contract.
+	for _, key := range []string{`"templates"`, `"namespace"`, `"name"`, `"encoding"`, `"maxTokens"`, `"intents"`, `"tokens"`, `"withinBudget"`, `"sections"`, `"truncatedTokens"`} {
+		if !strings.Contains(out, key) {
+			t.Errorf("JSON lacks key %s", key)
+		}
+	}
+}
+
+func TestRenderWithoutOverBudgetSampleExitsZero(t *testing.T) {
+	dir := t.TempDir()
+	files, _ := filepath.Glob(filepath.Join(samplesDir(), "*.yaml"))
+	for _, f := range files {
+		if strings.Contains(f, "overbudget") {
+			continue
+		}
+		data, _ := os.ReadFile(f)
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, errOut := run(t, "", "render", "-f", dir)
+	if code != ExitOK {
+		t.Fatalf("exit %d, want 0\n%s%s", code, out, errOut)
+	}
+	if !strings.Contains(out, "ssa-pro") || !strings.Contains(out, "support-assistant") {
+		t.Fatalf("table lacks templates:\n%s", out)
+	}
+}
+
+func TestRenderInvalidInputNamesFileAndObject(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	cases := map[string]struct{ body, want string }{
+		"unknown-var.yaml": {`apiVersion: promptops.io/v1
+kind: PromptTemplate
+metadata: {name: bad-var, namespace: team}
+spec:
+  budget: {maxTokens: 100}
+  sections: [{name: role, text: "Hi {{ nobody }}"}, {name: task, intent: true}]
+  intents: [{name: chat, instruction: x}]
+`, "unknown-var.yaml: PromptTemplate team/bad-var: section role uses the variable {{ nobody }}"},
+		"missing-ref.yaml": {`apiVersion: promptops.io/v1
+kind: PromptTemplate
+metadata: {name: bad-ref}
+spec:
+  budget: {maxTokens: 100}
+  sections: [{name: role, from: {configMapKeyRef: {name: nope, key: K}}}, {name: task, intent: true}]
+  intents: [{name: chat, instruction: x}]
+`, `missing-ref.yaml: PromptTemplate bad-ref: section role reads key "K" of ConfigMap "nope"`},
+		"typo.yaml": {`apiVersion: promptops.io/v1
+kind: PromptTemplate
+metadata: {name: typo}
+spec:
+  budget: {maxTokens: 100, onExeed: Warn}
+  sections: [{name: task, intent: true}]
+  intents: [{name: chat, instruction: x}]
+`, `typo.yaml: document 1 (PromptTemplate)`},
+		"no-intent.yaml": {`apiVersion: promptops.io/v1
+kind: PromptTemplate
+metadata: {name: no-intent}
+spec:
+  budget: {maxTokens: 100}
+  sections: [{name: task, text: x}]
+  intents: [{name: chat, instruction: x}]
+`, "exactly one section must have intent: true"},
+	}
+	for name, c := range cases {
+		p := write(name, c.body)
+		code, _, errOut := run(t, "", "render", "-f", p)
+		if code != ExitInvalid || !strings.Contains(errOut, c.want) {
+			t.Errorf("%s: exit %d stderr %q, want 2 and %q", name, code, errOut, c.want)
+		}
+	}
+	if code, _, _ := run(t, "", "render", "-f", filepath.Join(dir, "absent.yaml")); code != ExitInvalid {
+		t.Errorf("a missing file should exit 2, got %d", code)
+	}
+}
+
+func TestRenderIntentFilterAndOutDir(t *testing.T) {
+	out := t.TempDir()
+	code, stdout, _ := run(t, "", "render", "-f", samplesDir(), "--intent", "analyze", "-o", "json", "--out-dir", out)
+	if code != ExitOK {
+		t.Fatalf("only ssa-pro has analyze and it fits: exit %d", code)
+	}
+	var got renderOutput
+	_ = json.Unmarshal([]byte(stdout), &got)
+	if len(got.Templates) != 1 || got.Templates[0].Name != "ssa-pro" || len(got.Templates[0].Intents) != 1 {
+		t.Fatalf("got %+v", got)
+	}
+	if _, err := os.Stat(filepath.Join(out, "default", "ssa-pro", "plan.json")); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, _ := run(t, "", "render", "-f", samplesDir(), "--intent", "nonexistent"); code != ExitInvalid {
+		t.Fatalf("an intent no template has should exit 2, got %d", code)
+	}
+}
+
+// renderPlan writes the plan of one sample and returns its path.
+func renderPlan(t *testing.T, name string) string {
+	t.Helper()
+	out := t.TempDir()
+	if code, _, e := run(t, "", "render", "-f", samplesDir(), "--out-dir", out); code == ExitInvalid {
+		t.Fatalf("render: %s", e)
+	}
+	return filepath.Join(out, "default", name, "plan.json")
+}
+
+func TestAssembleChineseCutsToolOutputsFirst(t *testing.T) {
+	plan := renderPlan(t, "ssa-pro")
+	in, _ := json.Marshal(map[string]string{
+		"data_context":        "数据概览：共 200 行，12 个变量，其中 3 个分类变量。",
+		"variable_dictionary": strings.Repeat("变量 age：年龄（岁），数值型，缺失 2%。", 20),
+		"tool_outputs":        strings.Repeat("描述性统计：均值 45.2，标准差 12.1，中位数 44。", 400),
+	})
+	code, prompt, report := run(t, string(in), "assemble", "--plan", plan, "--intent", "analyze")
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, report)
+	}
+	if !strings.Contains(report, "cut tool_outputs -") || strings.Contains(report, "variable_dictionary") {
+		t.Fatalf("only tool_outputs should be cut: %s", report)
+	}
+	if !strings.HasPrefix(prompt, "你是 SSA-Pro 智能统计分析助手。") || !strings.HasSuffix(prompt, "不能自行填充结果。") {
+		t.Fatalf("Never sections cut:\n%s", prompt[len(prompt)-200:])
+	}
+	if !strings.Contains(report, "tokens of 4000") {
+		t.Fatalf("report: %s", report)
+	}
+}
+
+func TestAssembleEnglishCutsKnowledgeFirst(t *testing.T) {
+	plan := renderPlan(t, "support-assistant")
+	profile := "Jane Doe, premium plan since 2021, region eu-west-1, two open tickets."
+	in, _ := json.Marshal(map[string]string{
+		"customer_profile":     profile,
+		"knowledge":            strings.Repeat("Article 42: to reset a password, open Settings, then Security, then Reset. ", 200),
+		"conversation_summary": "The customer cannot log in since this morning.",
+	})
+	code, prompt, report := run(t, string(in), "assemble", "--plan", plan, "--intent", "troubleshoot")
+	if code != ExitOK || !strings.Contains(report, "cut knowledge -") || strings.Contains(report, "conversation_summary -") {
+		t.Fatalf("exit %d report %s", code, report)
+	}
+	if !strings.Contains(prompt, "## Customer\n"+profile) || !strings.Contains(prompt, "You are the support assistant of Acme Cloud.") {
+		t.Fatal("profile and role must be whole")
+	}
+	// Bad input exits 2.
+	if code, _, e := run(t, `{"knowlege": "typo"}`, "assemble", "--plan", plan, "--intent", "chat"); code != ExitInvalid || !strings.Contains(e, `no runtime section "knowlege"`) {
+		t.Fatalf("typo: exit %d %s", code, e)
+	}
+	if code, _, _ := run(t, `not json`, "assemble", "--plan", plan, "--intent", "chat"); code != ExitInvalid {
+		t.Fatalf("garbage stdin: exit %d", code)
+	}
+}
