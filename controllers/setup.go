@@ -3,11 +3,18 @@
 package controllers
 
 import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	promptopsv1 "github.com/promptops/promptops/api/v1"
 )
@@ -30,13 +37,31 @@ type Options struct {
 	JobImage string
 	// MaxConcurrentReconciles per controller.
 	MaxConcurrentReconciles int
+	// Clock tells the time for schedules; nil is the real clock. Tests
+	// inject their own.
+	Clock Clock
 }
 
+// Clock tells the time.
+type Clock interface{ Now() time.Time }
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
 // CacheOptions limits what the manager caches, so that its memory does not
-// grow with unrelated objects in the cluster.
+// grow with unrelated objects in the cluster: managed fields are dropped,
+// ConfigMaps are cached as metadata only (their content is read directly
+// when needed), and Jobs and Pods only when they belong to a MemoryBank.
 func CacheOptions() cache.Options {
-	return cache.Options{}
+	return cache.Options{
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject:         byObjectCache(),
+	}
 }
+
+// ctrlLog is the reconcile's logger.
+func ctrlLog(ctx context.Context) logr.Logger { return ctrl.LoggerFrom(ctx) }
 
 // The manager reads and watches its own kinds and writes their status.
 // +kubebuilder:rbac:groups=promptops.io,resources=prompttemplates;memorybanks,verbs=get;list;watch
@@ -46,5 +71,20 @@ func CacheOptions() cache.Options {
 
 // Setup registers every controller with the manager.
 func Setup(mgr ctrl.Manager, opts Options) error {
+	copts := controller.Options{MaxConcurrentReconciles: max(1, opts.MaxConcurrentReconciles)}
+	pt := &PromptTemplateReconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorder("promptops-prompttemplate"),
+	}
+	if err := pt.SetupWithManager(mgr, copts); err != nil {
+		return fmt.Errorf("setting up the PromptTemplate controller: %w", err)
+	}
+	return nil
+}
+
+// byObjectCache restricts cached kinds that the operator owns to its own
+// objects. It grows as controllers are added.
+func byObjectCache() map[client.Object]cache.ByObject {
 	return nil
 }

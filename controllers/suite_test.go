@@ -3,42 +3,132 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/promptops/promptops/internal/testenv"
 )
 
 // The suite runs against a real kube-apiserver and etcd with the generated
-// CRDs installed. It fails, never skips, when the binaries are missing.
+// CRDs installed, and a real manager running both controllers. It fails,
+// never skips, when the binaries are missing.
 var (
 	cfg       *rest.Config
 	k8sClient client.Client
+	// writes counts the manager's write requests (POST, PUT, PATCH, DELETE)
+	// by resource path, at the HTTP level.
+	writes = &writeCounter{byPath: map[string]int{}}
+	// testClock is the MemoryBank controller's clock.
+	testClock = &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 )
 
+type writeCounter struct {
+	mu     sync.Mutex
+	total  atomic.Int64
+	byPath map[string]int
+}
+
+func (w *writeCounter) count(req *http.Request) {
+	switch req.Method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+		w.total.Add(1)
+		w.mu.Lock()
+		w.byPath[req.Method+" "+req.URL.Path]++
+		w.mu.Unlock()
+	}
+}
+
+// matching counts writes whose method and path contain every part.
+func (w *writeCounter) matching(parts ...string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for k, v := range w.byPath {
+		ok := true
+		for _, p := range parts {
+			if !strings.Contains(k, p) {
+				ok = false
+			}
+		}
+		if ok {
+			n += v
+		}
+	}
+	return n
+}
+
+type countingTransport struct{ next http.RoundTripper }
+
+func (t countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	writes.count(req)
+	return t.next.RoundTrip(req)
+}
+
 func TestMain(m *testing.M) {
+	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(zapLevel())))
 	env, c, err := testenv.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	cfg = c
-	k8sClient, err = client.New(cfg, client.Options{Scheme: NewScheme()})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		_ = env.Stop()
-		os.Exit(1)
-	}
-	code := m.Run()
+	code := func() int {
+		k8sClient, err = client.New(cfg, client.Options{Scheme: NewScheme()})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		mgrCfg := rest.CopyConfig(cfg)
+		mgrCfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt} }
+		mgr, err := ctrl.NewManager(mgrCfg, ctrl.Options{
+			Scheme:                 NewScheme(),
+			Metrics:                metricsserver.Options{BindAddress: "0"},
+			HealthProbeBindAddress: "0",
+			Cache:                  CacheOptions(),
+		})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		if err := Setup(mgr, Options{JobImage: "promptops:test", MaxConcurrentReconciles: 2, Clock: testClock}); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- mgr.Start(ctx) }()
+		code := m.Run()
+		cancel()
+		if err := <-done; err != nil {
+			fmt.Fprintln(os.Stderr, "manager:", err)
+		}
+		return code
+	}()
 	if err := env.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "stopping envtest:", err)
 	}
 	os.Exit(code)
+}
+
+func zapLevel() zapcore.Level {
+	if os.Getenv("PROMPTOPS_TEST_LOG") != "" {
+		return zapcore.DebugLevel
+	}
+	return zapcore.ErrorLevel
 }
 
 // newNamespace creates a namespace of its own for one test.
@@ -49,4 +139,37 @@ func newNamespace(t *testing.T) string {
 		t.Fatalf("creating namespace: %v", err)
 	}
 	return ns.Name
+}
+
+// eventually polls f until it returns nil, failing the test after timeout
+// with f's last error. Time here bounds waiting, it is never asserted.
+func eventually(t *testing.T, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = f(); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("condition not met: %v", err)
+}
+
+// fakeClock is an injectable clock for schedules.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Set(t time.Time) {
+	c.mu.Lock()
+	c.now = t
+	c.mu.Unlock()
 }

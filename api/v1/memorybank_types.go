@@ -327,6 +327,7 @@ type MemoryBankStatus struct {
 // +kubebuilder:printcolumn:name="Last Run",type=date,JSONPath=`.status.lastRun.completionTime`
 // +kubebuilder:printcolumn:name="Observations",type=integer,JSONPath=`.status.lastRun.observations`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 48",message="metadata.name must be at most 48 characters: it names the bank's Jobs, whose names are limited to 63"
 type MemoryBank struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -303,6 +303,7 @@ type PromptTemplateStatus struct {
 // +kubebuilder:printcolumn:name="Max Tokens",type=integer,JSONPath=`.spec.budget.maxTokens`
 // +kubebuilder:printcolumn:name="Largest",type=integer,JSONPath=`.status.largestTokens`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63",message="metadata.name must be at most 63 characters: it names and labels the rendered ConfigMaps"
 type PromptTemplate struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -1,0 +1,195 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	promptopsv1 "github.com/promptops/promptops/api/v1"
+	"github.com/promptops/promptops/internal/assembler"
+)
+
+const (
+	// labelRole tells a template's live ConfigMap from its history copies.
+	labelRole   = "promptops.io/role"
+	roleLive    = "rendered"
+	roleHistory = "history"
+)
+
+func renderedName(pt *promptopsv1.PromptTemplate) string { return pt.Name + "-prompts" }
+
+func historyName(pt *promptopsv1.PromptTemplate, revision string) string {
+	return fmt.Sprintf("%s-prompts-%s", pt.Name, revisionHash8(revision))
+}
+
+func revisionHash8(revision string) string {
+	const prefix = "sha256:"
+	if len(revision) >= len(prefix)+8 {
+		return revision[len(prefix) : len(prefix)+8]
+	}
+	return revision
+}
+
+// desiredConfigMap is the rendered ConfigMap as an apply configuration.
+func desiredConfigMap(pt *promptopsv1.PromptTemplate, name, role string, data map[string]string, revision string) *corev1ac.ConfigMapApplyConfiguration {
+	ac := corev1ac.ConfigMap(name, pt.Namespace).
+		WithLabels(map[string]string{
+			promptopsv1.LabelManagedBy:      promptopsv1.LabelManagedByValue,
+			promptopsv1.LabelPromptTemplate: pt.Name,
+			labelRole:                       role,
+		}).
+		WithAnnotations(map[string]string{promptopsv1.AnnotationRevision: revision}).
+		WithOwnerReferences(metav1ac.OwnerReference().
+			WithAPIVersion(promptopsv1.GroupVersion.String()).WithKind("PromptTemplate").
+			WithName(pt.Name).WithUID(pt.UID).WithController(true).WithBlockOwnerDeletion(true)).
+		WithData(data)
+	if role == roleHistory {
+		ac.WithImmutable(true)
+	}
+	return ac
+}
+
+// applyConfigMaps writes the live ConfigMap and, with revisionHistoryLimit,
+// the immutable copy of this revision. Each is written only when its
+// content differs from what the cluster holds.
+func (r *PromptTemplateReconciler) applyConfigMaps(ctx context.Context, pt *promptopsv1.PromptTemplate, res *assembler.Result) error {
+	data, err := assembler.ConfigMapData(res)
+	if err != nil {
+		return err
+	}
+	rev := res.Plan.Revision
+	if err := r.ensureConfigMap(ctx, pt, renderedName(pt), roleLive, data, rev); err != nil {
+		return err
+	}
+	if historyLimit(pt) > 0 {
+		return r.ensureConfigMap(ctx, pt, historyName(pt, rev), roleHistory, data, rev)
+	}
+	return nil
+}
+
+func historyLimit(pt *promptopsv1.PromptTemplate) int {
+	if pt.Spec.RevisionHistoryLimit == nil {
+		return 0
+	}
+	return int(*pt.Spec.RevisionHistoryLimit)
+}
+
+func (r *PromptTemplateReconciler) ensureConfigMap(ctx context.Context, pt *promptopsv1.PromptTemplate, name, role string, data map[string]string, rev string) error {
+	key := types.NamespacedName{Namespace: pt.Namespace, Name: name}
+	upToDate, err := r.upToDate(ctx, pt, key, role, data, rev)
+	if err != nil || upToDate {
+		return err
+	}
+	if role == roleHistory {
+		// An immutable copy of another revision under this name (a hash8
+		// collision) cannot be changed; leave it.
+		existing := &metav1.PartialObjectMetadata{}
+		existing.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+		if err := r.Get(ctx, key, existing); err == nil {
+			return nil
+		}
+	}
+	ac := desiredConfigMap(pt, name, role, data, rev)
+	if err := r.Apply(ctx, ac, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		return fmt.Errorf("applying ConfigMap %s: %w", key, err)
+	}
+	if ac.ResourceVersion != nil {
+		r.verified.Store(key, *ac.ResourceVersion)
+	}
+	ctrlLog(ctx).Info("Rendered ConfigMap", "configMap", name, "revision", rev)
+	return nil
+}
+
+// upToDate tells whether the ConfigMap already holds this revision. It
+// compares the cached metadata first; the content is read from the API only
+// when the object changed since it was last checked (a hand edit, or a
+// restart of the operator).
+func (r *PromptTemplateReconciler) upToDate(ctx context.Context, pt *promptopsv1.PromptTemplate, key types.NamespacedName, role string, data map[string]string, rev string) (bool, error) {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+	if err := r.Get(ctx, key, m); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, err
+	}
+	if m.Annotations[promptopsv1.AnnotationRevision] != rev || m.Labels[labelRole] != role || !isControlledBy(m.OwnerReferences, pt.UID) {
+		return false, nil
+	}
+	if v, ok := r.verified.Load(key); ok && v == m.ResourceVersion {
+		return true, nil
+	}
+	cm := &corev1.ConfigMap{}
+	if err := r.APIReader.Get(ctx, key, cm); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, err
+	}
+	if !maps.Equal(cm.Data, data) || len(cm.BinaryData) > 0 {
+		return false, nil
+	}
+	r.verified.Store(key, cm.ResourceVersion)
+	return true, nil
+}
+
+func isControlledBy(refs []metav1.OwnerReference, uid types.UID) bool {
+	for _, ref := range refs {
+		if ref.UID == uid && ref.Controller != nil && *ref.Controller {
+			return true
+		}
+	}
+	return false
+}
+
+// pruneHistory deletes history copies beyond revisionHistoryLimit, oldest
+// first, and never the copy of the current revision while the limit keeps any.
+func (r *PromptTemplateReconciler) pruneHistory(ctx context.Context, pt *promptopsv1.PromptTemplate) error {
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
+	if err := r.List(ctx, list, client.InNamespace(pt.Namespace), client.MatchingLabels{
+		promptopsv1.LabelPromptTemplate: pt.Name, labelRole: roleHistory,
+	}); err != nil {
+		return err
+	}
+	var copies []metav1.PartialObjectMetadata
+	current := ""
+	if pt.Status.Revision != "" && historyLimit(pt) > 0 {
+		current = historyName(pt, pt.Status.Revision)
+	}
+	for _, item := range list.Items {
+		if isControlledBy(item.OwnerReferences, pt.UID) && item.Name != current {
+			copies = append(copies, item)
+		}
+	}
+	keep := historyLimit(pt)
+	if current != "" {
+		keep-- // the current revision's copy counts towards the limit
+	}
+	if len(copies) <= keep {
+		return nil
+	}
+	sort.Slice(copies, func(i, j int) bool {
+		ti, tj := copies[i].CreationTimestamp, copies[j].CreationTimestamp
+		if !ti.Equal(&tj) {
+			return tj.Before(&ti)
+		}
+		return copies[i].Name > copies[j].Name
+	})
+	for _, old := range copies[keep:] {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: old.Namespace, Name: old.Name}}
+		if err := r.Delete(ctx, cm, client.Preconditions{UID: &old.UID}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("pruning ConfigMap %s: %w", old.Name, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,123 @@
+package controllers
+
+import (
+	"fmt"
+	"strings"
+	"unicode"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	promptopsv1 "github.com/promptops/promptops/api/v1"
+	"github.com/promptops/promptops/internal/assembler"
+)
+
+// verdict is what onExceed makes of a render.
+type verdict struct {
+	onExceed  promptopsv1.OnExceed
+	over      []*assembler.Assembly
+	truncated []*assembler.Assembly
+	// apply is true when the ConfigMap gets this render.
+	apply bool
+}
+
+func judge(pt *promptopsv1.PromptTemplate, res *assembler.Result) verdict {
+	v := verdict{onExceed: promptopsv1.OnExceed(res.Plan.OnExceed), over: res.OverBudget(), truncated: res.Truncated()}
+	v.apply = len(v.over) == 0 || v.onExceed == promptopsv1.OnExceedWarn
+	return v
+}
+
+// setTemplateStatus fills the status from a render and its verdict.
+func setTemplateStatus(pt *promptopsv1.PromptTemplate, res *assembler.Result, v verdict) {
+	gen := pt.Generation
+	st := &pt.Status
+	st.Encoding = promptopsv1.Encoding(res.Plan.Encoding)
+	st.LargestTokens = int32(res.Largest())
+	st.Intents = st.Intents[:0]
+	forgetTemplateMetrics(pt.Namespace, pt.Name)
+	for _, a := range res.Intents {
+		st.Intents = append(st.Intents, promptopsv1.IntentStatus{
+			Name: a.Intent, Tokens: int32(a.Tokens), FixedTokens: int32(a.FixedTokens), ReservedTokens: int32(a.ReservedTokens),
+			MaxTokens: int32(a.MaxTokens), WithinBudget: a.WithinBudget, TruncatedSections: a.Cut,
+		})
+		l := []string{pt.Namespace, pt.Name, a.Intent}
+		promptTokens.WithLabelValues(l...).Set(float64(a.Tokens))
+		promptBudgetTokens.WithLabelValues(l...).Set(float64(a.MaxTokens))
+		exceeded := 0.0
+		if !a.WithinBudget {
+			exceeded = 1
+		}
+		promptBudgetExceeded.WithLabelValues(l...).Set(exceeded)
+	}
+
+	overMsg := overBudgetMessage(v.over)
+	if len(v.over) > 0 {
+		setCondition(&st.Conditions, gen, promptopsv1.ConditionBudgetExceeded, metav1.ConditionTrue, promptopsv1.ReasonBudgetExceeded, overMsg)
+	} else {
+		setCondition(&st.Conditions, gen, promptopsv1.ConditionBudgetExceeded, metav1.ConditionFalse, promptopsv1.ReasonWithinBudget,
+			fmt.Sprintf("Every intent fits the budget of %d tokens.", res.Plan.MaxTokens))
+	}
+	if len(v.truncated) > 0 {
+		setCondition(&st.Conditions, gen, promptopsv1.ConditionTruncated, metav1.ConditionTrue, promptopsv1.ReasonTruncated, truncatedMessage(v.truncated))
+	} else {
+		setCondition(&st.Conditions, gen, promptopsv1.ConditionTruncated, metav1.ConditionFalse, promptopsv1.ReasonNotTruncated, "Nothing had to be cut.")
+	}
+
+	notes := ""
+	if len(res.Notes) > 0 {
+		notes = " Note: " + capitalize(strings.Join(res.Notes, "; ")) + "."
+	}
+	switch {
+	case len(v.over) > 0 && !v.apply:
+		keep := "No ConfigMap is rendered until every intent fits."
+		if st.Revision != "" {
+			keep = fmt.Sprintf("ConfigMap %s keeps the last revision that fit.", st.ConfigMapName)
+		}
+		setReady(&st.Conditions, gen, false, false, promptopsv1.ReasonBudgetExceeded, overMsg+" "+keep+notes)
+	case len(v.over) > 0:
+		setReady(&st.Conditions, gen, true, false, promptopsv1.ReasonBudgetExceeded, "Rendered despite the budget (onExceed: Warn): "+lowerFirst(overMsg)+notes)
+	default:
+		largest := res.Intents[0]
+		for _, a := range res.Intents {
+			if a.Tokens > largest.Tokens {
+				largest = a
+			}
+		}
+		setReady(&st.Conditions, gen, true, false, promptopsv1.ReasonSucceeded,
+			fmt.Sprintf("%d intent(s) within budget; largest is %s with %d of %d tokens.%s", len(res.Intents), largest.Intent, largest.Tokens, largest.MaxTokens, notes))
+	}
+	setReconciling(&st.Conditions, gen, false, "", "")
+	st.ObservedGeneration = gen
+}
+
+func overBudgetMessage(over []*assembler.Assembly) string {
+	if len(over) == 0 {
+		return ""
+	}
+	parts := make([]string, 0, len(over))
+	for _, a := range over {
+		parts = append(parts, a.Message())
+	}
+	return capitalize(strings.Join(parts, "; ")) + "."
+}
+
+func truncatedMessage(truncated []*assembler.Assembly) string {
+	parts := make([]string, 0, len(truncated))
+	for _, a := range truncated {
+		parts = append(parts, fmt.Sprintf("intent %s: cut %s", a.Intent, strings.Join(a.Cut, ", ")))
+	}
+	return "Static sections were cut to fit the budget: " + strings.Join(parts, "; ") + "."
+}
+
+func capitalize(s string) string {
+	for i, r := range s {
+		return string(unicode.ToUpper(r)) + s[i+len(string(r)):]
+	}
+	return s
+}
+
+func lowerFirst(s string) string {
+	for i, r := range s {
+		return string(unicode.ToLower(r)) + s[i+len(string(r)):]
+	}
+	return s
+}
