@@ -157,12 +157,16 @@ func TestInvalidManifestsAreRejected(t *testing.T) {
 		{"reserveTokens not below maxTokens", validTemplate, func(o map[string]any) { set(o, int64(1000), "spec", "sections", "1", "runtime", "reserveTokens") }, "runtime.reserveTokens must be less than budget.maxTokens"},
 		{"minTokens not below maxTokens", validTemplate, func(o map[string]any) { set(o, int64(5000), "spec", "sections", "1", "truncation", "minTokens") }, "truncation.minTokens must be less than budget.maxTokens"},
 		{"priority above 100", validTemplate, func(o map[string]any) { set(o, int64(101), "spec", "sections", "1", "truncation", "priority") }, "spec.sections[1].truncation.priority: Invalid value: 101"},
-		{"priority with policy Never", validTemplate, func(o map[string]any) { set(o, fromYAML(t, "{policy: Never, priority: 3}"), "spec", "sections", "1", "truncation") }, "priority and minTokens apply only to policy Priority"},
+		{"priority with policy Never", validTemplate, func(o map[string]any) {
+			set(o, fromYAML(t, "{policy: Never, priority: 3}"), "spec", "sections", "1", "truncation")
+		}, "priority and minTokens apply only to policy Priority"},
 		{"section name with upper case", validTemplate, func(o map[string]any) { set(o, "Role", "spec", "sections", "0", "name") }, `spec.sections[0].name: Invalid value: "Role"`},
 		{"intent name with underscore", validTemplate, func(o map[string]any) { set(o, "deep_dive", "spec", "intents", "0", "name") }, `spec.intents[0].name: Invalid value: "deep_dive"`},
 		{"intent with no instruction", validTemplate, func(o map[string]any) { set(o, fromYAML(t, "{name: chat}"), "spec", "intents", "0") }, "an intent needs instruction or from"},
 		{"invalid variable name", validTemplate, func(o map[string]any) { set(o, map[string]any{"1st": "x"}, "spec", "variables") }, "variable names are letters, digits and '_'"},
-		{"configMapKeyRef without key", validTemplate, func(o map[string]any) { set(o, fromYAML(t, "{configMapKeyRef: {name: cm}}"), "spec", "sections", "0", "from") }, "spec.sections[0].from.configMapKeyRef.key: Required value"},
+		{"configMapKeyRef without key", validTemplate, func(o map[string]any) {
+			set(o, fromYAML(t, "{configMapKeyRef: {name: cm}}"), "spec", "sections", "0", "from")
+		}, "spec.sections[0].from.configMapKeyRef.key: Required value"},
 		{"bank without store", validBank, func(o map[string]any) { set(o, map[string]any{}, "spec", "store") }, "store needs exactly one of postgres or sqlite"},
 		{"bank with two stores", validBank, func(o map[string]any) { set(o, fromYAML(t, "{path: /data/b.db}"), "spec", "store", "sqlite") }, "store needs exactly one of postgres or sqlite"},
 		{"bank maxObservations zero", validBank, func(o map[string]any) { set(o, int64(0), "spec", "maxObservations") }, "spec.maxObservations: Invalid value: 0"},
