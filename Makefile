@@ -70,3 +70,7 @@ $(CONTROLLER_GEN):
 .PHONY: help
 help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*?##/ { printf "  %-18s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+
+.PHONY: bench-scale
+bench-scale: build envtest ## PromptTemplate controller at scale: 1,000 templates (N=...).
+	go run ./bench/scale -n $(or $(N),1000)

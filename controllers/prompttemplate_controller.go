@@ -188,7 +188,10 @@ func (r *PromptTemplateReconciler) patchStatus(ctx context.Context, orig, pt *pr
 	}
 	oldStatus, oldReason := readyOf(orig.Status.Conditions)
 	newStatus, newReason := readyOf(pt.Status.Conditions)
-	if r.Recorder != nil && (oldStatus != newStatus || oldReason != newReason) {
+	// Events on transitions only. A first successful render is in the
+	// status already; a first failure still gets a Warning.
+	first := oldStatus == metav1.ConditionUnknown
+	if r.Recorder != nil && (oldStatus != newStatus || oldReason != newReason) && (!first || newStatus != metav1.ConditionTrue) {
 		typ := corev1.EventTypeNormal
 		if newStatus != metav1.ConditionTrue {
 			typ = corev1.EventTypeWarning

@@ -25,7 +25,8 @@ func runManager(args []string, _ io.Reader, _, stderr io.Writer) int {
 	var (
 		metricsAddr, probeAddr, kubeconfig, jobImage string
 		leaderElect, secureMetrics, enableHTTP2      bool
-		concurrency                                  int
+		concurrency, burst                           int
+		qps                                          float64
 	)
 	fs.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address the metrics endpoint binds to; 0 disables it.")
 	fs.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the health and readiness probes bind to.")
@@ -35,6 +36,8 @@ func runManager(args []string, _ io.Reader, _, stderr io.Writer) int {
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "Path to a kubeconfig; by default $KUBECONFIG, the in-cluster config, then ~/.kube/config.")
 	fs.StringVar(&jobImage, "job-image", envDefault(lookupEnv, "PROMPTOPS_JOB_IMAGE", ""), "Image of consolidation Jobs: the operator's own image ($PROMPTOPS_JOB_IMAGE).")
 	fs.IntVar(&concurrency, "max-concurrent-reconciles", 4, "Reconciles run in parallel per controller.")
+	fs.Float64Var(&qps, "kube-api-qps", 100, "Requests per second the manager may send to the API server.")
+	fs.IntVar(&burst, "kube-api-burst", 200, "Burst of requests above --kube-api-qps.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	if code, ok := parseFlags(fs, args); !ok {
@@ -54,6 +57,8 @@ func runManager(args []string, _ io.Reader, _, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "promptops manager: no cluster configuration: %v\n", err)
 		return ExitInvalid
 	}
+
+	cfg.QPS, cfg.Burst = float32(qps), burst
 
 	var tlsOpts []func(*tls.Config)
 	if !enableHTTP2 {

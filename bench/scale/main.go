@@ -1,0 +1,273 @@
+// Command scale measures the PromptTemplate controller at scale: it starts
+// envtest (real kube-apiserver and etcd) with an audit log, runs the
+// operator binary as its own process and user, creates N templates of six
+// intents (~4 KB each), and reports seconds until all are Ready, the
+// operator's writes per template (from the audit log), its peak RSS, and its
+// writes in the minutes after settling.
+//
+//	go build -o bin/promptops . && go run ./bench/scale -n 1000
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	promptopsv1 "github.com/promptops/promptops/api/v1"
+	"github.com/promptops/promptops/controllers"
+	"github.com/promptops/promptops/internal/tokens/corpus"
+)
+
+const managerUser = "promptops-bench-manager"
+
+func main() {
+	n := flag.Int("n", 1000, "Templates to create.")
+	settle := flag.Duration("settle", 60*time.Second, "How long to watch for writes after all are Ready.")
+	bin := flag.String("operator", "bin/promptops", "The operator binary.")
+	flag.Parse()
+	if err := run(*n, *settle, *bin); err != nil {
+		fmt.Fprintln(os.Stderr, "scale:", err)
+		os.Exit(1)
+	}
+}
+
+func run(n int, settle time.Duration, bin string) error {
+	work, err := os.MkdirTemp("", "promptops-scale-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	auditLog := filepath.Join(work, "audit.log")
+	policy := filepath.Join(work, "policy.yaml")
+	// Only writes, at Metadata level: enough to count them by user.
+	if err := os.WriteFile(policy, []byte(`apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: Metadata
+  verbs: ["create", "update", "patch", "delete", "deletecollection"]
+- level: None
+`), 0o600); err != nil {
+		return err
+	}
+	env := &envtest.Environment{
+		BinaryAssetsDirectory: "bin/k8s",
+		CRDDirectoryPaths:     []string{"config/crd/bases"},
+		ErrorIfCRDPathMissing: true,
+	}
+	api := env.ControlPlane.GetAPIServer()
+	api.Configure().Append("audit-log-path", auditLog).Append("audit-policy-file", policy)
+	cfg, err := env.Start()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = env.Stop() }()
+	cfg.QPS, cfg.Burst = 500, 1000
+	c, err := client.New(cfg, client.Options{Scheme: controllers.NewScheme()})
+	if err != nil {
+		return err
+	}
+	user, err := env.AddUser(envtest.User{Name: managerUser, Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return err
+	}
+	kc, err := user.KubeConfig()
+	if err != nil {
+		return err
+	}
+	kubeconfig := filepath.Join(work, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
+		return err
+	}
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "scale"}}
+	if err := c.Create(ctx, ns); err != nil {
+		return err
+	}
+
+	mgr := exec.Command(bin, "manager", "--kubeconfig", kubeconfig, "--metrics-bind-address=0", "--health-probe-bind-address=0", "--zap-log-level=error")
+	mgr.Stderr = os.Stderr
+	if err := mgr.Start(); err != nil {
+		return err
+	}
+	defer func() { _ = mgr.Process.Kill(); _, _ = mgr.Process.Wait() }()
+	var peak peakRSS
+	stopRSS := peak.watch(mgr.Process.Pid)
+	defer stopRSS()
+	time.Sleep(2 * time.Second) // caches synced before the clock starts
+
+	start := time.Now()
+	if err := createTemplates(ctx, c, n); err != nil {
+		return err
+	}
+	created := time.Since(start)
+	for {
+		ready, err := countReady(ctx, c)
+		if err != nil {
+			return err
+		}
+		if ready == n {
+			break
+		}
+		if time.Since(start) > 10*time.Minute {
+			return fmt.Errorf("only %d of %d Ready after 10 minutes", ready, n)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	allReady := time.Since(start)
+	time.Sleep(3 * time.Second) // in-flight events and audit flush
+	writesReady, byKind, err := countWrites(auditLog)
+	if err != nil {
+		return err
+	}
+	time.Sleep(settle)
+	writesSettled, _, err := countWrites(auditLog)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("templates:                    %d (six intents, ~4 KB each)\n", n)
+	fmt.Printf("created in:                   %.1f s\n", created.Seconds())
+	fmt.Printf("all Ready after:              %.1f s\n", allReady.Seconds())
+	fmt.Printf("operator writes until Ready:  %d (%.2f per template) %v\n", writesReady, float64(writesReady)/float64(n), byKind)
+	fmt.Printf("operator writes in %v after settling: %d\n", settle, writesSettled-writesReady)
+	fmt.Printf("operator peak RSS:            %.1f MiB\n", float64(peak.get())/1024)
+	return nil
+}
+
+func createTemplates(ctx context.Context, c client.Client, n int) error {
+	base := corpus.Generate(3200)
+	str := func(s string) *string { return &s }
+	never := &promptopsv1.Truncation{Policy: promptopsv1.TruncationNever}
+	sem := make(chan struct{}, 32)
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(i int) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			salt := "Template " + strconv.Itoa(i) + ". "
+			pt := &promptopsv1.PromptTemplate{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "scale", Name: fmt.Sprintf("pt-%04d", i)},
+				Spec: promptopsv1.PromptTemplateSpec{
+					Budget: promptopsv1.Budget{MaxTokens: 8000},
+					Sections: []promptopsv1.Section{
+						{Name: "base_system", Text: str(salt + base), Truncation: never},
+						{Name: "data_context", Runtime: &promptopsv1.RuntimeSection{ReserveTokens: 500}},
+						{Name: "tool_outputs", Heading: "## Tool results", Runtime: &promptopsv1.RuntimeSection{ReserveTokens: 1000}},
+						{Name: "intent_instruction", Heading: "## Task", Intent: true, Truncation: never},
+					},
+				},
+			}
+			for j, name := range []string{"chat", "explore", "consult", "analyze", "discuss", "feedback"} {
+				pt.Spec.Intents = append(pt.Spec.Intents, promptopsv1.Intent{Name: name, Instruction: str(fmt.Sprintf("%sIntent %d: answer with care and cite the data.", salt, j))})
+			}
+			if err := c.Create(ctx, pt); err != nil {
+				errs <- err
+			}
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+func countReady(ctx context.Context, c client.Client) (int, error) {
+	var list promptopsv1.PromptTemplateList
+	if err := c.List(ctx, &list, client.InNamespace("scale")); err != nil {
+		return 0, err
+	}
+	n := 0
+	for i := range list.Items {
+		if meta.IsStatusConditionTrue(list.Items[i].Status.Conditions, promptopsv1.ConditionReady) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// countWrites counts the operator user's write requests in the audit log.
+func countWrites(path string) (int, map[string]int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer f.Close()
+	total, byKind := 0, map[string]int{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		var ev struct {
+			Stage string `json:"stage"`
+			User  struct {
+				Username string `json:"username"`
+			} `json:"user"`
+			Verb      string `json:"verb"`
+			ObjectRef struct {
+				Resource    string `json:"resource"`
+				Subresource string `json:"subresource"`
+			} `json:"objectRef"`
+		}
+		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Stage != "ResponseComplete" || ev.User.Username != managerUser {
+			continue
+		}
+		total++
+		k := ev.Verb + " " + ev.ObjectRef.Resource
+		if ev.ObjectRef.Subresource != "" {
+			k += "/" + ev.ObjectRef.Subresource
+		}
+		byKind[k]++
+	}
+	return total, byKind, sc.Err()
+}
+
+// peakRSS follows a process's VmHWM (peak resident set) in /proc.
+type peakRSS struct {
+	mu sync.Mutex
+	kb int
+}
+
+func (p *peakRSS) get() int { p.mu.Lock(); defer p.mu.Unlock(); return p.kb }
+
+func (p *peakRSS) watch(pid int) func() {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
+				for _, line := range strings.Split(string(data), "\n") {
+					if strings.HasPrefix(line, "VmHWM:") {
+						if kb, err := strconv.Atoi(strings.Fields(line)[1]); err == nil {
+							p.mu.Lock()
+							p.kb = max(p.kb, kb)
+							p.mu.Unlock()
+						}
+					}
+				}
+			}
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() { close(done) }
+}
