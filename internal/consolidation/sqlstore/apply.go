@@ -1,0 +1,309 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/promptops/promptops/internal/consolidation"
+)
+
+// Apply applies a batch's operations and marks its facts consolidated in one
+// transaction: deletes, updates, creates, then the facts.
+func (s *Store) Apply(ctx context.Context, bank string, ops consolidation.Ops, consolidated []string, now time.Time) ([]string, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = tx.Rollback() }()
+
+	// The batch's facts, for dates and entities of new sources.
+	facts, err := s.factsByID(ctx, tx, bank, consolidated)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range ops.Deletes {
+		if err := s.deleteObservation(ctx, tx, bank, d.ObservationID, now); err != nil {
+			return nil, err
+		}
+	}
+	for _, u := range ops.Updates {
+		if err := s.updateObservation(ctx, tx, bank, u, facts, now); err != nil {
+			return nil, err
+		}
+	}
+	var created []string
+	for _, c := range ops.Creates {
+		id, err := s.createObservation(ctx, tx, bank, c, facts, now)
+		if err != nil {
+			return nil, err
+		}
+		created = append(created, id)
+	}
+	if len(consolidated) > 0 {
+		args := []any{bank, s.t(&now)}
+		for _, id := range consolidated {
+			args = append(args, id)
+		}
+		if _, err := tx.ExecContext(ctx, s.q("UPDATE promptops_facts SET status = 'consolidated', consolidated_at = $2, failure_reason = NULL WHERE bank = $1 AND status = 'pending' AND id IN ("+placeholders(3, len(consolidated))+")"), args...); err != nil {
+			return nil, err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, err
+	}
+	return created, nil
+}
+
+func (s *Store) factsByID(ctx context.Context, tx *sql.Tx, bank string, ids []string) (map[string]consolidation.Fact, error) {
+	out := map[string]consolidation.Fact{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	args := []any{bank}
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	rows, err := tx.QueryContext(ctx, s.q("SELECT "+factColumns+" FROM promptops_facts WHERE bank = $1 AND id IN ("+placeholders(2, len(ids))+")"), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		f, err := scanFact(rows)
+		if err != nil {
+			return nil, err
+		}
+		out[f.ID] = f
+	}
+	return out, rows.Err()
+}
+
+func (s *Store) history(ctx context.Context, tx *sql.Tx, bank, obsID, change, previous string, now time.Time) error {
+	if _, err := tx.ExecContext(ctx, s.q("INSERT INTO promptops_observation_history (bank, observation_id, change, previous_text, changed_at) VALUES ($1, $2, $3, $4, $5)"), bank, obsID, change, previous, s.t(&now)); err != nil {
+		return err
+	}
+	_, err := tx.ExecContext(ctx, s.q(fmt.Sprintf(`DELETE FROM promptops_observation_history WHERE bank = $1 AND observation_id = $2 AND seq NOT IN (
+		SELECT seq FROM promptops_observation_history WHERE bank = $1 AND observation_id = $2 ORDER BY seq DESC LIMIT %d)`, HistoryLimit)), bank, obsID)
+	return err
+}
+
+func (s *Store) deleteObservation(ctx context.Context, tx *sql.Tx, bank, id string, now time.Time) error {
+	obs, err := s.observations(ctx, tx, bank, []string{id})
+	if err != nil {
+		return err
+	}
+	if len(obs) == 0 {
+		return nil // already gone
+	}
+	if err := s.history(ctx, tx, bank, id, "delete", obs[0].Text, now); err != nil {
+		return err
+	}
+	for _, q := range []string{
+		"DELETE FROM promptops_observation_sources WHERE bank = $1 AND observation_id = $2",
+		"DELETE FROM promptops_observations WHERE bank = $1 AND id = $2",
+	} {
+		if _, err := tx.ExecContext(ctx, s.q(q), bank, id); err != nil {
+			return err
+		}
+	}
+	return s.ftsDelete(ctx, tx, bank, id)
+}
+
+// bounds widens [start, end] with the facts' dates.
+func bounds(start, end *time.Time, facts []consolidation.Fact) (*time.Time, *time.Time) {
+	for _, f := range facts {
+		for _, t := range []*time.Time{f.OccurredStart, f.OccurredEnd} {
+			if t == nil {
+				continue
+			}
+			if start == nil || t.Before(*start) {
+				v := *t
+				start = &v
+			}
+			if end == nil || t.After(*end) {
+				v := *t
+				end = &v
+			}
+		}
+	}
+	return start, end
+}
+
+func entitySet(existing []string, facts []consolidation.Fact) []string {
+	set := map[string]bool{}
+	for _, e := range existing {
+		set[e] = true
+	}
+	for _, f := range facts {
+		for _, e := range f.Entities {
+			if e = strings.ToLower(strings.TrimSpace(e)); e != "" {
+				set[e] = true
+			}
+		}
+	}
+	out := make([]string, 0, len(set))
+	for e := range set {
+		out = append(out, e)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func pick(facts map[string]consolidation.Fact, ids []string) []consolidation.Fact {
+	out := make([]consolidation.Fact, 0, len(ids))
+	for _, id := range ids {
+		if f, ok := facts[id]; ok {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func (s *Store) addSources(ctx context.Context, tx *sql.Tx, bank, obsID string, factIDs []string) (int, error) {
+	for _, fid := range factIDs {
+		if _, err := tx.ExecContext(ctx, s.q("INSERT INTO promptops_observation_sources (bank, observation_id, fact_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING"), bank, obsID, fid); err != nil {
+			return 0, err
+		}
+	}
+	var n int
+	err := tx.QueryRowContext(ctx, s.q("SELECT count(*) FROM promptops_observation_sources WHERE bank = $1 AND observation_id = $2"), bank, obsID).Scan(&n)
+	return n, err
+}
+
+func (s *Store) updateObservation(ctx context.Context, tx *sql.Tx, bank string, u consolidation.Update, facts map[string]consolidation.Fact, now time.Time) error {
+	obs, err := s.observations(ctx, tx, bank, []string{u.ObservationID})
+	if err != nil {
+		return err
+	}
+	if len(obs) == 0 {
+		return fmt.Errorf("observation %s vanished during the batch", u.ObservationID)
+	}
+	o := obs[0]
+	if o.Text != u.Text {
+		if err := s.history(ctx, tx, bank, o.ID, "update", o.Text, now); err != nil {
+			return err
+		}
+	}
+	// Sources = old ∪ new; proof_count = number of sources.
+	n, err := s.addSources(ctx, tx, bank, o.ID, u.SourceFactIDs)
+	if err != nil {
+		return err
+	}
+	src := pick(facts, u.SourceFactIDs)
+	start, end := bounds(o.OccurredStart, o.OccurredEnd, src)
+	_, err = tx.ExecContext(ctx, s.q(`UPDATE promptops_observations SET text = $3, text_norm = $4, proof_count = $5, occurred_start = $6, occurred_end = $7, entities_norm = $8, updated_at = $9
+		WHERE bank = $1 AND id = $2`), bank, o.ID, u.Text, consolidation.Normalize(u.Text), n, s.t(start), s.t(end), toJSON(entitySet(o.Entities, src)), s.t(&now))
+	if err != nil {
+		return err
+	}
+	if err := s.ftsDelete(ctx, tx, bank, o.ID); err != nil {
+		return err
+	}
+	return s.ftsInsert(ctx, tx, bank, o.ID, u.Text)
+}
+
+func (s *Store) createObservation(ctx context.Context, tx *sql.Tx, bank string, c consolidation.Create, facts map[string]consolidation.Fact, now time.Time) (string, error) {
+	id := uuid.NewString()
+	src := pick(facts, c.SourceFactIDs)
+	start, end := bounds(nil, nil, src)
+	if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO promptops_observations (bank, id, text, text_norm, proof_count, occurred_start, occurred_end, entities_norm, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)`), bank, id, c.Text, consolidation.Normalize(c.Text), len(c.SourceFactIDs), s.t(start), s.t(end), toJSON(entitySet(nil, src)), s.t(&now)); err != nil {
+		return "", err
+	}
+	if _, err := s.addSources(ctx, tx, bank, id, c.SourceFactIDs); err != nil {
+		return "", err
+	}
+	return id, s.ftsInsert(ctx, tx, bank, id, c.Text)
+}
+
+func (s *Store) ftsInsert(ctx context.Context, tx *sql.Tx, bank, id, text string) error {
+	if s.dialect != sqlite {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, "INSERT INTO promptops_observations_fts (text, bank, observation_id) VALUES (?1, ?2, ?3)", text, bank, id)
+	return err
+}
+
+func (s *Store) ftsDelete(ctx context.Context, tx *sql.Tx, bank, id string) error {
+	if s.dialect != sqlite {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, "DELETE FROM promptops_observations_fts WHERE bank = ?1 AND observation_id = ?2", bank, id)
+	return err
+}
+
+// MarkFailed marks pending facts failed with a reason; they are skipped
+// until RetryFacts.
+func (s *Store) MarkFailed(ctx context.Context, bank string, ids []string, reason string, now time.Time) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	args := []any{bank, reason}
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	_, err := s.db.ExecContext(ctx, s.q("UPDATE promptops_facts SET status = 'failed', failure_reason = $2 WHERE bank = $1 AND status = 'pending' AND id IN ("+placeholders(3, len(ids))+")"), args...)
+	return err
+}
+
+// ListObservations lists a bank's observations with their sources, oldest first.
+func (s *Store) ListObservations(ctx context.Context, bank string) ([]consolidation.Observation, error) {
+	rows, err := s.db.QueryContext(ctx, s.q("SELECT id FROM promptops_observations WHERE bank = $1 ORDER BY created_at, id"), bank)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	var out []consolidation.Observation
+	for start := 0; start < len(ids); start += 500 {
+		chunk := ids[start:min(start+500, len(ids))]
+		obs, err := s.observations(ctx, s.db, bank, chunk)
+		if err != nil {
+			return nil, err
+		}
+		srcIDs, _, err := s.sourcesOf(ctx, s.db, bank, chunk, 0)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range obs {
+			o.SourceFactIDs = srcIDs[o.ID]
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}
+
+// History returns an observation's previous texts, newest first.
+func (s *Store) History(ctx context.Context, bank, obsID string) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, s.q("SELECT previous_text FROM promptops_observation_history WHERE bank = $1 AND observation_id = $2 ORDER BY seq DESC"), bank, obsID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var t string
+		if err := rows.Scan(&t); err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}

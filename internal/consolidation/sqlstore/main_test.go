@@ -1,0 +1,113 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/promptops/promptops/internal/consolidation"
+	"github.com/promptops/promptops/internal/consolidation/llm"
+	"github.com/promptops/promptops/internal/llmtest"
+	"github.com/promptops/promptops/internal/pgtest"
+)
+
+var pg *pgtest.Server
+
+// TestMain starts a real PostgreSQL for the package; the tests fail, never
+// skip, when it cannot start.
+func TestMain(m *testing.M) {
+	var err error
+	pg, err = pgtest.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "pgtest:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	pg.Stop()
+	os.Exit(code)
+}
+
+// eachStore runs f against a fresh PostgreSQL database and a fresh SQLite file.
+func eachStore(t *testing.T, f func(t *testing.T, s *Store)) {
+	t.Run("postgres", func(t *testing.T) {
+		dsn, err := pg.NewDatabase(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := Open(context.Background(), dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		f(t, s)
+	})
+	t.Run("sqlite", func(t *testing.T) {
+		s, err := Open(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "bank.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		f(t, s)
+	})
+}
+
+const bank = "agents/support"
+
+func day(s string) *time.Time {
+	t, err := time.Parse("2006-01-02", s)
+	if err != nil {
+		panic(err)
+	}
+	return &t
+}
+
+func importFacts(t *testing.T, s *Store, facts ...consolidation.Fact) {
+	t.Helper()
+	if _, err := s.ImportFacts(context.Background(), bank, facts); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func engine(s *Store, srv *llmtest.Server, mod func(*consolidation.Settings)) *consolidation.Engine {
+	set := consolidation.Settings{Bank: bank, BatchSize: 8, MaxFacts: 200, MaxPromptTokens: 16000, MaxAttempts: 3}
+	if mod != nil {
+		mod(&set)
+	}
+	return &consolidation.Engine{
+		Store: s, Settings: set,
+		LLM: llm.New(llm.Config{BaseURL: srv.BaseURL(), Model: "test", Timeout: 2 * time.Second, MaxRetries: 2}),
+	}
+}
+
+// factStates counts facts per status and returns failure reasons.
+func factStates(t *testing.T, s *Store) (map[string]int, []string) {
+	t.Helper()
+	facts, err := s.ListFacts(context.Background(), bank, "", 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	var reasons []string
+	for _, f := range facts {
+		out[f.Status]++
+		if f.Status == consolidation.FactFailed {
+			if f.FailureReason == "" {
+				t.Errorf("fact %s failed without a reason", f.ID)
+			}
+			reasons = append(reasons, f.FailureReason)
+		}
+	}
+	return out, reasons
+}
+
+func observations(t *testing.T, s *Store) []consolidation.Observation {
+	t.Helper()
+	obs, err := s.ListObservations(context.Background(), bank)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return obs
+}

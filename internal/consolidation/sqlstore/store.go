@@ -1,0 +1,522 @@
+// Package sqlstore keeps banks in PostgreSQL (pgx) or SQLite (modernc, pure
+// Go) behind consolidation.Store, with embedded versioned migrations. Several
+// banks, keyed "namespace/name", share one database.
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
+	_ "modernc.org/sqlite"             // database/sql driver "sqlite"
+
+	"github.com/promptops/promptops/internal/consolidation"
+)
+
+//go:embed migrations
+var migrations embed.FS
+
+// HistoryLimit is how many history rows one observation keeps.
+const HistoryLimit = 50
+
+type dialect int
+
+const (
+	postgres dialect = iota
+	sqlite
+)
+
+// Store is a SQL bank store.
+type Store struct {
+	db      *sql.DB
+	dialect dialect
+}
+
+var _ consolidation.Store = (*Store)(nil)
+
+// Open opens a store URL: postgres://... (or postgresql://) or
+// sqlite:///absolute/path.db, and migrates it. Errors never contain the
+// URL, which may hold a password.
+func Open(ctx context.Context, storeURL string) (*Store, error) {
+	u, err := url.Parse(storeURL)
+	if err != nil {
+		return nil, errors.New("store URL does not parse (expected postgres://... or sqlite:///path)")
+	}
+	var s *Store
+	switch u.Scheme {
+	case "postgres", "postgresql":
+		db, err := sql.Open("pgx", storeURL)
+		if err != nil {
+			return nil, fmt.Errorf("opening PostgreSQL: %w", redact(err, storeURL))
+		}
+		s = &Store{db: db, dialect: postgres}
+	case "sqlite":
+		path := u.Path
+		if u.Opaque != "" {
+			path = u.Opaque
+		}
+		if path == "" {
+			return nil, errors.New("sqlite store URL needs a path: sqlite:///data/bank.db")
+		}
+		q := url.Values{}
+		q.Add("_pragma", "busy_timeout(10000)")
+		q.Add("_pragma", "journal_mode(WAL)")
+		q.Add("_pragma", "synchronous(NORMAL)")
+		q.Add("_txlock", "immediate")
+		db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+		if err != nil {
+			return nil, fmt.Errorf("opening SQLite: %w", err)
+		}
+		db.SetMaxOpenConns(1)
+		s = &Store{db: db, dialect: sqlite}
+	default:
+		return nil, fmt.Errorf("unsupported store URL scheme %q: use postgres:// or sqlite://", u.Scheme)
+	}
+	if err := s.db.PingContext(ctx); err != nil {
+		_ = s.db.Close()
+		return nil, fmt.Errorf("connecting to the store: %w", redact(err, storeURL))
+	}
+	if err := s.migrate(ctx); err != nil {
+		_ = s.db.Close()
+		return nil, fmt.Errorf("migrating the store: %w", redact(err, storeURL))
+	}
+	return s, nil
+}
+
+// redact removes the URL and its password from an error message.
+func redact(err error, storeURL string) error {
+	msg := strings.ReplaceAll(err.Error(), storeURL, "<store URL>")
+	if u, perr := url.Parse(storeURL); perr == nil && u.User != nil {
+		if p, ok := u.User.Password(); ok && p != "" {
+			msg = strings.ReplaceAll(msg, p, "<redacted>")
+		}
+	}
+	return errors.New(msg)
+}
+
+// Close closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+// DB exposes the database, for tests.
+func (s *Store) DB() *sql.DB { return s.db }
+
+var placeholderRE = regexp.MustCompile(`\$(\d+)`)
+
+// q adapts a query written with $1.. to the dialect (SQLite: ?1..).
+func (s *Store) q(query string) string {
+	if s.dialect == sqlite {
+		return placeholderRE.ReplaceAllString(query, "?$1")
+	}
+	return query
+}
+
+// t encodes a time for the dialect: timestamptz or RFC 3339 text.
+func (s *Store) t(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	if s.dialect == sqlite {
+		return t.UTC().Format(time.RFC3339Nano)
+	}
+	return t.UTC()
+}
+
+// scanTime decodes a nullable time column of either dialect.
+type scanTime struct{ t *time.Time }
+
+func (st *scanTime) Scan(v any) error {
+	switch x := v.(type) {
+	case nil:
+		st.t = nil
+	case time.Time:
+		t := x.UTC()
+		st.t = &t
+	case string:
+		return st.parse(x)
+	case []byte:
+		return st.parse(string(x))
+	default:
+		return fmt.Errorf("unexpected time value %T", v)
+	}
+	return nil
+}
+
+func (st *scanTime) parse(s string) error {
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02 15:04:05.999999999-07:00", "2006-01-02 15:04:05", "2006-01-02"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			t = t.UTC()
+			st.t = &t
+			return nil
+		}
+	}
+	return fmt.Errorf("unparseable time %q", s)
+}
+
+func (s *Store) migrate(ctx context.Context) error {
+	dir := "migrations/postgres"
+	if s.dialect == sqlite {
+		dir = "migrations/sqlite"
+	}
+	entries, err := fs.ReadDir(migrations, dir)
+	if err != nil {
+		return err
+	}
+	names := make([]string, 0, len(entries))
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	sort.Strings(names)
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	if s.dialect == postgres {
+		// Two Jobs starting at once migrate one after the other.
+		if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock(72626163)"); err != nil {
+			return err
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS promptops_schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL)`); err != nil {
+		return err
+	}
+	for _, name := range names {
+		v, err := strconv.Atoi(strings.SplitN(name, "_", 2)[0])
+		if err != nil {
+			return fmt.Errorf("migration %s: name must start with a number", name)
+		}
+		var n int
+		if err := tx.QueryRowContext(ctx, s.q("SELECT count(*) FROM promptops_schema_migrations WHERE version = $1"), v).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			continue
+		}
+		body, err := fs.ReadFile(migrations, dir+"/"+name)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+			return fmt.Errorf("migration %s: %w", name, err)
+		}
+		if _, err := tx.ExecContext(ctx, s.q("INSERT INTO promptops_schema_migrations (version, name) VALUES ($1, $2)"), v, name); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+// EnsureBank registers a bank.
+func (s *Store) EnsureBank(ctx context.Context, bank string) error {
+	_, err := s.db.ExecContext(ctx, s.q("INSERT INTO promptops_banks (id, created_at) VALUES ($1, $2) ON CONFLICT DO NOTHING"), bank, s.t(ptrTime(time.Now())))
+	return err
+}
+
+func ptrTime(t time.Time) *time.Time { return &t }
+
+func toJSON(v []string) string {
+	if v == nil {
+		v = []string{}
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func fromJSON(s string) []string {
+	var v []string
+	_ = json.Unmarshal([]byte(s), &v)
+	return v
+}
+
+const factColumns = "id, text, entities, tags, occurred_start, occurred_end, mentioned_at, created_at, status, COALESCE(failure_reason, '')"
+
+func scanFact(sc interface{ Scan(...any) error }) (consolidation.Fact, error) {
+	var f consolidation.Fact
+	var ents, tags string
+	var os, oe, ma, ca scanTime
+	if err := sc.Scan(&f.ID, &f.Text, &ents, &tags, &os, &oe, &ma, &ca, &f.Status, &f.FailureReason); err != nil {
+		return f, err
+	}
+	f.Entities, f.Tags = fromJSON(ents), fromJSON(tags)
+	f.OccurredStart, f.OccurredEnd, f.MentionedAt = os.t, oe.t, ma.t
+	if ca.t != nil {
+		f.CreatedAt = *ca.t
+	}
+	return f, nil
+}
+
+// PendingFacts returns facts neither consolidated nor failed, oldest first.
+func (s *Store) PendingFacts(ctx context.Context, bank string, limit int) ([]consolidation.Fact, error) {
+	return s.ListFacts(ctx, bank, consolidation.FactPending, limit)
+}
+
+// ListFacts lists a bank's facts, oldest first; status "" lists all.
+func (s *Store) ListFacts(ctx context.Context, bank, status string, limit int) ([]consolidation.Fact, error) {
+	rows, err := s.db.QueryContext(ctx, s.q("SELECT "+factColumns+" FROM promptops_facts WHERE bank = $1 AND ($2 = '' OR status = $2) ORDER BY created_at, id LIMIT $3"), bank, status, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []consolidation.Fact
+	for rows.Next() {
+		f, err := scanFact(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, f)
+	}
+	return out, rows.Err()
+}
+
+// ImportFacts inserts facts in one transaction: all of them or none. A fact
+// without an id gets a new UUID; created_at keeps the order given.
+func (s *Store) ImportFacts(ctx context.Context, bank string, facts []consolidation.Fact) (int, error) {
+	if err := s.EnsureBank(ctx, bank); err != nil {
+		return 0, err
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = tx.Rollback() }()
+	base := time.Now().UTC()
+	n := 0
+	for i, f := range facts {
+		if f.ID == "" {
+			f.ID = uuid.NewString()
+		}
+		created := base.Add(time.Duration(i) * time.Microsecond)
+		res, err := tx.ExecContext(ctx, s.q(`INSERT INTO promptops_facts (bank, id, text, entities, tags, occurred_start, occurred_end, mentioned_at, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING`),
+			bank, f.ID, f.Text, toJSON(f.Entities), toJSON(f.Tags), s.t(f.OccurredStart), s.t(f.OccurredEnd), s.t(f.MentionedAt), s.t(&created))
+		if err != nil {
+			return 0, fmt.Errorf("fact %d: %w", i+1, err)
+		}
+		if k, _ := res.RowsAffected(); k > 0 {
+			n++
+		}
+	}
+	return n, tx.Commit()
+}
+
+// RetryFacts sets failed facts back to pending: the given ids, or all
+// failed facts of the bank when ids is empty.
+func (s *Store) RetryFacts(ctx context.Context, bank string, ids []string) (int64, error) {
+	query := "UPDATE promptops_facts SET status = 'pending', failure_reason = NULL WHERE bank = $1 AND status = 'failed'"
+	args := []any{bank}
+	if len(ids) > 0 {
+		query += " AND id IN (" + placeholders(2, len(ids)) + ")"
+		for _, id := range ids {
+			args = append(args, id)
+		}
+	}
+	res, err := s.db.ExecContext(ctx, s.q(query), args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+func placeholders(from, n int) string {
+	p := make([]string, n)
+	for i := range p {
+		p[i] = "$" + strconv.Itoa(from+i)
+	}
+	return strings.Join(p, ", ")
+}
+
+// CountObservations counts a bank's observations.
+func (s *Store) CountObservations(ctx context.Context, bank string) (int, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, s.q("SELECT count(*) FROM promptops_observations WHERE bank = $1"), bank).Scan(&n)
+	return n, err
+}
+
+// HasObservationText tells whether an observation has this normalised text.
+func (s *Store) HasObservationText(ctx context.Context, bank, norm string) (bool, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, s.q("SELECT count(*) FROM promptops_observations WHERE bank = $1 AND text_norm = $2"), bank, norm).Scan(&n)
+	return n > 0, err
+}
+
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+const obsColumns = "id, text, proof_count, occurred_start, occurred_end, entities_norm, created_at, updated_at"
+
+func (s *Store) observations(ctx context.Context, db querier, bank string, ids []string) ([]consolidation.Observation, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	args := []any{bank}
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	rows, err := db.QueryContext(ctx, s.q("SELECT "+obsColumns+" FROM promptops_observations WHERE bank = $1 AND id IN ("+placeholders(2, len(ids))+")"), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	byID := map[string]consolidation.Observation{}
+	for rows.Next() {
+		var o consolidation.Observation
+		var ents string
+		var os, oe, ca, ua scanTime
+		if err := rows.Scan(&o.ID, &o.Text, &o.ProofCount, &os, &oe, &ents, &ca, &ua); err != nil {
+			return nil, err
+		}
+		o.OccurredStart, o.OccurredEnd, o.Entities = os.t, oe.t, fromJSON(ents)
+		if ca.t != nil {
+			o.CreatedAt = *ca.t
+		}
+		if ua.t != nil {
+			o.UpdatedAt = *ua.t
+		}
+		byID[o.ID] = o
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	out := make([]consolidation.Observation, 0, len(ids))
+	for _, id := range ids {
+		if o, ok := byID[id]; ok {
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}
+
+// sourcesOf returns, per observation, its source fact ids and up to
+// maxSources source facts, newest first.
+func (s *Store) sourcesOf(ctx context.Context, db querier, bank string, ids []string, maxSources int) (map[string][]string, map[string][]consolidation.Fact, error) {
+	if len(ids) == 0 {
+		return nil, nil, nil
+	}
+	args := []any{bank}
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	rows, err := db.QueryContext(ctx, s.q(`SELECT s.observation_id, f.id, f.text, f.entities, f.tags, f.occurred_start, f.occurred_end, f.mentioned_at, f.created_at, f.status, COALESCE(f.failure_reason, '')
+		FROM promptops_observation_sources s JOIN promptops_facts f ON f.bank = s.bank AND f.id = s.fact_id
+		WHERE s.bank = $1 AND s.observation_id IN (`+placeholders(2, len(ids))+`) ORDER BY s.observation_id, f.created_at DESC, f.id`), args...)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	srcIDs := map[string][]string{}
+	facts := map[string][]consolidation.Fact{}
+	for rows.Next() {
+		var obsID string
+		var f consolidation.Fact
+		var ents, tags string
+		var os, oe, ma, ca scanTime
+		if err := rows.Scan(&obsID, &f.ID, &f.Text, &ents, &tags, &os, &oe, &ma, &ca, &f.Status, &f.FailureReason); err != nil {
+			return nil, nil, err
+		}
+		f.Entities, f.Tags, f.OccurredStart, f.OccurredEnd, f.MentionedAt = fromJSON(ents), fromJSON(tags), os.t, oe.t, ma.t
+		srcIDs[obsID] = append(srcIDs[obsID], f.ID)
+		if len(facts[obsID]) < maxSources {
+			facts[obsID] = append(facts[obsID], f)
+		}
+	}
+	return srcIDs, facts, rows.Err()
+}
+
+// Recall returns observations related to the fact: by trigram similarity
+// (pg_trgm in PostgreSQL, FTS5 trigram in SQLite) and by shared entities.
+func (s *Store) Recall(ctx context.Context, bank string, fact consolidation.Fact, limit int) ([]consolidation.Candidate, error) {
+	seen := map[string]bool{}
+	var ids []string
+	add := func(rows *sql.Rows, err error) error {
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			if !seen[id] {
+				seen[id] = true
+				ids = append(ids, id)
+			}
+		}
+		return rows.Err()
+	}
+	switch s.dialect {
+	case postgres:
+		if err := add(s.db.QueryContext(ctx, `SELECT id FROM promptops_observations WHERE bank = $1 AND similarity(text, $2) > 0.05 ORDER BY text <-> $2 LIMIT $3`, bank, fact.Text, limit)); err != nil {
+			return nil, err
+		}
+	case sqlite:
+		if match := ftsQuery(fact.Text); match != "" {
+			if err := add(s.db.QueryContext(ctx, `SELECT observation_id FROM promptops_observations_fts WHERE promptops_observations_fts MATCH ?1 AND bank = ?2 ORDER BY rank LIMIT ?3`, match, bank, limit)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, e := range fact.Entities {
+		e = strings.ToLower(strings.TrimSpace(e))
+		if e == "" {
+			continue
+		}
+		pattern := "%" + likeEscape(toJSON([]string{e})[1:len(toJSON([]string{e}))-1]) + "%"
+		if err := add(s.db.QueryContext(ctx, s.q(`SELECT id FROM promptops_observations WHERE bank = $1 AND entities_norm LIKE $2 ESCAPE '\' ORDER BY updated_at DESC LIMIT $3`), bank, pattern, limit)); err != nil {
+			return nil, err
+		}
+	}
+	obs, err := s.observations(ctx, s.db, bank, ids)
+	if err != nil {
+		return nil, err
+	}
+	srcIDs, srcFacts, err := s.sourcesOf(ctx, s.db, bank, ids, 5)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]consolidation.Candidate, 0, len(obs))
+	for _, o := range obs {
+		o.SourceFactIDs = srcIDs[o.ID]
+		out = append(out, consolidation.Candidate{Observation: o, Sources: srcFacts[o.ID]})
+	}
+	return out, nil
+}
+
+func likeEscape(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
+}
+
+// ftsQuery ORs the text's trigrams for an FTS5 trigram MATCH.
+func ftsQuery(text string) string {
+	runes := []rune(strings.ToLower(text))
+	seen := map[string]bool{}
+	var terms []string
+	for i := 0; i+3 <= len(runes) && len(terms) < 64; i++ {
+		g := runes[i : i+3]
+		ok := true
+		for _, r := range g {
+			if r == ' ' || r == '\t' || r == '\n' || r == '"' {
+				ok = false
+			}
+		}
+		if !ok || seen[string(g)] {
+			continue
+		}
+		seen[string(g)] = true
+		terms = append(terms, `"`+string(g)+`"`)
+	}
+	return strings.Join(terms, " OR ")
+}

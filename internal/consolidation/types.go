@@ -1,0 +1,150 @@
+// Package consolidation turns a bank's new facts into observations with an
+// LLM: it batches facts, recalls related observations, builds the prompt,
+// validates the answer strictly and applies it in one transaction per batch.
+// It is pure domain code; stores and the LLM are ports.
+package consolidation
+
+import (
+	"context"
+	"time"
+)
+
+// Fact is one thing an application learned and wrote to the bank.
+type Fact struct {
+	ID            string     `json:"id"`
+	Text          string     `json:"text"`
+	Entities      []string   `json:"entities,omitempty"`
+	OccurredStart *time.Time `json:"occurred_start,omitempty"`
+	OccurredEnd   *time.Time `json:"occurred_end,omitempty"`
+	MentionedAt   *time.Time `json:"mentioned_at,omitempty"`
+	Tags          []string   `json:"tags,omitempty"`
+	Status        string     `json:"status,omitempty"`
+	FailureReason string     `json:"failure_reason,omitempty"`
+	CreatedAt     time.Time  `json:"created_at"`
+}
+
+// Fact states.
+const (
+	FactPending      = "pending"
+	FactConsolidated = "consolidated"
+	FactFailed       = "failed"
+)
+
+// Observation is durable knowledge synthesised from facts.
+type Observation struct {
+	ID            string     `json:"id"`
+	Text          string     `json:"text"`
+	ProofCount    int        `json:"proof_count"`
+	OccurredStart *time.Time `json:"occurred_start,omitempty"`
+	OccurredEnd   *time.Time `json:"occurred_end,omitempty"`
+	Entities      []string   `json:"entities,omitempty"`
+	SourceFactIDs []string   `json:"source_fact_ids"`
+	CreatedAt     time.Time  `json:"created_at"`
+	UpdatedAt     time.Time  `json:"updated_at"`
+}
+
+// Candidate is an observation a store recalled for a fact, with the facts
+// that support it (for the prompt's source_memories).
+type Candidate struct {
+	Observation
+	Sources []Fact
+}
+
+// Create, Update and Delete are validated operations ready to apply.
+type Create struct {
+	Text          string
+	SourceFactIDs []string
+}
+
+// Update replaces an observation's text and adds sources.
+type Update struct {
+	ObservationID string
+	Text          string
+	SourceFactIDs []string
+}
+
+// Delete removes an observation; its text is kept in the history.
+type Delete struct {
+	ObservationID string
+}
+
+// Ops is a batch's validated answer.
+type Ops struct {
+	Creates []Create
+	Updates []Update
+	Deletes []Delete
+}
+
+// Store is where a bank lives. Banks are keyed "namespace/name".
+type Store interface {
+	// EnsureBank registers the bank.
+	EnsureBank(ctx context.Context, bank string) error
+	// PendingFacts returns up to limit facts neither consolidated nor
+	// failed, oldest first.
+	PendingFacts(ctx context.Context, bank string, limit int) ([]Fact, error)
+	// CountObservations counts the bank's observations.
+	CountObservations(ctx context.Context, bank string) (int, error)
+	// Recall returns up to limit observations related to the fact by text
+	// similarity or shared entities, best first.
+	Recall(ctx context.Context, bank string, fact Fact, limit int) ([]Candidate, error)
+	// HasObservationText tells whether the bank has an observation whose
+	// normalised text is norm.
+	HasObservationText(ctx context.Context, bank, norm string) (bool, error)
+	// Apply applies ops and marks the facts consolidated, all in one
+	// transaction: all of it happens or none. It returns the ids created.
+	Apply(ctx context.Context, bank string, ops Ops, consolidated []string, now time.Time) ([]string, error)
+	// MarkFailed marks facts failed with a reason.
+	MarkFailed(ctx context.Context, bank string, ids []string, reason string, now time.Time) error
+	Close() error
+}
+
+// Message is one chat message to the LLM.
+type Message struct {
+	Role    string // system or user
+	Content string
+}
+
+// Completion is an LLM's answer.
+type Completion struct {
+	Content          string
+	PromptTokens     int64
+	CompletionTokens int64
+}
+
+// LLM answers chat completions with a JSON response.
+type LLM interface {
+	// Complete sends messages and asks for a JSON object matching schema.
+	// An error means the LLM could not be reached or kept failing; an
+	// unusable answer is not an error here.
+	Complete(ctx context.Context, messages []Message, schema map[string]any) (Completion, error)
+}
+
+// Settings of a run.
+type Settings struct {
+	Bank            string
+	Mission         string
+	MaxObservations int // 0: no cap
+	BatchSize       int
+	MaxFacts        int
+	MaxPromptTokens int
+	MaxAttempts     int
+	Encoding        string
+	// RecallPerFact is how many observations each fact recalls.
+	RecallPerFact int
+}
+
+// Summary is what a run reports; its JSON is the Job's termination message.
+type Summary struct {
+	FactsConsolidated int64  `json:"factsConsolidated"`
+	FactsFailed       int64  `json:"factsFailed"`
+	Created           int64  `json:"created"`
+	Updated           int64  `json:"updated"`
+	Deleted           int64  `json:"deleted"`
+	PromptTokens      int64  `json:"promptTokens"`
+	CompletionTokens  int64  `json:"completionTokens"`
+	Observations      int64  `json:"observations"`
+	MissionHash       string `json:"missionHash"`
+	Batches           int64  `json:"batches"`
+	LLMCalls          int64  `json:"llmCalls"`
+	Error             string `json:"error,omitempty"`
+}

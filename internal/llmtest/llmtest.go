@@ -1,0 +1,243 @@
+// Package llmtest is an OpenAI-compatible chat completions server that plays
+// scripted answers, good and bad, for tests and benchmarks.
+package llmtest
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Request is what the server received.
+type Request struct {
+	Model          string
+	System, User   string
+	ResponseFormat string // json_schema or json_object
+	Schema         map[string]any
+	Authorization  string
+}
+
+// Reply is one scripted reply.
+type Reply struct {
+	Status int // 0: 200
+	// Content is the assistant message for a 200.
+	Content string
+	// Body replaces the whole response body (errors, garbage).
+	Body string
+	// Delay before answering (timeouts).
+	Delay time.Duration
+	// PromptTokens and CompletionTokens reported in usage.
+	PromptTokens, CompletionTokens int64
+}
+
+// Script chooses the reply to the n-th request (from 0).
+type Script func(n int, req Request) Reply
+
+// Server is a running scripted server.
+type Server struct {
+	*httptest.Server
+	mu       sync.Mutex
+	script   Script
+	requests []Request
+}
+
+// New starts a server playing script.
+func New(script Script) *Server {
+	s := &Server{script: script}
+	s.Server = httptest.NewServer(http.HandlerFunc(s.handle))
+	return s
+}
+
+// BaseURL is what clients use as the API base.
+func (s *Server) BaseURL() string { return s.URL + "/v1" }
+
+// Requests returns the requests received so far.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.requests...)
+}
+
+// SetScript replaces the script.
+func (s *Server) SetScript(script Script) {
+	s.mu.Lock()
+	s.script = script
+	s.mu.Unlock()
+}
+
+func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/chat/completions") {
+		http.NotFound(w, r)
+		return
+	}
+	body, _ := io.ReadAll(r.Body)
+	var in struct {
+		Model    string `json:"model"`
+		Messages []struct {
+			Role    string `json:"role"`
+			Content any    `json:"content"`
+		} `json:"messages"`
+		ResponseFormat struct {
+			Type       string `json:"type"`
+			JSONSchema struct {
+				Schema map[string]any `json:"schema"`
+			} `json:"json_schema"`
+		} `json:"response_format"`
+	}
+	if err := json.Unmarshal(body, &in); err != nil {
+		http.Error(w, `{"error":{"message":"bad json"}}`, http.StatusBadRequest)
+		return
+	}
+	req := Request{Model: in.Model, ResponseFormat: in.ResponseFormat.Type, Schema: in.ResponseFormat.JSONSchema.Schema, Authorization: r.Header.Get("Authorization")}
+	for _, m := range in.Messages {
+		text := contentText(m.Content)
+		switch m.Role {
+		case "system":
+			req.System += text
+		case "user":
+			req.User += text
+		}
+	}
+	s.mu.Lock()
+	n := len(s.requests)
+	s.requests = append(s.requests, req)
+	script := s.script
+	s.mu.Unlock()
+	rep := script(n, req)
+	if rep.Delay > 0 {
+		select {
+		case <-time.After(rep.Delay):
+		case <-r.Context().Done():
+			return
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	status := rep.Status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	w.WriteHeader(status)
+	if rep.Body != "" {
+		_, _ = io.WriteString(w, rep.Body)
+		return
+	}
+	out := map[string]any{
+		"id": fmt.Sprintf("chatcmpl-%d", n), "object": "chat.completion", "created": 1700000000, "model": in.Model,
+		"choices": []any{map[string]any{"index": 0, "finish_reason": "stop", "message": map[string]any{"role": "assistant", "content": rep.Content}}},
+		"usage":   map[string]any{"prompt_tokens": rep.PromptTokens, "completion_tokens": rep.CompletionTokens, "total_tokens": rep.PromptTokens + rep.CompletionTokens},
+	}
+	_ = json.NewEncoder(w).Encode(out)
+}
+
+func contentText(c any) string {
+	switch v := c.(type) {
+	case string:
+		return v
+	case []any:
+		var b strings.Builder
+		for _, p := range v {
+			if m, ok := p.(map[string]any); ok {
+				if t, ok := m["text"].(string); ok {
+					b.WriteString(t)
+				}
+			}
+		}
+		return b.String()
+	}
+	return ""
+}
+
+// Fact is a fact line parsed from a prompt.
+type Fact struct{ ID, Text string }
+
+var factLineRE = regexp.MustCompile(`(?m)^\[([^\]]+)\] (.*?)(?: \| Involving: .*?)?(?: \((?:occurred_start|occurred_end|mentioned_at)=.*\))?$`)
+
+// Facts parses the NEW FACTS section of a user prompt.
+func Facts(user string) []Fact {
+	section := user
+	if i := strings.Index(section, "NEW FACTS:\n"); i >= 0 {
+		section = section[i+len("NEW FACTS:\n"):]
+	}
+	if i := strings.Index(section, "\n\nEXISTING OBSERVATIONS"); i >= 0 {
+		section = section[:i]
+	}
+	var out []Fact
+	for _, m := range factLineRE.FindAllStringSubmatch(section, -1) {
+		out = append(out, Fact{ID: m[1], Text: m[2]})
+	}
+	return out
+}
+
+// Observation is an existing observation parsed from a prompt.
+type Observation struct {
+	ID   string `json:"id"`
+	Text string `json:"text"`
+}
+
+// Observations parses the EXISTING OBSERVATIONS array of a user prompt.
+func Observations(user string) []Observation {
+	i := strings.Index(user, "EXISTING OBSERVATIONS")
+	if i < 0 {
+		return nil
+	}
+	rest := user[i:]
+	start := strings.Index(rest, "\n[")
+	if start < 0 {
+		return nil
+	}
+	dec := json.NewDecoder(strings.NewReader(rest[start+1:]))
+	var obs []Observation
+	_ = dec.Decode(&obs)
+	return obs
+}
+
+// Answer builds a JSON answer.
+type Answer struct {
+	Creates []map[string]any `json:"creates"`
+	Updates []map[string]any `json:"updates"`
+	Deletes []map[string]any `json:"deletes"`
+}
+
+// JSON renders the answer.
+func (a Answer) JSON() string {
+	if a.Creates == nil {
+		a.Creates = []map[string]any{}
+	}
+	if a.Updates == nil {
+		a.Updates = []map[string]any{}
+	}
+	if a.Deletes == nil {
+		a.Deletes = []map[string]any{}
+	}
+	b, _ := json.Marshal(a)
+	return string(b)
+}
+
+// OnePerFact answers like a careful model: each fact becomes an observation
+// with the fact's text, unless an existing observation starts with the same
+// first word, which is then updated.
+func OnePerFact(_ int, req Request) Reply {
+	obs := Observations(req.User)
+	var a Answer
+	for _, f := range Facts(req.User) {
+		first := strings.Fields(f.Text)
+		updated := false
+		for _, o := range obs {
+			if len(first) > 0 && strings.HasPrefix(o.Text, first[0]+" ") && first[0] != "The" {
+				a.Updates = append(a.Updates, map[string]any{"observation_id": o.ID, "text": f.Text, "source_fact_ids": []string{f.ID}})
+				updated = true
+				break
+			}
+		}
+		if !updated {
+			a.Creates = append(a.Creates, map[string]any{"text": f.Text, "source_fact_ids": []string{f.ID}})
+		}
+	}
+	return Reply{Content: a.JSON(), PromptTokens: int64(len(req.System)+len(req.User)) / 4, CompletionTokens: 50}
+}

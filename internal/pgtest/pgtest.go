@@ -1,0 +1,128 @@
+// Package pgtest starts a throwaway PostgreSQL server (initdb + pg_ctl in a
+// temp dir) for tests that must talk to a real database. As root it runs the
+// server as the postgres user, since PostgreSQL refuses to run as root.
+package pgtest
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	_ "github.com/jackc/pgx/v5/stdlib"
+)
+
+// Server is a running PostgreSQL.
+type Server struct {
+	dir, bin string
+	port     int
+	asUser   string
+	dbs      atomic.Int64
+}
+
+// findBin locates the server programs: PATH, then Debian's versioned dirs.
+func findBin() (string, error) {
+	if p, err := exec.LookPath("pg_ctl"); err == nil {
+		if _, err := exec.LookPath("initdb"); err == nil {
+			return filepath.Dir(p), nil
+		}
+	}
+	matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pg_ctl")
+	if len(matches) > 0 {
+		return filepath.Dir(matches[len(matches)-1]), nil
+	}
+	return "", errors.New("PostgreSQL server programs (initdb, pg_ctl) not found: install Debian's postgresql-15 (.ci/run does) or put them on PATH")
+}
+
+func (s *Server) cmd(name string, args ...string) *exec.Cmd {
+	path := filepath.Join(s.bin, name)
+	if s.asUser != "" {
+		return exec.Command("runuser", append([]string{"-u", s.asUser, "--", path}, args...)...)
+	}
+	return exec.Command(path, args...)
+}
+
+// Start initialises and starts a server on a free loopback port.
+func Start() (*Server, error) {
+	bin, err := findBin()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{bin: bin}
+	if os.Geteuid() == 0 {
+		s.asUser = "postgres"
+	}
+	if s.dir, err = os.MkdirTemp("", "promptops-pg-"); err != nil {
+		return nil, err
+	}
+	if s.asUser != "" {
+		u, err := user.Lookup(s.asUser)
+		if err != nil {
+			return nil, fmt.Errorf("running as root needs the postgres user: %w", err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		if err := os.Chown(s.dir, uid, gid); err != nil {
+			return nil, err
+		}
+	}
+	data := filepath.Join(s.dir, "data")
+	if out, err := s.cmd("initdb", "-D", data, "-U", "postgres", "--auth=trust", "--encoding=UTF8", "--locale=C.UTF-8", "--no-sync").CombinedOutput(); err != nil {
+		s.Stop()
+		return nil, fmt.Errorf("initdb: %v\n%s", err, out)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		s.Stop()
+		return nil, err
+	}
+	s.port = l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=50", s.port, s.dir)
+	if out, err := s.cmd("pg_ctl", "-D", data, "-o", opts, "-l", filepath.Join(s.dir, "log"), "-w", "-t", "60", "start").CombinedOutput(); err != nil {
+		log, _ := os.ReadFile(filepath.Join(s.dir, "log"))
+		s.Stop()
+		return nil, fmt.Errorf("pg_ctl start: %v\n%s\n%s", err, out, log)
+	}
+	return s, nil
+}
+
+// DSN of a database on the server.
+func (s *Server) DSN(db string) string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", s.port, db)
+}
+
+// NewDatabase creates an empty database and returns its DSN.
+func (s *Server) NewDatabase(ctx context.Context) (string, error) {
+	name := fmt.Sprintf("t%d", s.dbs.Add(1))
+	db, err := sql.Open("pgx", s.DSN("postgres"))
+	if err != nil {
+		return "", err
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
+		return "", err
+	}
+	return s.DSN(name), nil
+}
+
+// Stop stops the server and removes its files.
+func (s *Server) Stop() {
+	if s.port != 0 {
+		out, err := s.cmd("pg_ctl", "-D", filepath.Join(s.dir, "data"), "-m", "immediate", "-w", "stop").CombinedOutput()
+		if err != nil && !strings.Contains(string(out), "not running") {
+			fmt.Fprintf(os.Stderr, "pgtest: stopping: %v %s\n", err, out)
+		}
+	}
+	if s.dir != "" {
+		_ = os.RemoveAll(s.dir)
+	}
+}
