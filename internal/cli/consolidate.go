@@ -1,0 +1,157 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/promptops/promptops/internal/consolidation"
+	"github.com/promptops/promptops/internal/consolidation/llm"
+	"github.com/promptops/promptops/internal/consolidation/sqlstore"
+)
+
+func init() {
+	register("consolidate", "consolidate a bank's new facts into observations with an LLM (what the Job runs)", runConsolidate)
+}
+
+// MaxTerminationMessage is the kubelet's limit on a termination message.
+const MaxTerminationMessage = 4096
+
+// storeFlags are the flags every bank verb shares.
+type storeFlags struct {
+	bank, store string
+}
+
+func (s *storeFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&s.bank, "bank", envDefault(lookupEnv, "PROMPTOPS_BANK", ""), "Bank, as NAMESPACE/NAME ($PROMPTOPS_BANK).")
+	fs.StringVar(&s.store, "store", envDefault(lookupEnv, "PROMPTOPS_STORE", ""), "Store URL: postgres://... or sqlite:///path.db ($PROMPTOPS_STORE; prefer the variable, a flag shows in ps).")
+}
+
+func (s *storeFlags) open(ctx context.Context) (*sqlstore.Store, error) {
+	if s.bank == "" || strings.Count(s.bank, "/") != 1 || strings.HasPrefix(s.bank, "/") || strings.HasSuffix(s.bank, "/") {
+		return nil, errors.New("--bank must be NAMESPACE/NAME")
+	}
+	if s.store == "" {
+		return nil, errors.New("--store (or $PROMPTOPS_STORE) is required")
+	}
+	return sqlstore.Open(ctx, s.store)
+}
+
+func intFlag(fs *flag.FlagSet, p *int, name, env string, def int, usage string) {
+	v := def
+	if s, ok := lookupEnv(env); ok && s != "" {
+		if n, err := strconv.Atoi(s); err == nil {
+			v = n
+		}
+	}
+	fs.IntVar(p, name, v, usage+" ($"+env+")")
+}
+
+func runConsolidate(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	fs := newFlagSet("consolidate", stderr)
+	var sf storeFlags
+	sf.register(fs)
+	var (
+		baseURL, model, missionFile, encoding, terminationLog, apiKeyFile string
+		set                                                               consolidation.Settings
+		timeoutSeconds, retries                                           int
+	)
+	fs.StringVar(&baseURL, "llm-base-url", envDefault(lookupEnv, "PROMPTOPS_LLM_BASE_URL", ""), "Base URL of an OpenAI-compatible API, e.g. http://vllm:8000/v1 ($PROMPTOPS_LLM_BASE_URL).")
+	fs.StringVar(&model, "model", envDefault(lookupEnv, "PROMPTOPS_MODEL", ""), "Model name ($PROMPTOPS_MODEL).")
+	fs.StringVar(&missionFile, "mission-file", envDefault(lookupEnv, "PROMPTOPS_MISSION_FILE", ""), "File holding the bank's mission; empty uses the default mission ($PROMPTOPS_MISSION_FILE).")
+	fs.StringVar(&encoding, "encoding", envDefault(lookupEnv, "PROMPTOPS_ENCODING", "o200k_base"), "Token encoding for sizing prompts ($PROMPTOPS_ENCODING).")
+	fs.StringVar(&terminationLog, "termination-log", envDefault(lookupEnv, "PROMPTOPS_TERMINATION_LOG", ""), "Also write the JSON summary here, within 4 KiB, e.g. /dev/termination-log ($PROMPTOPS_TERMINATION_LOG).")
+	fs.StringVar(&apiKeyFile, "api-key-file", envDefault(lookupEnv, "PROMPTOPS_API_KEY_FILE", ""), "File holding the API key; otherwise $OPENAI_API_KEY; neither sends no key.")
+	intFlag(fs, &set.MaxObservations, "max-observations", "PROMPTOPS_MAX_OBSERVATIONS", 0, "Capacity of the bank; 0 for none.")
+	intFlag(fs, &set.BatchSize, "batch-size", "PROMPTOPS_BATCH_SIZE", 8, "Facts per LLM call.")
+	intFlag(fs, &set.MaxFacts, "max-facts", "PROMPTOPS_MAX_FACTS", 200, "Facts consolidated in this run at most.")
+	intFlag(fs, &set.MaxPromptTokens, "max-prompt-tokens", "PROMPTOPS_MAX_PROMPT_TOKENS", 16000, "Token budget of one LLM call.")
+	intFlag(fs, &set.MaxAttempts, "max-attempts", "PROMPTOPS_MAX_ATTEMPTS", 3, "Attempts per batch before it is split.")
+	intFlag(fs, &timeoutSeconds, "llm-timeout-seconds", "PROMPTOPS_LLM_TIMEOUT_SECONDS", 120, "Timeout of one LLM call.")
+	intFlag(fs, &retries, "llm-retries", "PROMPTOPS_LLM_RETRIES", 3, "Retries of an LLM call on 429, 5xx and connection errors, with backoff.")
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	fail := func(code int, format string, a ...any) int {
+		msg := fmt.Sprintf(format, a...)
+		fmt.Fprintln(stderr, "promptops consolidate:", msg)
+		return code
+	}
+	if baseURL == "" || model == "" {
+		return fail(ExitInvalid, "--llm-base-url and --model are required")
+	}
+	if set.BatchSize < 1 || set.BatchSize > 100 || set.MaxFacts < 1 || set.MaxPromptTokens < 1024 || set.MaxAttempts < 1 || set.MaxObservations < 0 {
+		return fail(ExitInvalid, "out of range: --batch-size 1..100, --max-facts >= 1, --max-prompt-tokens >= 1024, --max-attempts >= 1, --max-observations >= 0")
+	}
+	if missionFile != "" {
+		data, err := os.ReadFile(missionFile)
+		if err != nil {
+			return fail(ExitInvalid, "reading the mission: %v", err)
+		}
+		set.Mission = strings.TrimSpace(string(data))
+	}
+	apiKey := strings.TrimSpace(os.Getenv("OPENAI_API_KEY"))
+	if apiKeyFile != "" {
+		data, err := os.ReadFile(apiKeyFile)
+		if err != nil {
+			return fail(ExitInvalid, "reading the API key file: %v", err)
+		}
+		apiKey = strings.TrimSpace(string(data))
+	}
+	set.Bank, set.Encoding = sf.bank, encoding
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	summary := consolidation.Summary{MissionHash: consolidation.MissionHash(set.Mission)}
+	finish := func(err error) int {
+		code := ExitOK
+		if err != nil {
+			summary.Error = err.Error()
+			fmt.Fprintln(stderr, "promptops consolidate: run failed:", err)
+			code = ExitFailed
+		}
+		data, _ := json.Marshal(summary)
+		fmt.Fprintln(stdout, string(data))
+		if terminationLog != "" {
+			if werr := os.WriteFile(terminationLog, terminationMessage(summary), 0o644); werr != nil {
+				fmt.Fprintln(stderr, "promptops consolidate: writing the termination log:", werr)
+			}
+		}
+		return code
+	}
+	store, err := sf.open(ctx)
+	if err != nil {
+		return finish(err)
+	}
+	defer store.Close()
+	eng := &consolidation.Engine{
+		Store:    store,
+		Settings: set,
+		LLM: llm.New(llm.Config{BaseURL: baseURL, Model: model, APIKey: apiKey,
+			Timeout: time.Duration(timeoutSeconds) * time.Second, MaxRetries: retries}),
+		Progress: func(line string) { fmt.Fprintf(stderr, "%s %s\n", time.Now().UTC().Format(time.RFC3339), line) },
+	}
+	summary, err = eng.Run(ctx)
+	return finish(err)
+}
+
+// terminationMessage is the summary as JSON within 4 KiB: the error message
+// is shortened first.
+func terminationMessage(s consolidation.Summary) []byte {
+	data, _ := json.Marshal(s)
+	for len(data) > MaxTerminationMessage && s.Error != "" {
+		cut := max(0, len(s.Error)-(len(data)-MaxTerminationMessage)-16)
+		s.Error = s.Error[:cut] + "..."
+		data, _ = json.Marshal(s)
+	}
+	return data
+}

@@ -1,0 +1,160 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/promptops/promptops/internal/consolidation"
+	"github.com/promptops/promptops/internal/llmtest"
+	"github.com/promptops/promptops/internal/pgtest"
+)
+
+var pg *pgtest.Server
+
+func TestMain(m *testing.M) {
+	var err error
+	if pg, err = pgtest.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "pgtest:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	pg.Stop()
+	os.Exit(code)
+}
+
+func storeURLs(t *testing.T) map[string]string {
+	dsn, err := pg.NewDatabase(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]string{"postgres": dsn, "sqlite": "sqlite://" + filepath.Join(t.TempDir(), "bank.db")}
+}
+
+// withEnv sets variables for the verbs' lookups during a test.
+func withEnv(t *testing.T, env map[string]string) {
+	t.Helper()
+	old := lookupEnv
+	lookupEnv = func(k string) (string, bool) {
+		if v, ok := env[k]; ok {
+			return v, true
+		}
+		return old(k)
+	}
+	t.Cleanup(func() { lookupEnv = old })
+}
+
+const factsJSONL = `{"id": "00000000-0000-4000-8000-000000000001", "text": "Alice works at Acme Corp", "entities": ["Alice"], "occurred_start": "2024-01-15", "mentioned_at": "2024-01-16T10:00:00Z"}
+{"id": "00000000-0000-4000-8000-000000000002", "text": "Bob has a dog named Rex", "entities": ["Bob"], "tags": ["pets"]}
+
+{"text": "张伟在北京工作", "entities": ["张伟"], "occurred_start": "2024-05-01"}
+`
+
+func TestFactsImportThenConsolidate(t *testing.T) {
+	for name, url := range storeURLs(t) {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			facts := filepath.Join(dir, "facts.jsonl")
+			_ = os.WriteFile(facts, []byte(factsJSONL), 0o644)
+			code, out, errOut := run(t, "", "facts", "import", "--bank", "agents/support", "--store", url, facts)
+			if code != ExitOK || !strings.Contains(out, "imported 3 facts") {
+				t.Fatalf("import: %d %s %s", code, out, errOut)
+			}
+			srv := llmtest.New(llmtest.OnePerFact)
+			defer srv.Close()
+			mission := filepath.Join(dir, "mission.txt")
+			_ = os.WriteFile(mission, []byte("Track where people work and their pets."), 0o644)
+			term := filepath.Join(dir, "termination-log")
+			// Settings from the environment, as the Job passes them.
+			withEnv(t, map[string]string{"PROMPTOPS_STORE": url, "PROMPTOPS_BATCH_SIZE": "2", "PROMPTOPS_TERMINATION_LOG": term, "OPENAI_API_KEY": ""})
+			code, out, errOut = run(t, "", "consolidate", "--bank", "agents/support", "--llm-base-url", srv.BaseURL(), "--model", "m", "--mission-file", mission)
+			if code != ExitOK {
+				t.Fatalf("consolidate: %d %s", code, errOut)
+			}
+			var sum consolidation.Summary
+			if err := json.Unmarshal([]byte(out), &sum); err != nil {
+				t.Fatalf("stdout is not the JSON summary: %v %q", err, out)
+			}
+			if sum.FactsConsolidated != 3 || sum.Created != 3 || sum.Observations != 3 || sum.Batches != 2 || sum.MissionHash != consolidation.MissionHash("Track where people work and their pets.") {
+				t.Fatalf("summary %+v", sum)
+			}
+			if strings.Count(errOut, "batch of") != 2 {
+				t.Fatalf("want a progress line per batch:\n%s", errOut)
+			}
+			data, err := os.ReadFile(term)
+			if err != nil || len(data) > MaxTerminationMessage || !strings.Contains(string(data), `"factsConsolidated":3`) {
+				t.Fatalf("termination log %q %v", data, err)
+			}
+			reqs := srv.Requests()
+			if !strings.Contains(reqs[0].System, "## MISSION\nTrack where people work and their pets.") || reqs[0].Authorization != "" {
+				t.Fatalf("mission or auth: %q", reqs[0].Authorization)
+			}
+			code, out, _ = run(t, "", "observations", "list", "-o", "json", "--bank", "agents/support")
+			var obs []consolidation.Observation
+			if code != ExitOK || json.Unmarshal([]byte(out), &obs) != nil || len(obs) != 3 {
+				t.Fatalf("observations list: %d %s", code, out)
+			}
+			want := map[string]int{"Alice works at Acme Corp": 1, "Bob has a dog named Rex": 1, "张伟在北京工作": 1}
+			for _, o := range obs {
+				if want[o.Text] != 1 || o.ProofCount != 1 || len(o.SourceFactIDs) != 1 {
+					t.Errorf("unexpected observation %+v", o)
+				}
+			}
+			if code, out, _ = run(t, "", "facts", "list", "--bank", "agents/support", "--status", "consolidated"); code != ExitOK || strings.Count(out, "consolidated") != 3 {
+				t.Fatalf("facts list:\n%s", out)
+			}
+		})
+	}
+}
+
+func TestFactsImportBadLineImportsNothing(t *testing.T) {
+	url := "sqlite://" + filepath.Join(t.TempDir(), "bank.db")
+	bad := factsJSONL + `{"text": "when?", "occurred_start": "last tuesday"}` + "\n"
+	code, _, errOut := run(t, bad, "facts", "import", "--bank", "a/b", "--store", url, "-")
+	if code != ExitInvalid || !strings.Contains(errOut, "line 5: occurred_start \"last tuesday\"") || !strings.Contains(errOut, "nothing imported") {
+		t.Fatalf("%d %s", code, errOut)
+	}
+	code, _, errOut = run(t, `{"text": "x", "colour": "blue"}`, "facts", "import", "--bank", "a/b", "--store", url, "-")
+	if code != ExitInvalid || !strings.Contains(errOut, "line 1: json: unknown field \"colour\"") {
+		t.Fatalf("%d %s", code, errOut)
+	}
+	if _, out, _ := run(t, "", "facts", "list", "--bank", "a/b", "--store", url, "-o", "json"); strings.TrimSpace(out) != "[]" {
+		t.Fatalf("something was imported: %s", out)
+	}
+}
+
+func TestConsolidateFailsWhenLLMUnreachableAndSendsKey(t *testing.T) {
+	url := "sqlite://" + filepath.Join(t.TempDir(), "bank.db")
+	run(t, factsJSONL, "facts", "import", "--bank", "a/b", "--store", url, "-")
+	srv := llmtest.New(func(int, llmtest.Request) llmtest.Reply { return llmtest.Reply{Status: 503, Body: `{"error":{"message":"down"}}`} })
+	defer srv.Close()
+	term := filepath.Join(t.TempDir(), "term")
+	withEnv(t, map[string]string{"OPENAI_API_KEY": "sk-test-secret", "PROMPTOPS_LLM_RETRIES": "1"})
+	t.Setenv("OPENAI_API_KEY", "sk-test-secret")
+	code, out, errOut := run(t, "", "consolidate", "--bank", "a/b", "--store", url, "--llm-base-url", srv.BaseURL(), "--model", "m", "--termination-log", term)
+	if code != ExitFailed || !strings.Contains(out, `"error":"llm: chat completions answered 503: down"`) {
+		t.Fatalf("%d %s %s", code, out, errOut)
+	}
+	if reqs := srv.Requests(); len(reqs) != 2 || reqs[0].Authorization != "Bearer sk-test-secret" {
+		t.Fatalf("want one try and one retry with the key, got %d", len(reqs))
+	}
+	if strings.Contains(out+errOut, "sk-test-secret") {
+		t.Fatal("the API key leaked into the output")
+	}
+	_, out, _ = run(t, "", "facts", "list", "--bank", "a/b", "--store", url, "--status", "pending", "-o", "json")
+	var facts []consolidation.Fact
+	if json.Unmarshal([]byte(out), &facts); len(facts) != 3 {
+		t.Fatalf("facts must stay pending: %s", out)
+	}
+}
+
+func TestTerminationMessageFits(t *testing.T) {
+	s := consolidation.Summary{Error: strings.Repeat("x", 10000)}
+	if n := len(terminationMessage(s)); n > MaxTerminationMessage {
+		t.Fatalf("%d bytes", n)
+	}
+}

@@ -1,0 +1,269 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/promptops/promptops/internal/consolidation"
+)
+
+func init() {
+	register("facts", "import, list and retry a bank's facts (import | list | retry)", runFacts)
+	register("observations", "list a bank's observations (list)", runObservations)
+}
+
+func runFacts(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, "Usage: promptops facts import|list|retry --bank NS/NAME --store URL ...")
+		return ExitInvalid
+	}
+	switch args[0] {
+	case "import":
+		return runFactsImport(args[1:], stdin, stdout, stderr)
+	case "list":
+		return runFactsList(args[1:], stdout, stderr)
+	case "retry":
+		return runFactsRetry(args[1:], stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "promptops facts: unknown subcommand %q (import, list, retry)\n", args[0])
+	return ExitInvalid
+}
+
+// factLine is one line of a facts JSONL file.
+type factLine struct {
+	ID            string   `json:"id"`
+	Text          string   `json:"text"`
+	Entities      []string `json:"entities"`
+	OccurredStart string   `json:"occurred_start"`
+	OccurredEnd   string   `json:"occurred_end"`
+	MentionedAt   string   `json:"mentioned_at"`
+	Tags          []string `json:"tags"`
+}
+
+func parseTime(field, s string) (*time.Time, error) {
+	if s == "" {
+		return nil, nil
+	}
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return &t, nil
+		}
+	}
+	return nil, fmt.Errorf("%s %q is neither RFC 3339 nor YYYY-MM-DD", field, s)
+}
+
+// parseFacts reads JSONL; any bad line fails the whole file.
+func parseFacts(r io.Reader) ([]consolidation.Fact, error) {
+	var out []consolidation.Fact
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		var fl factLine
+		dec := json.NewDecoder(bytes.NewReader(line))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&fl); err != nil {
+			return nil, fmt.Errorf("line %d: %v", n, err)
+		}
+		if strings.TrimSpace(fl.Text) == "" {
+			return nil, fmt.Errorf("line %d: text is required", n)
+		}
+		f := consolidation.Fact{ID: fl.ID, Text: fl.Text, Entities: fl.Entities, Tags: fl.Tags}
+		var err error
+		if f.OccurredStart, err = parseTime("occurred_start", fl.OccurredStart); err == nil {
+			if f.OccurredEnd, err = parseTime("occurred_end", fl.OccurredEnd); err == nil {
+				f.MentionedAt, err = parseTime("mentioned_at", fl.MentionedAt)
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %v", n, err)
+		}
+		out = append(out, f)
+	}
+	return out, sc.Err()
+}
+
+func runFactsImport(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := newFlagSet("facts import", stderr)
+	var sf storeFlags
+	sf.register(fs)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: promptops facts import --bank NS/NAME --store URL FILE.jsonl|-\n\nOne fact per line: {\"id\"?, \"text\", \"entities\", \"occurred_start\", \"occurred_end\", \"mentioned_at\", \"tags\"}.\nA bad line is reported with its number and nothing of the file is imported.")
+		fs.PrintDefaults()
+	}
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return ExitInvalid
+	}
+	var r io.Reader = stdin
+	name := fs.Arg(0)
+	if name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			fmt.Fprintln(stderr, "promptops facts import:", err)
+			return ExitInvalid
+		}
+		defer f.Close()
+		r = f
+	}
+	facts, err := parseFacts(r)
+	if err != nil {
+		fmt.Fprintf(stderr, "promptops facts import: %s: %v; nothing imported\n", name, err)
+		return ExitInvalid
+	}
+	ctx := context.Background()
+	store, err := sf.open(ctx)
+	if err != nil {
+		fmt.Fprintln(stderr, "promptops facts import:", err)
+		return ExitFailed
+	}
+	defer store.Close()
+	n, err := store.ImportFacts(ctx, sf.bank, facts)
+	if err != nil {
+		fmt.Fprintf(stderr, "promptops facts import: %v; nothing imported\n", err)
+		return ExitFailed
+	}
+	fmt.Fprintf(stdout, "imported %d facts into %s (%d already present)\n", n, sf.bank, len(facts)-n)
+	return ExitOK
+}
+
+func runFactsList(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("facts list", stderr)
+	var sf storeFlags
+	sf.register(fs)
+	status := fs.String("status", "", "Only facts in this state: pending, consolidated or failed.")
+	output := fs.String("o", "text", "Output: text or json.")
+	limit := fs.Int("limit", 1000, "At most this many facts.")
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	ctx := context.Background()
+	store, err := sf.open(ctx)
+	if err != nil {
+		fmt.Fprintln(stderr, "promptops facts list:", err)
+		return ExitFailed
+	}
+	defer store.Close()
+	facts, err := store.ListFacts(ctx, sf.bank, *status, *limit)
+	if err != nil {
+		fmt.Fprintln(stderr, "promptops facts list:", err)
+		return ExitFailed
+	}
+	if *output == "json" {
+		if facts == nil {
+			facts = []consolidation.Fact{}
+		}
+		return writeJSON(stdout, facts)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATUS\tTEXT\tREASON")
+	for _, f := range facts {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", f.ID, f.Status, clip(f.Text, 60), f.FailureReason)
+	}
+	_ = tw.Flush()
+	return ExitOK
+}
+
+func runFactsRetry(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("facts retry", stderr)
+	var sf storeFlags
+	sf.register(fs)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: promptops facts retry --bank NS/NAME --store URL [FACT-ID ...]\n\nSets failed facts (all of the bank's, or those named) back to pending.")
+		fs.PrintDefaults()
+	}
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	ctx := context.Background()
+	store, err := sf.open(ctx)
+	if err != nil {
+		fmt.Fprintln(stderr, "promptops facts retry:", err)
+		return ExitFailed
+	}
+	defer store.Close()
+	n, err := store.RetryFacts(ctx, sf.bank, fs.Args())
+	if err != nil {
+		fmt.Fprintln(stderr, "promptops facts retry:", err)
+		return ExitFailed
+	}
+	fmt.Fprintf(stdout, "%d failed facts set back to pending\n", n)
+	return ExitOK
+}
+
+func runObservations(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] != "list" {
+		fmt.Fprintln(stderr, "Usage: promptops observations list --bank NS/NAME --store URL [-o text|json]")
+		return ExitInvalid
+	}
+	fs := newFlagSet("observations list", stderr)
+	var sf storeFlags
+	sf.register(fs)
+	output := fs.String("o", "text", "Output: text or json.")
+	if code, ok := parseFlags(fs, args[1:]); !ok {
+		return code
+	}
+	ctx := context.Background()
+	store, err := sf.open(ctx)
+	if err != nil {
+		fmt.Fprintln(stderr, "promptops observations list:", err)
+		return ExitFailed
+	}
+	defer store.Close()
+	obs, err := store.ListObservations(ctx, sf.bank)
+	if err != nil {
+		fmt.Fprintln(stderr, "promptops observations list:", err)
+		return ExitFailed
+	}
+	if *output == "json" {
+		if obs == nil {
+			obs = []consolidation.Observation{}
+		}
+		return writeJSON(stdout, obs)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tPROOF\tOCCURRED\tTEXT")
+	for _, o := range obs {
+		when := ""
+		if o.OccurredStart != nil {
+			when = o.OccurredStart.Format("2006-01-02")
+			if o.OccurredEnd != nil && !o.OccurredEnd.Equal(*o.OccurredStart) {
+				when += ".." + o.OccurredEnd.Format("2006-01-02")
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", o.ID, o.ProofCount, when, clip(o.Text, 80))
+	}
+	_ = tw.Flush()
+	return ExitOK
+}
+
+func writeJSON(w io.Writer, v any) int {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return ExitFailed
+	}
+	return ExitOK
+}
+
+func clip(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
