@@ -130,7 +130,9 @@ func TestFactsImportBadLineImportsNothing(t *testing.T) {
 func TestConsolidateFailsWhenLLMUnreachableAndSendsKey(t *testing.T) {
 	url := "sqlite://" + filepath.Join(t.TempDir(), "bank.db")
 	run(t, factsJSONL, "facts", "import", "--bank", "a/b", "--store", url, "-")
-	srv := llmtest.New(func(int, llmtest.Request) llmtest.Reply { return llmtest.Reply{Status: 503, Body: `{"error":{"message":"down"}}`} })
+	srv := llmtest.New(func(int, llmtest.Request) llmtest.Reply {
+		return llmtest.Reply{Status: 503, Body: `{"error":{"message":"down"}}`}
+	})
 	defer srv.Close()
 	term := filepath.Join(t.TempDir(), "term")
 	withEnv(t, map[string]string{"OPENAI_API_KEY": "sk-test-secret", "PROMPTOPS_LLM_RETRIES": "1"})
