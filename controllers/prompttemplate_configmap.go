@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"sort"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -39,23 +40,48 @@ func revisionHash8(revision string) string {
 	return revision
 }
 
-// desiredConfigMap is the rendered ConfigMap as an apply configuration.
-func desiredConfigMap(pt *promptopsv1.PromptTemplate, name, role string, data map[string]string, revision string) *corev1ac.ConfigMapApplyConfiguration {
-	ac := corev1ac.ConfigMap(name, pt.Namespace).
-		WithLabels(map[string]string{
-			promptopsv1.LabelManagedBy:      promptopsv1.LabelManagedByValue,
-			promptopsv1.LabelPromptTemplate: pt.Name,
-			labelRole:                       role,
-		}).
-		WithAnnotations(map[string]string{promptopsv1.AnnotationRevision: revision}).
-		WithOwnerReferences(metav1ac.OwnerReference().
-			WithAPIVersion(promptopsv1.GroupVersion.String()).WithKind("PromptTemplate").
-			WithName(pt.Name).WithUID(pt.UID).WithController(true).WithBlockOwnerDeletion(true)).
-		WithData(data)
+// owner is the object that controls a child.
+type owner struct {
+	kind       string
+	name, ns   string
+	uid        types.UID
+	ownerLabel string // label naming the owner on its children
+}
+
+func templateOwner(pt *promptopsv1.PromptTemplate) owner {
+	return owner{kind: "PromptTemplate", name: pt.Name, ns: pt.Namespace, uid: pt.UID, ownerLabel: promptopsv1.LabelPromptTemplate}
+}
+
+func (o owner) labels(role string) map[string]string {
+	return map[string]string{promptopsv1.LabelManagedBy: promptopsv1.LabelManagedByValue, o.ownerLabel: o.name, labelRole: role}
+}
+
+func (o owner) ref() *metav1ac.OwnerReferenceApplyConfiguration {
+	return metav1ac.OwnerReference().WithAPIVersion(promptopsv1.GroupVersion.String()).WithKind(o.kind).
+		WithName(o.name).WithUID(o.uid).WithController(true).WithBlockOwnerDeletion(true)
+}
+
+// desiredConfigMap is a child ConfigMap as an apply configuration.
+func desiredConfigMap(o owner, name, role string, data map[string]string, revision string, extra map[string]string) *corev1ac.ConfigMapApplyConfiguration {
+	annotations := map[string]string{promptopsv1.AnnotationRevision: revision}
+	maps.Copy(annotations, extra)
+	ac := corev1ac.ConfigMap(name, o.ns).WithLabels(o.labels(role)).WithAnnotations(annotations).WithOwnerReferences(o.ref()).WithData(data)
 	if role == roleHistory {
 		ac.WithImmutable(true)
 	}
 	return ac
+}
+
+// configMapWriter writes child ConfigMaps only when their content changed.
+type configMapWriter struct {
+	client.Client
+	// APIReader reads ConfigMap content directly: the cache holds ConfigMap
+	// metadata only.
+	APIReader client.Reader
+	// verified remembers, per ConfigMap, the resourceVersion whose content
+	// is known to match its revision annotation, so that a settled object
+	// needs no read and no write.
+	verified sync.Map
 }
 
 // applyConfigMaps writes the live ConfigMap and, with revisionHistoryLimit,
@@ -67,11 +93,11 @@ func (r *PromptTemplateReconciler) applyConfigMaps(ctx context.Context, pt *prom
 		return err
 	}
 	rev := res.Plan.Revision
-	if err := r.ensureConfigMap(ctx, pt, renderedName(pt), roleLive, data, rev); err != nil {
+	if err := r.cms.ensure(ctx, templateOwner(pt), renderedName(pt), roleLive, data, rev, nil); err != nil {
 		return err
 	}
 	if historyLimit(pt) > 0 {
-		return r.ensureConfigMap(ctx, pt, historyName(pt, rev), roleHistory, data, rev)
+		return r.cms.ensure(ctx, templateOwner(pt), historyName(pt, rev), roleHistory, data, rev, nil)
 	}
 	return nil
 }
@@ -83,9 +109,9 @@ func historyLimit(pt *promptopsv1.PromptTemplate) int {
 	return int(*pt.Spec.RevisionHistoryLimit)
 }
 
-func (r *PromptTemplateReconciler) ensureConfigMap(ctx context.Context, pt *promptopsv1.PromptTemplate, name, role string, data map[string]string, rev string) error {
-	key := types.NamespacedName{Namespace: pt.Namespace, Name: name}
-	upToDate, err := r.upToDate(ctx, pt, key, role, data, rev)
+func (r *configMapWriter) ensure(ctx context.Context, o owner, name, role string, data map[string]string, rev string, annotations map[string]string) error {
+	key := types.NamespacedName{Namespace: o.ns, Name: name}
+	upToDate, err := r.upToDate(ctx, o.uid, key, role, data, rev)
 	if err != nil || upToDate {
 		return err
 	}
@@ -98,7 +124,7 @@ func (r *PromptTemplateReconciler) ensureConfigMap(ctx context.Context, pt *prom
 			return nil
 		}
 	}
-	ac := desiredConfigMap(pt, name, role, data, rev)
+	ac := desiredConfigMap(o, name, role, data, rev, annotations)
 	if err := r.Apply(ctx, ac, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return fmt.Errorf("applying ConfigMap %s: %w", key, err)
 	}
@@ -113,7 +139,7 @@ func (r *PromptTemplateReconciler) ensureConfigMap(ctx context.Context, pt *prom
 // compares the cached metadata first; the content is read from the API only
 // when the object changed since it was last checked (a hand edit, or a
 // restart of the operator).
-func (r *PromptTemplateReconciler) upToDate(ctx context.Context, pt *promptopsv1.PromptTemplate, key types.NamespacedName, role string, data map[string]string, rev string) (bool, error) {
+func (r *configMapWriter) upToDate(ctx context.Context, uid types.UID, key types.NamespacedName, role string, data map[string]string, rev string) (bool, error) {
 	m := &metav1.PartialObjectMetadata{}
 	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
 	if err := r.Get(ctx, key, m); err != nil {
@@ -122,7 +148,7 @@ func (r *PromptTemplateReconciler) upToDate(ctx context.Context, pt *promptopsv1
 		}
 		return false, err
 	}
-	if m.Annotations[promptopsv1.AnnotationRevision] != rev || m.Labels[labelRole] != role || !isControlledBy(m.OwnerReferences, pt.UID) {
+	if m.Annotations[promptopsv1.AnnotationRevision] != rev || m.Labels[labelRole] != role || !isControlledBy(m.OwnerReferences, uid) {
 		return false, nil
 	}
 	if v, ok := r.verified.Load(key); ok && v == m.ResourceVersion {

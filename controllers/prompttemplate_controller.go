@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -37,16 +36,14 @@ type PromptTemplateReconciler struct {
 	APIReader client.Reader
 	Recorder  events.EventRecorder
 
-	// verified remembers, per rendered ConfigMap, the resourceVersion whose
-	// content is known to match the revision annotation, so that a settled
-	// template needs no read and no write.
-	verified sync.Map
+	cms *configMapWriter
 }
 
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch;delete
 
 // SetupWithManager registers the controller.
 func (r *PromptTemplateReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+	r.init()
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &promptopsv1.PromptTemplate{}, configMapRefIndex,
 		func(o client.Object) []string {
 			pt := o.(*promptopsv1.PromptTemplate)
@@ -86,8 +83,15 @@ func (r *PromptTemplateReconciler) templatesReading(ctx context.Context, o clien
 	return reqs
 }
 
+func (r *PromptTemplateReconciler) init() {
+	if r.cms == nil {
+		r.cms = &configMapWriter{Client: r.Client, APIReader: r.APIReader}
+	}
+}
+
 // Reconcile renders one template.
 func (r *PromptTemplateReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+	r.init()
 	pt := &promptopsv1.PromptTemplate{}
 	if err := r.Get(ctx, req.NamespacedName, pt); err != nil {
 		if apierrors.IsNotFound(err) {

@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -80,11 +83,29 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if err := pt.SetupWithManager(mgr, copts); err != nil {
 		return fmt.Errorf("setting up the PromptTemplate controller: %w", err)
 	}
+	clock := opts.Clock
+	if clock == nil {
+		clock = realClock{}
+	}
+	mb := &MemoryBankReconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorder("promptops-memorybank"),
+		Clock:     clock,
+		JobImage:  opts.JobImage,
+	}
+	if err := mb.SetupWithManager(mgr, copts); err != nil {
+		return fmt.Errorf("setting up the MemoryBank controller: %w", err)
+	}
 	return nil
 }
 
-// byObjectCache restricts cached kinds that the operator owns to its own
-// objects. It grows as controllers are added.
+// byObjectCache restricts the cache of Jobs and Pods to the operator's own,
+// by label.
 func byObjectCache() map[client.Object]cache.ByObject {
-	return nil
+	own := labels.SelectorFromSet(labels.Set{promptopsv1.LabelManagedBy: promptopsv1.LabelManagedByValue})
+	return map[client.Object]cache.ByObject{
+		&batchv1.Job{}: {Label: own},
+		&corev1.Pod{}:  {Label: own},
+	}
 }

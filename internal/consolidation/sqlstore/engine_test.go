@@ -37,8 +37,7 @@ func TestGoodAnswerCreatesThenUpdates(t *testing.T) {
 		if !strings.Contains(req.User, "["+fid(1)+"] Alice works at Acme Corp as an engineer | Involving: Alice, Acme Corp (occurred_start=2024-01-15, mentioned_at=2024-01-15)") {
 			t.Fatalf("fact line missing:\n%s", req.User)
 		}
-		obs := observations(t, s)
-		alice := obs[0]
+		alice := find(t, observations(t, s), "Alice")
 		if alice.Text != "Alice works at Acme Corp as an engineer" || alice.ProofCount != 1 || !slices.Equal(alice.SourceFactIDs, []string{fid(1)}) ||
 			alice.OccurredStart == nil || !alice.OccurredStart.Equal(*day("2024-01-15")) {
 			t.Fatalf("observation %+v", alice)
@@ -58,8 +57,7 @@ func TestGoodAnswerCreatesThenUpdates(t *testing.T) {
 		if sum, err = engine(s, srv, nil).Run(ctx); err != nil || sum.Updated != 1 || sum.Created != 0 {
 			t.Fatalf("second run: %v %+v", err, sum)
 		}
-		obs = observations(t, s)
-		alice = obs[0]
+		alice = find(t, observations(t, s), "Alice")
 		if alice.Text != "Alice works at Globex since March 2024" {
 			t.Fatalf("fact metadata must not reach observation text: %q", alice.Text)
 		}
@@ -78,6 +76,18 @@ func TestGoodAnswerCreatesThenUpdates(t *testing.T) {
 			t.Fatalf("states %v", states)
 		}
 	})
+}
+
+// find returns the observation whose text starts with prefix.
+func find(t *testing.T, obs []consolidation.Observation, prefix string) consolidation.Observation {
+	t.Helper()
+	for _, o := range obs {
+		if strings.HasPrefix(o.Text, prefix) {
+			return o
+		}
+	}
+	t.Fatalf("no observation starts with %q in %+v", prefix, obs)
+	return consolidation.Observation{}
 }
 
 // seed consolidates n facts about one entity into n observations.

@@ -1,0 +1,363 @@
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	promptopsv1 "github.com/promptops/promptops/api/v1"
+	"github.com/promptops/promptops/internal/consolidation"
+	"github.com/promptops/promptops/internal/tokens"
+)
+
+// MemoryBankReconciler renders a bank's consolidation prompt and runs its
+// consolidation Jobs on schedule and on demand.
+type MemoryBankReconciler struct {
+	client.Client
+	APIReader client.Reader
+	Recorder  events.EventRecorder
+	Clock     Clock
+	// JobImage is the operator's own image.
+	JobImage string
+
+	cms *configMapWriter
+}
+
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+
+// SetupWithManager registers the controller.
+func (r *MemoryBankReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+	r.init()
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&promptopsv1.MemoryBank{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		Owns(&corev1.ConfigMap{}, builder.OnlyMetadata).
+		Owns(&batchv1.Job{}).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			name := o.GetLabels()[promptopsv1.LabelMemoryBank]
+			if name == "" {
+				return nil
+			}
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+		})).
+		WithOptions(opts).
+		Named("memorybank").
+		Complete(r)
+}
+
+func (r *MemoryBankReconciler) init() {
+	if r.cms == nil {
+		r.cms = &configMapWriter{Client: r.Client, APIReader: r.APIReader}
+	}
+	if r.Clock == nil {
+		r.Clock = realClock{}
+	}
+}
+
+// Reconcile handles one bank.
+func (r *MemoryBankReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+	r.init()
+	mb := &promptopsv1.MemoryBank{}
+	if err := r.Get(ctx, req.NamespacedName, mb); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !mb.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	orig := mb.DeepCopy()
+	defer func() { retErr = errors.Join(retErr, r.patchStatus(ctx, orig, mb)) }()
+	gen := mb.Generation
+	now := r.Clock.Now().UTC()
+
+	missionHash, err := r.renderConfigMap(ctx, mb)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	var sched cron.Schedule
+	if s := strings.TrimSpace(mb.Spec.Consolidation.Schedule); s != "" {
+		if sched, err = cron.ParseStandard(s); err != nil {
+			msg := fmt.Sprintf("Schedule %q does not parse: %v. Use five cron fields (minute hour day month weekday) or a descriptor such as @hourly.", s, err)
+			setReady(&mb.Status.Conditions, gen, false, true, promptopsv1.ReasonInvalidSchedule, msg)
+			setReconciling(&mb.Status.Conditions, gen, false, "", "")
+			mb.Status.NextScheduleTime = nil
+			mb.Status.ObservedGeneration = gen
+			return ctrl.Result{}, reconcile.TerminalError(errors.New(msg))
+		}
+	}
+
+	jobs, err := r.ownedJobs(ctx, mb)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	var active *batchv1.Job
+	var finished []*batchv1.Job
+	for _, j := range jobs {
+		if _, done := jobFinished(j); done {
+			finished = append(finished, j)
+		} else if active == nil || j.CreationTimestamp.After(active.CreationTimestamp.Time) {
+			active = j
+		}
+	}
+	requeue, err := r.recordLastRun(ctx, mb, finished)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.pruneJobs(ctx, mb, finished); err != nil {
+		return ctrl.Result{}, err
+	}
+
+	// Start at most one run, never while one is active.
+	suspended := mb.Spec.Consolidation.Suspend
+	request := mb.Annotations[promptopsv1.AnnotationConsolidateRequestedAt]
+	if active == nil && !suspended {
+		switch {
+		case request != "" && request != mb.Status.LastHandledRequest:
+			if active, err = r.startJob(ctx, mb, requestJobName(mb, request), missionHash, map[string]string{promptopsv1.AnnotationConsolidateRequestedAt: request}); err != nil {
+				return ctrl.Result{}, err
+			}
+			mb.Status.LastHandledRequest = request
+		case sched != nil:
+			if slot, due := dueSlot(sched, scheduleRef(mb), now); due {
+				if active, err = r.startJob(ctx, mb, scheduledJobName(mb, slot), missionHash, map[string]string{annotationScheduledAt: slot.Format(time.RFC3339)}); err != nil {
+					return ctrl.Result{}, err
+				}
+				mb.Status.LastScheduleTime = &metav1.Time{Time: slot}
+			}
+		}
+	}
+
+	mb.Status.ActiveJob = ""
+	if active != nil {
+		mb.Status.ActiveJob = active.Name
+	}
+	mb.Status.NextScheduleTime = nil
+	if sched != nil && !suspended {
+		next := sched.Next(now)
+		mb.Status.NextScheduleTime = &metav1.Time{Time: next}
+		result.RequeueAfter = next.Sub(now) + time.Second
+	}
+	if requeue > 0 && (result.RequeueAfter == 0 || requeue < result.RequeueAfter) {
+		result.RequeueAfter = requeue
+	}
+	r.setStatus(mb, active, suspended)
+	return result, nil
+}
+
+// renderConfigMap writes <name>-consolidation and sets the prompt figures.
+func (r *MemoryBankReconciler) renderConfigMap(ctx context.Context, mb *promptopsv1.MemoryBank) (string, error) {
+	mission := strings.TrimSpace(mb.Spec.Mission)
+	if mission == "" {
+		mission = consolidation.DefaultMission
+	}
+	prompt := consolidation.SystemPrompt(mission)
+	hash := consolidation.MissionHash(mission)
+	enc, err := tokens.Get(string(orDefault(mb.Spec.LLM.Encoding, promptopsv1.EncodingO200K)))
+	if err != nil {
+		return "", err
+	}
+	maxPrompt := int(orDefault(mb.Spec.LLM.MaxPromptTokens, 16000))
+	settings, _ := json.MarshalIndent(map[string]any{
+		"bank":            mb.Namespace + "/" + mb.Name,
+		"missionHash":     hash,
+		"model":           mb.Spec.LLM.Model,
+		"baseURL":         mb.Spec.LLM.BaseURL,
+		"encoding":        string(orDefault(mb.Spec.LLM.Encoding, promptopsv1.EncodingO200K)),
+		"maxPromptTokens": maxPrompt,
+		"maxObservations": mb.Spec.MaxObservations,
+		"batchSize":       orDefault(mb.Spec.Consolidation.BatchSize, 8),
+		"maxFactsPerRun":  orDefault(mb.Spec.Consolidation.MaxFactsPerRun, 200),
+		"maxAttempts":     orDefault(mb.Spec.Consolidation.MaxAttempts, 3),
+		"schedule":        mb.Spec.Consolidation.Schedule,
+		"note":            "The capacity note is added per run: it depends on the bank's current count of observations.",
+	}, "", "  ")
+	data := map[string]string{missionKey: mission, promptKey: prompt, settingsKey: string(settings) + "\n"}
+	rev := contentHash(data)
+	if err := r.cms.ensure(ctx, bankOwner(mb), consolidationName(mb), roleLive, data, rev, map[string]string{promptopsv1.AnnotationMissionHash: hash}); err != nil {
+		return "", err
+	}
+	n := enc.Count(prompt)
+	mb.Status.ConfigMapName = consolidationName(mb)
+	mb.Status.MissionHash = hash
+	mb.Status.PromptTokens = int32(n)
+	gen := mb.Generation
+	if left := maxPrompt - n; left*4 < maxPrompt {
+		setCondition(&mb.Status.Conditions, gen, promptopsv1.ConditionBudgetExceeded, metav1.ConditionTrue, promptopsv1.ReasonBudgetExceeded,
+			fmt.Sprintf("The fixed consolidation prompt takes %d of llm.maxPromptTokens %d, leaving %d for facts and observations, less than a quarter; shorten the mission or raise maxPromptTokens.", n, maxPrompt, left))
+	} else {
+		setCondition(&mb.Status.Conditions, gen, promptopsv1.ConditionBudgetExceeded, metav1.ConditionFalse, promptopsv1.ReasonWithinBudget,
+			fmt.Sprintf("The fixed consolidation prompt takes %d of %d tokens.", n, maxPrompt))
+	}
+	return hash, nil
+}
+
+func (r *MemoryBankReconciler) ownedJobs(ctx context.Context, mb *promptopsv1.MemoryBank) ([]*batchv1.Job, error) {
+	var list batchv1.JobList
+	if err := r.List(ctx, &list, client.InNamespace(mb.Namespace), client.MatchingLabels{promptopsv1.LabelMemoryBank: mb.Name}); err != nil {
+		return nil, err
+	}
+	var out []*batchv1.Job
+	for i := range list.Items {
+		if isControlledBy(list.Items[i].OwnerReferences, mb.UID) {
+			out = append(out, &list.Items[i])
+		}
+	}
+	return out, nil
+}
+
+// jobFinished tells whether a Job ended, and whether it succeeded.
+func jobFinished(j *batchv1.Job) (succeeded, done bool) {
+	for _, c := range j.Status.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case batchv1.JobComplete:
+			return true, true
+		case batchv1.JobFailed:
+			return false, true
+		}
+	}
+	return false, false
+}
+
+func (r *MemoryBankReconciler) startJob(ctx context.Context, mb *promptopsv1.MemoryBank, name, missionHash string, annotations map[string]string) (*batchv1.Job, error) {
+	if r.JobImage == "" && mb.Spec.Consolidation.Image == "" {
+		return nil, errors.New("no image for consolidation Jobs: start the manager with --job-image or set spec.consolidation.image")
+	}
+	job := desiredJob(mb, name, r.JobImage, missionHash, annotations)
+	if err := ctrl.SetControllerReference(mb, job, r.Scheme()); err != nil {
+		return nil, err
+	}
+	if err := r.Create(ctx, job); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			// Created before a restart; it is the same run.
+			existing := &batchv1.Job{}
+			if gerr := r.APIReader.Get(ctx, client.ObjectKeyFromObject(job), existing); gerr != nil {
+				return nil, gerr
+			}
+			return existing, nil
+		}
+		return nil, fmt.Errorf("creating Job %s: %w", name, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Started a consolidation Job", "job", name)
+	if r.Recorder != nil {
+		r.Recorder.Eventf(mb, job, corev1.EventTypeNormal, promptopsv1.ReasonJobRunning, "Consolidate", "Started Job %s", name)
+	}
+	return job, nil
+}
+
+// pruneJobs keeps the newest successfulJobsHistoryLimit succeeded and
+// failedJobsHistoryLimit failed Jobs.
+func (r *MemoryBankReconciler) pruneJobs(ctx context.Context, mb *promptopsv1.MemoryBank, finished []*batchv1.Job) error {
+	var ok, failed []*batchv1.Job
+	for _, j := range finished {
+		if s, _ := jobFinished(j); s {
+			ok = append(ok, j)
+		} else {
+			failed = append(failed, j)
+		}
+	}
+	c := mb.Spec.Consolidation
+	for _, g := range []struct {
+		jobs  []*batchv1.Job
+		limit int
+	}{{ok, int(valueOr(c.SuccessfulJobsHistoryLimit, 3))}, {failed, int(valueOr(c.FailedJobsHistoryLimit, 1))}} {
+		sortNewestFirst(g.jobs)
+		for i := g.limit; i < len(g.jobs); i++ {
+			j := g.jobs[i]
+			if err := r.Delete(ctx, j, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &j.UID}); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("pruning Job %s: %w", j.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+func sortNewestFirst(jobs []*batchv1.Job) {
+	sort.Slice(jobs, func(a, b int) bool {
+		ta, tb := jobTime(jobs[a]), jobTime(jobs[b])
+		if !ta.Equal(tb) {
+			return ta.After(tb)
+		}
+		return jobs[a].Name > jobs[b].Name
+	})
+}
+
+func jobTime(j *batchv1.Job) time.Time {
+	if j.Status.CompletionTime != nil {
+		return j.Status.CompletionTime.Time
+	}
+	for _, c := range j.Status.Conditions {
+		if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
+			return c.LastTransitionTime.Time
+		}
+	}
+	return j.CreationTimestamp.Time
+}
+
+// scheduleRef is the time after which the next scheduled slot counts.
+func scheduleRef(mb *promptopsv1.MemoryBank) time.Time {
+	if mb.Status.LastScheduleTime != nil {
+		return mb.Status.LastScheduleTime.Time
+	}
+	return mb.CreationTimestamp.Time
+}
+
+// dueSlot returns the latest slot after ref that is not after now. Missed
+// slots (the operator was down) collapse into one run, as with CronJobs.
+func dueSlot(s cron.Schedule, ref, now time.Time) (time.Time, bool) {
+	var slot time.Time
+	for t, i := s.Next(ref), 0; !t.After(now) && i < 100000; t, i = s.Next(t), i+1 {
+		slot = t
+	}
+	return slot, !slot.IsZero()
+}
+
+// patchStatus writes the status once, only when it changed.
+func (r *MemoryBankReconciler) patchStatus(ctx context.Context, orig, mb *promptopsv1.MemoryBank) error {
+	if equality.Semantic.DeepEqual(orig.Status, mb.Status) {
+		return nil
+	}
+	if err := r.Status().Patch(ctx, mb, client.MergeFrom(orig)); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	oldStatus, oldReason := readyOf(orig.Status.Conditions)
+	newStatus, newReason := readyOf(mb.Status.Conditions)
+	if r.Recorder != nil && (oldStatus != newStatus || oldReason != newReason) && (oldStatus != metav1.ConditionUnknown || newStatus != metav1.ConditionTrue) {
+		typ := corev1.EventTypeNormal
+		if newStatus != metav1.ConditionTrue {
+			typ = corev1.EventTypeWarning
+		}
+		r.Recorder.Eventf(mb, nil, typ, newReason, "Reconcile", "%s", conditionMessage(mb.Status.Conditions, promptopsv1.ConditionReady))
+	}
+	return nil
+}
+
+func conditionMessage(conds []metav1.Condition, typ string) string {
+	for _, c := range conds {
+		if c.Type == typ {
+			return c.Message
+		}
+	}
+	return ""
+}

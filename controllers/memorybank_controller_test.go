@@ -1,0 +1,543 @@
+package controllers
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	promptopsv1 "github.com/promptops/promptops/api/v1"
+	"github.com/promptops/promptops/internal/consolidation"
+	"github.com/promptops/promptops/internal/llmtest"
+	"github.com/promptops/promptops/internal/testenv"
+)
+
+func bankYAML(name, extra string) string {
+	return fmt.Sprintf(`
+apiVersion: promptops.io/v1
+kind: MemoryBank
+metadata: {name: %s}
+spec:
+  store: {sqlite: {path: /data/bank.db}}
+  llm: {baseURL: "http://llm.local:8000/v1", model: m}
+%s`, name, extra)
+}
+
+func getMB(t *testing.T, ns, name string) *promptopsv1.MemoryBank {
+	t.Helper()
+	mb := &promptopsv1.MemoryBank{}
+	if err := k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, mb); err != nil {
+		t.Fatal(err)
+	}
+	return mb
+}
+
+func waitMB(t *testing.T, ns, name string, ok func(mb *promptopsv1.MemoryBank) error) *promptopsv1.MemoryBank {
+	t.Helper()
+	var mb *promptopsv1.MemoryBank
+	eventually(t, func() error {
+		mb = getMB(t, ns, name)
+		if mb.Status.ObservedGeneration != mb.Generation {
+			return fmt.Errorf("generation %d not observed (%d)", mb.Generation, mb.Status.ObservedGeneration)
+		}
+		return ok(mb)
+	})
+	return mb
+}
+
+func hasCondition(typ string, status metav1.ConditionStatus, reason string) func(*promptopsv1.MemoryBank) error {
+	return func(mb *promptopsv1.MemoryBank) error {
+		c := meta.FindStatusCondition(mb.Status.Conditions, typ)
+		if c == nil || c.Status != status || (reason != "" && c.Reason != reason) {
+			return fmt.Errorf("%s is %+v", typ, c)
+		}
+		return nil
+	}
+}
+
+func jobsOf(t *testing.T, ns string) []batchv1.Job {
+	t.Helper()
+	var list batchv1.JobList
+	if err := k8sClient.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
+}
+
+func waitJobs(t *testing.T, ns string, n int) []batchv1.Job {
+	t.Helper()
+	var jobs []batchv1.Job
+	eventually(t, func() error {
+		if jobs = jobsOf(t, ns); len(jobs) != n {
+			return fmt.Errorf("%d jobs, want %d", len(jobs), n)
+		}
+		return nil
+	})
+	return jobs
+}
+
+// poke changes an unrelated annotation so the controller reconciles now
+// (after the test moved the clock).
+func poke(t *testing.T, ns, name string) {
+	t.Helper()
+	mb := &promptopsv1.MemoryBank{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	update(t, mb, func() {
+		if mb.Annotations == nil {
+			mb.Annotations = map[string]string{}
+		}
+		mb.Annotations["test/poke"] = time.Now().Format(time.RFC3339Nano)
+	})
+}
+
+func request(t *testing.T, ns, name, value string) {
+	t.Helper()
+	mb := &promptopsv1.MemoryBank{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	update(t, mb, func() {
+		if mb.Annotations == nil {
+			mb.Annotations = map[string]string{}
+		}
+		mb.Annotations[promptopsv1.AnnotationConsolidateRequestedAt] = value
+	})
+}
+
+// finishJob plays the Job controller and the kubelet: the Job's status and
+// a terminated pod with the given termination message.
+func finishJob(t *testing.T, job *batchv1.Job, ok bool, message string) {
+	t.Helper()
+	now := metav1.Now()
+	start := metav1.NewTime(now.Add(-time.Minute))
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: job.Name + "-pod", Labels: map[string]string{}},
+		Spec:       *job.Spec.Template.Spec.DeepCopy(),
+	}
+	for k, v := range job.Spec.Template.Labels {
+		pod.Labels[k] = v
+	}
+	pod.Labels["batch.kubernetes.io/job-name"] = job.Name
+	if err := k8sClient.Create(ctx, pod); err != nil {
+		t.Fatalf("pod: %v", err)
+	}
+	exit := int32(0)
+	pod.Status.Phase = corev1.PodSucceeded
+	if !ok {
+		exit, pod.Status.Phase = 1, corev1.PodFailed
+	}
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "consolidate", Image: job.Spec.Template.Spec.Containers[0].Image,
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: exit, Message: message, StartedAt: start, FinishedAt: now}}}}
+	if err := k8sClient.Status().Update(ctx, pod); err != nil {
+		t.Fatalf("pod status: %v", err)
+	}
+	eventually(t, func() error {
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(job), job); err != nil {
+			return err
+		}
+		job.Status.StartTime = &start
+		if ok {
+			job.Status.Succeeded = 1
+			job.Status.CompletionTime = &now
+			job.Status.Conditions = []batchv1.JobCondition{
+				{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
+				{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now},
+			}
+		} else {
+			job.Status.Failed = 1
+			job.Status.Conditions = []batchv1.JobCondition{
+				{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit", LastTransitionTime: now},
+				{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit", LastTransitionTime: now},
+			}
+		}
+		return k8sClient.Status().Update(ctx, job)
+	})
+}
+
+func TestBankRendersConsolidationConfigMap(t *testing.T) {
+	ns := newNamespace(t)
+	createYAML(t, ns, bankYAML("pets", "  mission: Track every pet, its name and its owner."))
+	mb := waitMB(t, ns, "pets", hasCondition(promptopsv1.ConditionReady, metav1.ConditionTrue, ""))
+	wantHash := consolidation.MissionHash("Track every pet, its name and its owner.")
+	if mb.Status.MissionHash != wantHash || mb.Status.ConfigMapName != "pets-consolidation" || mb.Status.PromptTokens < 1000 {
+		t.Fatalf("status %+v", mb.Status)
+	}
+	if c := meta.FindStatusCondition(mb.Status.Conditions, promptopsv1.ConditionBudgetExceeded); c == nil || c.Status != metav1.ConditionFalse {
+		t.Fatalf("BudgetExceeded %+v", c)
+	}
+	cm := getCM(t, ns, "pets-consolidation")
+	if cm.Data[missionKey] != "Track every pet, its name and its owner." || cm.Data[promptKey] != consolidation.SystemPrompt("Track every pet, its name and its owner.") ||
+		cm.Annotations[promptopsv1.AnnotationMissionHash] != wantHash || !strings.Contains(cm.Data[settingsKey], `"batchSize": 8`) {
+		t.Fatalf("ConfigMap %+v", cm.Data)
+	}
+	if len(cm.OwnerReferences) != 1 || cm.OwnerReferences[0].UID != mb.UID {
+		t.Fatal("ConfigMap must be controlled by the bank")
+	}
+	if c := meta.FindStatusCondition(mb.Status.Conditions, promptopsv1.ConditionReady); !strings.Contains(c.Message, "No schedule: runs start on demand") {
+		t.Fatalf("Ready message %q", c.Message)
+	}
+	// A mission that leaves less than a quarter of the budget.
+	update(t, mb, func() {
+		mb.Spec.LLM.MaxPromptTokens = 1800
+		mb.Spec.Mission = strings.Repeat("Track every detail of every conversation. ", 60)
+	})
+	waitMB(t, ns, "pets", hasCondition(promptopsv1.ConditionBudgetExceeded, metav1.ConditionTrue, promptopsv1.ReasonBudgetExceeded))
+}
+
+func TestScheduledRunsAtTheInjectedTimeOnlyOnce(t *testing.T) {
+	ns := newNamespace(t)
+	start := time.Now().UTC()
+	testClock.Set(start)
+	createYAML(t, ns, bankYAML("sched", "  consolidation: {schedule: \"*/10 * * * *\"}"))
+	mb := waitMB(t, ns, "sched", hasCondition(promptopsv1.ConditionReady, metav1.ConditionTrue, ""))
+	next := mb.Status.NextScheduleTime
+	if next == nil || !next.After(start) || next.Sub(start) > 10*time.Minute {
+		t.Fatalf("nextScheduleTime %v", next)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if n := len(jobsOf(t, ns)); n != 0 {
+		t.Fatalf("%d Jobs before the schedule", n)
+	}
+	// The slot passes.
+	testClock.Set(next.Add(time.Second))
+	poke(t, ns, "sched")
+	job := waitJobs(t, ns, 1)[0]
+	if job.Name != fmt.Sprintf("sched-%d", next.Unix()/60) || job.Annotations[annotationScheduledAt] != next.UTC().Format(time.RFC3339) {
+		t.Fatalf("job %s %v", job.Name, job.Annotations)
+	}
+	mb = waitMB(t, ns, "sched", hasCondition(promptopsv1.ConditionReconciling, metav1.ConditionTrue, promptopsv1.ReasonJobRunning))
+	if mb.Status.ActiveJob != job.Name || !mb.Status.LastScheduleTime.Equal(next) {
+		t.Fatalf("status %+v", mb.Status)
+	}
+	// The next slot passes while the Job runs: no second Job.
+	testClock.Set(next.Add(10*time.Minute + time.Second))
+	poke(t, ns, "sched")
+	time.Sleep(500 * time.Millisecond)
+	if n := len(jobsOf(t, ns)); n != 1 {
+		t.Fatalf("%d Jobs: concurrency must be forbidden", n)
+	}
+	// The Job ends; the missed slot starts one new Job.
+	finishJob(t, &job, true, `{"factsConsolidated":1,"observations":1,"missionHash":"sha256:x"}`)
+	jobs := waitJobs(t, ns, 2)
+	names := []string{jobs[0].Name, jobs[1].Name}
+	if want := fmt.Sprintf("sched-%d", next.Add(10*time.Minute).Unix()/60); !strings.Contains(strings.Join(names, " "), want) {
+		t.Fatalf("jobs %v, want %s", names, want)
+	}
+	for _, j := range jobs {
+		if len(j.OwnerReferences) != 1 || j.OwnerReferences[0].UID != mb.UID || *j.OwnerReferences[0].Controller != true {
+			t.Fatalf("job %s owner references %+v", j.Name, j.OwnerReferences)
+		}
+	}
+}
+
+func TestOnDemandRunsOncePerValueAndPrunesHistory(t *testing.T) {
+	ns := newNamespace(t)
+	createYAML(t, ns, bankYAML("manual", "  consolidation: {successfulJobsHistoryLimit: 1}"))
+	waitMB(t, ns, "manual", hasCondition(promptopsv1.ConditionReady, metav1.ConditionTrue, ""))
+	request(t, ns, "manual", "2026-01-01T10:00:00Z")
+	job := waitJobs(t, ns, 1)[0]
+	if job.Name != requestJobName(&promptopsv1.MemoryBank{ObjectMeta: metav1.ObjectMeta{Name: "manual"}}, "2026-01-01T10:00:00Z") {
+		t.Fatalf("job name %s", job.Name)
+	}
+	waitMB(t, ns, "manual", func(mb *promptopsv1.MemoryBank) error {
+		if mb.Status.LastHandledRequest != "2026-01-01T10:00:00Z" {
+			return fmt.Errorf("lastHandledRequest %q", mb.Status.LastHandledRequest)
+		}
+		return nil
+	})
+	poke(t, ns, "manual")
+	finishJob(t, &job, true, `{"factsConsolidated":2,"observations":2,"missionHash":"sha256:x"}`)
+	waitMB(t, ns, "manual", func(mb *promptopsv1.MemoryBank) error {
+		if mb.Status.LastRun == nil || mb.Status.LastRun.JobName != job.Name || mb.Status.ActiveJob != "" {
+			return fmt.Errorf("lastRun %+v active %q", mb.Status.LastRun, mb.Status.ActiveJob)
+		}
+		return nil
+	})
+	if n := len(jobsOf(t, ns)); n != 1 {
+		t.Fatalf("the same value must not run twice: %d jobs", n)
+	}
+	// A new value: a second run; the first Job is pruned once the second
+	// succeeds (successfulJobsHistoryLimit: 1).
+	request(t, ns, "manual", "2026-01-01T11:00:00Z")
+	jobs := waitJobs(t, ns, 2)
+	var second batchv1.Job
+	for _, j := range jobs {
+		if j.Name != job.Name {
+			second = j
+		}
+	}
+	finishJob(t, &second, true, `{"factsConsolidated":1,"observations":3,"missionHash":"sha256:x"}`)
+	eventually(t, func() error {
+		js := jobsOf(t, ns)
+		if len(js) != 1 || js[0].Name != second.Name {
+			return fmt.Errorf("%d jobs left", len(js))
+		}
+		return nil
+	})
+}
+
+func TestSuspendAndInvalidSchedule(t *testing.T) {
+	ns := newNamespace(t)
+	createYAML(t, ns, bankYAML("paused", "  consolidation: {suspend: true, schedule: \"@hourly\"}"))
+	mb := waitMB(t, ns, "paused", hasCondition(promptopsv1.ConditionReady, metav1.ConditionTrue, promptopsv1.ReasonSuspended))
+	if mb.Status.NextScheduleTime != nil {
+		t.Fatal("a suspended bank has no next run")
+	}
+	request(t, ns, "paused", "now")
+	time.Sleep(500 * time.Millisecond)
+	if n := len(jobsOf(t, ns)); n != 0 {
+		t.Fatalf("suspended bank started %d Jobs", n)
+	}
+	update(t, mb, func() { mb.Spec.Consolidation.Suspend = false })
+	waitJobs(t, ns, 1) // the pending request runs on resume
+
+	createYAML(t, ns, bankYAML("badcron", "  consolidation: {schedule: \"every day at noon\"}"))
+	mb = waitMB(t, ns, "badcron", hasCondition(promptopsv1.ConditionStalled, metav1.ConditionTrue, promptopsv1.ReasonInvalidSchedule))
+	if msg := meta.FindStatusCondition(mb.Status.Conditions, promptopsv1.ConditionReady).Message; !strings.Contains(msg, `Schedule "every day at noon" does not parse: expected exactly 5 fields`) {
+		t.Fatalf("message %q", msg)
+	}
+	update(t, mb, func() { mb.Spec.Consolidation.Schedule = "0 12 * * *" })
+	mb = waitMB(t, ns, "badcron", hasCondition(promptopsv1.ConditionReady, metav1.ConditionTrue, promptopsv1.ReasonSucceeded))
+	if meta.FindStatusCondition(mb.Status.Conditions, promptopsv1.ConditionStalled) != nil {
+		t.Fatal("Stalled must go once fixed")
+	}
+}
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
+
+// promptopsBinary builds the real binary once.
+func promptopsBinary(t *testing.T) string {
+	binOnce.Do(func() {
+		binPath = filepath.Join(os.TempDir(), fmt.Sprintf("promptops-test-%d", os.Getpid()))
+		out, err := exec.Command("go", "build", "-o", binPath, testenv.Root()).CombinedOutput()
+		if err != nil {
+			binErr = fmt.Errorf("%v: %s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+// TestRealRunEndsInStatus: the real `promptops consolidate` against a
+// scripted LLM; its termination log becomes the pod's termination message,
+// and lastRun and the print columns show it.
+func TestRealRunEndsInStatus(t *testing.T) {
+	ns := newNamespace(t)
+	createYAML(t, ns, bankYAML("real", "  mission: Track pets."))
+	waitMB(t, ns, "real", hasCondition(promptopsv1.ConditionReady, metav1.ConditionTrue, ""))
+	request(t, ns, "real", "go")
+	job := waitJobs(t, ns, 1)[0]
+
+	// Run what the Job's pod would run, with the Job's own environment.
+	bin := promptopsBinary(t)
+	dir := t.TempDir()
+	srv := llmtest.New(llmtest.OnePerFact)
+	defer srv.Close()
+	store := "sqlite://" + filepath.Join(dir, "bank.db")
+	facts := filepath.Join(dir, "facts.jsonl")
+	_ = os.WriteFile(facts, []byte(`{"text":"Rex is Alice's dog"}`+"\n"+`{"text":"Tom is Bob's cat"}`+"\n"), 0o644)
+	if out, err := exec.Command(bin, "facts", "import", "--bank", ns+"/real", "--store", store, facts).CombinedOutput(); err != nil {
+		t.Fatalf("import: %v %s", err, out)
+	}
+	mission := filepath.Join(dir, "mission.txt")
+	_ = os.WriteFile(mission, []byte(getCM(t, ns, "real-consolidation").Data[missionKey]), 0o644)
+	term := filepath.Join(dir, "termination-log")
+	cmd := exec.Command(bin, "consolidate")
+	for _, e := range job.Spec.Template.Spec.Containers[0].Env {
+		switch e.Name {
+		case "PROMPTOPS_STORE", "PROMPTOPS_MISSION_FILE", "PROMPTOPS_TERMINATION_LOG", "PROMPTOPS_LLM_BASE_URL":
+		default:
+			cmd.Env = append(cmd.Env, e.Name+"="+e.Value)
+		}
+	}
+	cmd.Env = append(cmd.Env, "PROMPTOPS_STORE="+store, "PROMPTOPS_MISSION_FILE="+mission, "PROMPTOPS_TERMINATION_LOG="+term, "PROMPTOPS_LLM_BASE_URL="+srv.BaseURL())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("consolidate: %v\n%s", err, out)
+	}
+	msg, err := os.ReadFile(term)
+	if err != nil {
+		t.Fatal(err)
+	}
+	finishJob(t, &job, true, string(msg))
+	mb := waitMB(t, ns, "real", hasCondition(promptopsv1.ConditionLastRunFailed, metav1.ConditionFalse, promptopsv1.ReasonJobSucceeded))
+	lr := mb.Status.LastRun
+	if lr == nil || lr.JobName != job.Name || !lr.Succeeded || lr.FactsConsolidated != 2 || lr.Created != 2 || lr.Observations != 2 ||
+		lr.MissionHash != consolidation.MissionHash("Track pets.") || lr.CompletionTime == nil || lr.Message != "" {
+		t.Fatalf("lastRun %+v", lr)
+	}
+	// The print columns, as kubectl get mb shows them (server-side table).
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := cs.RESTClient().Get().AbsPath("/apis/promptops.io/v1/namespaces/"+ns+"/memorybanks/real").
+		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table metav1.Table
+	if err := json.Unmarshal(raw, &table); err != nil || len(table.Rows) != 1 {
+		t.Fatalf("table: %v %s", err, raw)
+	}
+	cols := map[string]any{}
+	for i, c := range table.ColumnDefinitions {
+		cols[c.Name] = table.Rows[0].Cells[i]
+	}
+	if cols["Ready"] != "True" || cols["Observations"] != float64(2) || cols["Last Run"] == nil || cols["Last Run"] == "" {
+		t.Fatalf("print columns %v", cols)
+	}
+	if _, ok := cols["Schedule"]; !ok {
+		t.Fatal("no Schedule column")
+	}
+}
+
+func TestFailedJobAndGarbledMessage(t *testing.T) {
+	ns := newNamespace(t)
+	createYAML(t, ns, bankYAML("fails", ""))
+	waitMB(t, ns, "fails", hasCondition(promptopsv1.ConditionReady, metav1.ConditionTrue, ""))
+	request(t, ns, "fails", "1")
+	job := waitJobs(t, ns, 1)[0]
+	finishJob(t, &job, false, "panic: something went wrong {")
+	mb := waitMB(t, ns, "fails", hasCondition(promptopsv1.ConditionLastRunFailed, metav1.ConditionTrue, promptopsv1.ReasonJobFailed))
+	if lr := mb.Status.LastRun; lr.Succeeded || !strings.Contains(lr.Message, "BackoffLimitExceeded") || !strings.Contains(lr.Message, "not a run summary") {
+		t.Fatalf("lastRun %+v", lr)
+	}
+	if c := meta.FindStatusCondition(mb.Status.Conditions, promptopsv1.ConditionReady); c.Status != metav1.ConditionTrue {
+		t.Fatal("a failed run does not make the bank unready")
+	}
+}
+
+func TestMissionChangeLeavesRunningJobAlone(t *testing.T) {
+	ns := newNamespace(t)
+	createYAML(t, ns, bankYAML("gitops", "  mission: Track pets."))
+	waitMB(t, ns, "gitops", hasCondition(promptopsv1.ConditionReady, metav1.ConditionTrue, ""))
+	request(t, ns, "gitops", "1")
+	job := waitJobs(t, ns, 1)[0]
+	oldHash := consolidation.MissionHash("Track pets.")
+	if job.Annotations[promptopsv1.AnnotationMissionHash] != oldHash {
+		t.Fatal("the Job records its mission hash")
+	}
+	mb := getMB(t, ns, "gitops")
+	update(t, mb, func() { mb.Spec.Mission = "Track pets and their vets." })
+	newHash := consolidation.MissionHash("Track pets and their vets.")
+	waitMB(t, ns, "gitops", func(mb *promptopsv1.MemoryBank) error {
+		if mb.Status.MissionHash != newHash {
+			return fmt.Errorf("missionHash %s", mb.Status.MissionHash)
+		}
+		return nil
+	})
+	if cm := getCM(t, ns, "gitops-consolidation"); cm.Data[missionKey] != "Track pets and their vets." || cm.Annotations[promptopsv1.AnnotationMissionHash] != newHash {
+		t.Fatal("ConfigMap not updated")
+	}
+	jobs := jobsOf(t, ns)
+	if len(jobs) != 1 || jobs[0].UID != job.UID || jobs[0].Annotations[promptopsv1.AnnotationMissionHash] != oldHash {
+		t.Fatal("the running Job must be left alone")
+	}
+	// The mission reaches the pod through a subPath mount, which a running
+	// pod does not see change.
+	for _, m := range job.Spec.Template.Spec.Containers[0].VolumeMounts {
+		if m.Name == "config" && m.SubPath != missionKey {
+			t.Fatal("mission must be mounted by subPath")
+		}
+	}
+	finishJob(t, &job, true, fmt.Sprintf(`{"factsConsolidated":1,"observations":1,"missionHash":%q}`, oldHash))
+	mb = waitMB(t, ns, "gitops", func(mb *promptopsv1.MemoryBank) error {
+		if mb.Status.LastRun == nil {
+			return fmt.Errorf("no lastRun")
+		}
+		return nil
+	})
+	if mb.Status.LastRun.MissionHash != oldHash || mb.Status.MissionHash != newHash {
+		t.Fatalf("lastRun.missionHash %s, status.missionHash %s", mb.Status.LastRun.MissionHash, mb.Status.MissionHash)
+	}
+}
+
+// TestJobPodIsRestrictedAndHoldsNoSecret: the pod template passes the
+// apiserver's Restricted Pod Security admission, takes secrets only by
+// reference, and no object the operator writes holds a secret's value.
+func TestJobPodIsRestrictedAndHoldsNoSecret(t *testing.T) {
+	ns := newNamespace(t)
+	nsObj := &corev1.Namespace{}
+	_ = k8sClient.Get(ctx, types.NamespacedName{Name: ns}, nsObj)
+	update(t, nsObj, func() {
+		if nsObj.Labels == nil {
+			nsObj.Labels = map[string]string{}
+		}
+		nsObj.Labels["pod-security.kubernetes.io/enforce"] = "restricted"
+	})
+	const dsn, key = "postgres://bank:s3cr3t-pa55@db:5432/bank", "sk-very-secret-key"
+	createYAML(t, ns, fmt.Sprintf(`
+apiVersion: v1
+kind: Secret
+metadata: {name: bank-secrets}
+stringData: {dsn: %q, apiKey: %q}
+---
+apiVersion: promptops.io/v1
+kind: MemoryBank
+metadata: {name: secure}
+spec:
+  store: {postgres: {dsnSecretRef: {name: bank-secrets, key: dsn}}}
+  llm: {baseURL: "https://llm.example/v1", model: m, apiKeySecretRef: {name: bank-secrets, key: apiKey}}
+  consolidation:
+    serviceAccountName: bank-runner
+    nodeSelector: {pool: batch}
+    resources: {limits: {memory: 256Mi}}
+`, dsn, key))
+	waitMB(t, ns, "secure", hasCondition(promptopsv1.ConditionReady, metav1.ConditionTrue, ""))
+	request(t, ns, "secure", "1")
+	job := waitJobs(t, ns, 1)[0]
+	spec := job.Spec.Template.Spec
+	c := spec.Containers[0]
+	if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken || spec.ServiceAccountName != "bank-runner" || spec.NodeSelector["pool"] != "batch" {
+		t.Fatalf("pod spec %+v", spec)
+	}
+	if c.SecurityContext == nil || !*c.SecurityContext.ReadOnlyRootFilesystem || *c.SecurityContext.AllowPrivilegeEscalation || c.SecurityContext.Capabilities.Drop[0] != "ALL" ||
+		!*spec.SecurityContext.RunAsNonRoot || spec.SecurityContext.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Fatalf("security context %+v %+v", c.SecurityContext, spec.SecurityContext)
+	}
+	if job.Spec.BackoffLimit == nil || *job.Spec.BackoffLimit != 1 || *job.Spec.ActiveDeadlineSeconds != 1800 || c.Args[0] != "consolidate" || c.Image != "promptops:test" {
+		t.Fatalf("job spec %+v", job.Spec)
+	}
+	refs := map[string]string{}
+	for _, e := range c.Env {
+		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+			refs[e.Name] = e.ValueFrom.SecretKeyRef.Key
+		}
+	}
+	if refs["PROMPTOPS_STORE"] != "dsn" || refs["OPENAI_API_KEY"] != "apiKey" {
+		t.Fatalf("secrets must come by secretKeyRef: %v", refs)
+	}
+	// The real apiserver's Pod Security admission judges the pod.
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "restricted-check", Labels: job.Spec.Template.Labels}, Spec: *spec.DeepCopy()}
+	if err := k8sClient.Create(ctx, pod); err != nil {
+		t.Fatalf("the Job's pod violates the Restricted profile: %v", err)
+	}
+	// Nothing the operator wrote carries a secret's value.
+	var blobs []any
+	var cms corev1.ConfigMapList
+	_ = k8sClient.List(ctx, &cms, client.InNamespace(ns))
+	var evs corev1.EventList
+	_ = k8sClient.List(ctx, &evs, client.InNamespace(ns))
+	blobs = append(blobs, cms, evs, jobsOf(t, ns), getMB(t, ns, "secure").Status)
+	for _, b := range blobs {
+		data, _ := json.Marshal(b)
+		if strings.Contains(string(data), "s3cr3t-pa55") || strings.Contains(string(data), key) {
+			t.Fatalf("a secret value leaked into %T", b)
+		}
+	}
+}

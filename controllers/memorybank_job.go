@@ -1,0 +1,179 @@
+package controllers
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"path"
+	"strconv"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	promptopsv1 "github.com/promptops/promptops/api/v1"
+)
+
+const (
+	// configDir is where the consolidation ConfigMap's mission is mounted.
+	configDir   = "/etc/promptops"
+	missionKey  = "mission.txt"
+	promptKey   = "prompt.txt"
+	settingsKey = "settings.json"
+	// jobUID is the non-root user of the consolidation pod (distroless nonroot).
+	jobUID = int64(65532)
+	// annotationScheduledAt on a Job is the schedule slot it runs for.
+	annotationScheduledAt = "promptops.io/scheduled-at"
+)
+
+func consolidationName(mb *promptopsv1.MemoryBank) string { return mb.Name + "-consolidation" }
+
+// scheduledJobName is derived from the schedule slot, so a restarted
+// operator finds the Job it already created instead of making another.
+func scheduledJobName(mb *promptopsv1.MemoryBank, slot time.Time) string {
+	return fmt.Sprintf("%s-%d", mb.Name, slot.Unix()/60)
+}
+
+// requestJobName is derived from the annotation's value.
+func requestJobName(mb *promptopsv1.MemoryBank, request string) string {
+	sum := sha256.Sum256([]byte(request))
+	return fmt.Sprintf("%s-manual-%s", mb.Name, hex.EncodeToString(sum[:])[:8])
+}
+
+func bankOwner(mb *promptopsv1.MemoryBank) owner {
+	return owner{kind: "MemoryBank", name: mb.Name, ns: mb.Namespace, uid: mb.UID, ownerLabel: promptopsv1.LabelMemoryBank}
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// desiredJob is the consolidation Job of one run: the operator's image
+// running `promptops consolidate`, configured through the environment,
+// secrets only through secretKeyRef, under the Restricted Pod Security
+// profile.
+func desiredJob(mb *promptopsv1.MemoryBank, name, image, missionHash string, annotations map[string]string) *batchv1.Job {
+	c := mb.Spec.Consolidation
+	if c.Image != "" {
+		image = c.Image
+	}
+	env := []corev1.EnvVar{
+		{Name: "PROMPTOPS_BANK", Value: mb.Namespace + "/" + mb.Name},
+		{Name: "PROMPTOPS_LLM_BASE_URL", Value: mb.Spec.LLM.BaseURL},
+		{Name: "PROMPTOPS_MODEL", Value: mb.Spec.LLM.Model},
+		{Name: "PROMPTOPS_ENCODING", Value: string(orDefault(mb.Spec.LLM.Encoding, promptopsv1.EncodingO200K))},
+		{Name: "PROMPTOPS_MAX_PROMPT_TOKENS", Value: itoa(orDefault(mb.Spec.LLM.MaxPromptTokens, 16000))},
+		{Name: "PROMPTOPS_LLM_TIMEOUT_SECONDS", Value: itoa(orDefault(mb.Spec.LLM.TimeoutSeconds, 120))},
+		{Name: "PROMPTOPS_BATCH_SIZE", Value: itoa(orDefault(c.BatchSize, 8))},
+		{Name: "PROMPTOPS_MAX_FACTS", Value: itoa(orDefault(c.MaxFactsPerRun, 200))},
+		{Name: "PROMPTOPS_MAX_ATTEMPTS", Value: itoa(orDefault(c.MaxAttempts, 3))},
+		{Name: "PROMPTOPS_MISSION_FILE", Value: path.Join(configDir, missionKey)},
+		{Name: "PROMPTOPS_TERMINATION_LOG", Value: "/dev/termination-log"},
+	}
+	if mb.Spec.MaxObservations != nil {
+		env = append(env, corev1.EnvVar{Name: "PROMPTOPS_MAX_OBSERVATIONS", Value: itoa(*mb.Spec.MaxObservations)})
+	}
+	volumes := []corev1.Volume{
+		{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: consolidationName(mb)},
+		}}},
+		{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+	}
+	mounts := []corev1.VolumeMount{
+		// A subPath mount is not updated when the ConfigMap changes: a
+		// running Job keeps the mission it started with.
+		{Name: "config", MountPath: path.Join(configDir, missionKey), SubPath: missionKey, ReadOnly: true},
+		{Name: "tmp", MountPath: "/tmp"},
+	}
+	switch s := mb.Spec.Store; {
+	case s.Postgres != nil:
+		env = append(env, corev1.EnvVar{Name: "PROMPTOPS_STORE", ValueFrom: secretEnv(s.Postgres.DSNSecretRef)})
+	case s.SQLite != nil:
+		env = append(env, corev1.EnvVar{Name: "PROMPTOPS_STORE", Value: "sqlite://" + s.SQLite.Path})
+		data := corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}
+		if s.SQLite.PersistentVolumeClaimName != "" {
+			data = corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: s.SQLite.PersistentVolumeClaimName}}
+		}
+		volumes = append(volumes, corev1.Volume{Name: "data", VolumeSource: data})
+		mounts = append(mounts, corev1.VolumeMount{Name: "data", MountPath: path.Dir(s.SQLite.Path)})
+	}
+	if ref := mb.Spec.LLM.APIKeySecretRef; ref != nil {
+		env = append(env, corev1.EnvVar{Name: "OPENAI_API_KEY", ValueFrom: secretEnv(*ref)})
+	}
+	labels := map[string]string{
+		promptopsv1.LabelManagedBy:  promptopsv1.LabelManagedByValue,
+		promptopsv1.LabelMemoryBank: mb.Name,
+	}
+	ann := map[string]string{promptopsv1.AnnotationMissionHash: missionHash}
+	for k, v := range annotations {
+		ann[k] = v
+	}
+	container := corev1.Container{
+		Name:                     "consolidate",
+		Image:                    image,
+		Args:                     []string{"consolidate"},
+		Env:                      env,
+		VolumeMounts:             mounts,
+		TerminationMessagePath:   "/dev/termination-log",
+		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+		SecurityContext: &corev1.SecurityContext{
+			AllowPrivilegeEscalation: ptrTo(false),
+			ReadOnlyRootFilesystem:   ptrTo(true),
+			RunAsNonRoot:             ptrTo(true),
+			RunAsUser:                ptrTo(jobUID),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+	}
+	if c.Resources != nil {
+		container.Resources = *c.Resources
+	}
+	job := &batchv1.Job{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: mb.Namespace, Labels: labels, Annotations: ann},
+		Spec: batchv1.JobSpec{
+			BackoffLimit:          ptrTo(valueOr(c.BackoffLimit, 1)),
+			ActiveDeadlineSeconds: ptrTo(orDefault(c.ActiveDeadlineSeconds, 1800)),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: ann},
+				Spec: corev1.PodSpec{
+					RestartPolicy:                corev1.RestartPolicyNever,
+					ServiceAccountName:           c.ServiceAccountName,
+					AutomountServiceAccountToken: ptrTo(false),
+					NodeSelector:                 c.NodeSelector,
+					Tolerations:                  c.Tolerations,
+					SecurityContext: &corev1.PodSecurityContext{
+						RunAsNonRoot:   ptrTo(true),
+						RunAsUser:      ptrTo(jobUID),
+						RunAsGroup:     ptrTo(jobUID),
+						FSGroup:        ptrTo(jobUID),
+						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+					},
+					Containers: []corev1.Container{container},
+					Volumes:    volumes,
+				},
+			},
+		},
+	}
+	return job
+}
+
+func secretEnv(ref promptopsv1.SecretKeyRef) *corev1.EnvVarSource {
+	return &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: ref.Name}, Key: ref.Key}}
+}
+
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+func valueOr[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
+}
+
+func itoa[T int32 | int64 | int](v T) string { return strconv.FormatInt(int64(v), 10) }
