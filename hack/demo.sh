@@ -41,7 +41,7 @@ for _ in $(seq 1 120); do [[ -s "$KUBECONFIG" ]] && break; sleep 0.5; done
 k version 2>/dev/null | sed -n 's/^Server Version/kube-apiserver/p' || true
 
 say "Starting the operator (bin/promptops manager, log in bin/demo/manager.log)"
-"$ROOT/bin/promptops" manager --kubeconfig "$KUBECONFIG" --metrics-bind-address=127.0.0.1:18080 \
+"$ROOT/bin/promptops" manager --kubeconfig "$KUBECONFIG" --job-image promptops:dev --metrics-bind-address=127.0.0.1:18080 \
   --health-probe-bind-address=127.0.0.1:18081 >"$DEMO/manager.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 1 60); do curl -fsS http://127.0.0.1:18081/readyz >/dev/null 2>&1 && break; sleep 0.5; done

@@ -16,3 +16,25 @@ echo " [...]"
 k get configmap ssa-pro-prompts -n "$NS" -o jsonpath='{.data.analyze\.txt}' | tail -n 4
 echo
 k get configmap ssa-pro-prompts -n "$NS" -o jsonpath='revision annotation: {.metadata.annotations.promptops\.io/revision}{"\n"}'
+
+say "The MemoryBank: kubectl wait --for=condition=Ready mb/support-agent"
+k wait -n "$NS" --for=condition=Ready --timeout=60s mb/support-agent
+k get mb support-agent -n "$NS" -o jsonpath='next run: {.status.nextScheduleTime}{"\n"}mission hash: {.status.missionHash}{"\n"}fixed prompt tokens: {.status.promptTokens}{"\n"}'
+k get configmap support-agent-consolidation -n "$NS" -o jsonpath='{.data.prompt\.txt}' | head -n 4
+echo "[...]"
+
+say "Trigger a run by annotation: promptops.io/consolidate-requested-at"
+k annotate -n "$NS" mb/support-agent --overwrite "promptops.io/consolidate-requested-at=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+for _ in $(seq 1 50); do [[ -n "$(k get jobs -n "$NS" -l promptops.io/memorybank=support-agent -o name)" ]] && break; sleep 0.2; done
+k get jobs -n "$NS" -l promptops.io/memorybank=support-agent
+k get mb support-agent -n "$NS" -o jsonpath='active job: {.status.activeJob}{"\n"}'
+cat <<'NOTE'
+
+The local control plane has no kubelet, so the Job's pod never starts here.
+The same work runs locally against SQLite with the same binary:
+
+  bin/promptops facts import --bank promptops-demo/support-agent --store sqlite:///tmp/bank.db facts.jsonl
+  bin/promptops consolidate  --bank promptops-demo/support-agent --store sqlite:///tmp/bank.db \
+      --llm-base-url http://localhost:11434/v1 --model qwen2.5:7b
+  bin/promptops observations list --bank promptops-demo/support-agent --store sqlite:///tmp/bank.db
+NOTE
