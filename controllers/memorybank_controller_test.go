@@ -13,6 +13,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -526,6 +527,14 @@ spec:
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "restricted-check", Labels: job.Spec.Template.Labels}, Spec: *spec.DeepCopy()}
 	if err := k8sClient.Create(ctx, pod); err != nil {
 		t.Fatalf("the Job's pod violates the Restricted profile: %v", err)
+	}
+	// The operator's RBAC does not let it read the Secret at all.
+	mc, err := client.New(managerCfg, client.Options{Scheme: NewScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mc.Get(ctx, types.NamespacedName{Namespace: ns, Name: "bank-secrets"}, &corev1.Secret{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("the manager's user must not read Secrets: %v", err)
 	}
 	// Nothing the operator wrote carries a secret's value.
 	var blobs []any

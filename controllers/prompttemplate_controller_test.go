@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -348,6 +349,19 @@ spec:
 	if ready.Status != metav1.ConditionFalse || !strings.Contains(ready.Message, "Section role uses the variable {{ customer }}, which spec.variables does not define") {
 		t.Fatalf("Ready: %+v", ready)
 	}
+	// A Warning event says so (events.k8s.io, on the transition only).
+	eventually(t, func() error {
+		var evs eventsv1.EventList
+		if err := k8sClient.List(ctx, &evs, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, e := range evs.Items {
+			if e.Regarding.Name == "vars" && e.Type == corev1.EventTypeWarning && e.Reason == promptopsv1.ReasonInvalidTemplate {
+				return nil
+			}
+		}
+		return fmt.Errorf("no Warning event among %d", len(evs.Items))
+	})
 	update(t, pt, func() { pt.Spec.Variables = map[string]string{"customer": "Acme"} })
 	pt = waitCondition(t, ns, "vars", promptopsv1.ConditionReady, metav1.ConditionTrue, promptopsv1.ReasonSucceeded)
 	if meta.FindStatusCondition(pt.Status.Conditions, promptopsv1.ConditionStalled) != nil {

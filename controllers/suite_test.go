@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,12 +14,15 @@ import (
 
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/yaml"
 
 	"github.com/promptops/promptops/internal/testenv"
 )
@@ -29,6 +33,8 @@ import (
 var (
 	cfg       *rest.Config
 	k8sClient client.Client
+	// managerCfg is the manager's own user, bound to config/rbac/role.yaml.
+	managerCfg *rest.Config
 	// writes counts the manager's write requests (POST, PUT, PATCH, DELETE)
 	// by resource path, at the HTTP level.
 	writes = &writeCounter{byPath: map[string]int{}}
@@ -92,7 +98,14 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		mgrCfg := rest.CopyConfig(cfg)
+		// The manager runs as its own user with only the generated ClusterRole,
+		// so the tests prove the RBAC is sufficient.
+		mgrCfg, err := managerConfig(env)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		managerCfg = rest.CopyConfig(mgrCfg)
 		mgrCfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt} }
 		mgr, err := ctrl.NewManager(mgrCfg, ctrl.Options{
 			Scheme:                 NewScheme(),
@@ -122,6 +135,34 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "stopping envtest:", err)
 	}
 	os.Exit(code)
+}
+
+// managerConfig binds config/rbac/role.yaml to a user of its own.
+func managerConfig(env *envtest.Environment) (*rest.Config, error) {
+	data, err := os.ReadFile(filepath.Join(testenv.Root(), "config", "rbac", "role.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	role := &rbacv1.ClusterRole{}
+	if err := yaml.Unmarshal(data, role); err != nil {
+		return nil, err
+	}
+	if err := k8sClient.Create(context.Background(), role); err != nil {
+		return nil, err
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "promptops-manager-test"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: "rbac.authorization.k8s.io", Name: "promptops-manager"}},
+	}
+	if err := k8sClient.Create(context.Background(), binding); err != nil {
+		return nil, err
+	}
+	user, err := env.AddUser(envtest.User{Name: "promptops-manager"}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return rest.CopyConfig(user.Config()), nil
 }
 
 func zapLevel() zapcore.Level {
