@@ -37,13 +37,6 @@ func setReconciling(conds *[]metav1.Condition, gen int64, on bool, reason, msg s
 	meta.RemoveStatusCondition(conds, promptopsv1.ConditionReconciling)
 }
 
-func boolStatus(b bool) metav1.ConditionStatus {
-	if b {
-		return metav1.ConditionTrue
-	}
-	return metav1.ConditionFalse
-}
-
 // readyOf returns the Ready condition's status and reason, for transition events.
 func readyOf(conds []metav1.Condition) (metav1.ConditionStatus, string) {
 	if c := meta.FindStatusCondition(conds, promptopsv1.ConditionReady); c != nil {

@@ -117,7 +117,7 @@ func (r *PromptTemplateReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if err != nil {
 		return r.stalled(pt, err)
 	}
-	verdict := judge(pt, res)
+	verdict := judge(res)
 	if verdict.apply {
 		if err := r.applyConfigMaps(ctx, pt, res); err != nil {
 			return ctrl.Result{}, err

@@ -20,7 +20,7 @@ type verdict struct {
 	apply bool
 }
 
-func judge(pt *promptopsv1.PromptTemplate, res *assembler.Result) verdict {
+func judge(res *assembler.Result) verdict {
 	v := verdict{onExceed: promptopsv1.OnExceed(res.Plan.OnExceed), over: res.OverBudget(), truncated: res.Truncated()}
 	v.apply = len(v.over) == 0 || v.onExceed == promptopsv1.OnExceedWarn
 	return v

@@ -7,8 +7,9 @@
 package v1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
 var (
@@ -16,8 +17,14 @@ var (
 	GroupVersion = schema.GroupVersion{Group: "promptops.io", Version: "v1"}
 
 	// SchemeBuilder registers the types of this package with a scheme.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
 
 	// AddToScheme adds the types of this package to a scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
 )
+
+func addKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion, &PromptTemplate{}, &PromptTemplateList{}, &MemoryBank{}, &MemoryBankList{})
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+}

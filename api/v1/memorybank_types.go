@@ -348,7 +348,3 @@ type MemoryBankList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []MemoryBank `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&MemoryBank{}, &MemoryBankList{})
-}

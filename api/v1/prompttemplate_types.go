@@ -324,7 +324,3 @@ type PromptTemplateList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []PromptTemplate `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&PromptTemplate{}, &PromptTemplateList{})
-}
