@@ -550,3 +550,22 @@ spec:
 		}
 	}
 }
+
+// TestRestartCreatesNoDuplicate: a fresh reconciler (an operator restarted
+// before it recorded its run) finds the Job by its derived name.
+func TestRestartCreatesNoDuplicate(t *testing.T) {
+	ns := newNamespace(t)
+	createYAML(t, ns, bankYAML("restart", "  consolidation: {suspend: true}"))
+	mb := waitMB(t, ns, "restart", hasCondition(promptopsv1.ConditionReady, metav1.ConditionTrue, ""))
+	for i := 0; i < 2; i++ {
+		r := &MemoryBankReconciler{Client: k8sClient, APIReader: k8sClient, JobImage: "promptops:test"}
+		r.init()
+		job, err := r.startJob(ctx, mb, requestJobName(mb, "same"), mb.Status.MissionHash, nil)
+		if err != nil || job.Name != requestJobName(mb, "same") {
+			t.Fatalf("start %d: %v", i, err)
+		}
+	}
+	if n := len(jobsOf(t, ns)); n != 1 {
+		t.Fatalf("%d Jobs for one run", n)
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/promptops/promptops/internal/consolidation"
 	"github.com/promptops/promptops/internal/llmtest"
+	"github.com/promptops/promptops/internal/tokens"
 )
 
 func fid(n int) string { return fmt.Sprintf("00000000-0000-4000-8000-%012d", n) }
@@ -416,6 +417,46 @@ func TestImportRetryAndMigrationsIdempotent(t *testing.T) {
 		// Another bank in the same database sees nothing of this one.
 		if other, _ := s.ListFacts(ctx, "agents/other", "", 10); len(other) != 0 {
 			t.Fatal("banks must not see each other's facts")
+		}
+	})
+}
+
+// TestPromptFitsMaxPromptTokens: the pool is trimmed so each call fits the
+// budget, and a fact too large on its own is failed with the reason.
+func TestPromptFitsMaxPromptTokens(t *testing.T) {
+	eachStore(t, func(t *testing.T, s *Store) {
+		var facts []consolidation.Fact
+		for i := 0; i < 20; i++ {
+			facts = append(facts, consolidation.Fact{ID: fid(500 + i), Text: fmt.Sprintf("Dana observation %d: %s", i, strings.Repeat("Dana went to the project meeting and took notes. ", 8)), Entities: []string{"Dana"}})
+		}
+		importFacts(t, s, facts...)
+		srv := llmtest.New(llmtest.OnePerFact)
+		defer srv.Close()
+		if _, err := engine(s, srv, func(st *consolidation.Settings) { st.BatchSize = 20 }).Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		importFacts(t, s,
+			consolidation.Fact{ID: fid(1), Text: "Dana went to the project meeting again", Entities: []string{"Dana"}},
+			consolidation.Fact{ID: fid(2), Text: strings.Repeat("An enormous fact. ", 400)})
+		budget := 2200
+		srv2 := llmtest.New(func(int, llmtest.Request) llmtest.Reply { return llmtest.Reply{Content: llmtest.Answer{}.JSON()} })
+		defer srv2.Close()
+		sum, err := engine(s, srv2, func(st *consolidation.Settings) { st.MaxPromptTokens = budget; st.RecallPerFact = 20 }).Run(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		enc := tokens.MustGet(tokens.O200K)
+		for _, req := range srv2.Requests() {
+			if n := enc.Count(req.System) + enc.Count(req.User); n > budget {
+				t.Fatalf("a call of %d tokens, budget %d", n, budget)
+			}
+			if obs := llmtest.Observations(req.User); len(obs) == 0 || len(obs) >= 20 {
+				t.Fatalf("the pool should be trimmed, not emptied or whole: %d", len(obs))
+			}
+		}
+		_, reasons := factStates(t, s)
+		if sum.FactsFailed != 1 || len(reasons) != 1 || !strings.Contains(reasons[0], "does not fit maxPromptTokens (2200)") {
+			t.Fatalf("%+v %v", sum, reasons)
 		}
 	})
 }
