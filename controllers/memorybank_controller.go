@@ -129,6 +129,13 @@ func (r *MemoryBankReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	// Start at most one run, never while one is active.
 	suspended := mb.Spec.Consolidation.Suspend
 	request := mb.Annotations[promptopsv1.AnnotationConsolidateRequestedAt]
+	if r.JobImage == "" && mb.Spec.Consolidation.Image == "" {
+		msg := "No image for consolidation Jobs: start the manager with --job-image (or $PROMPTOPS_JOB_IMAGE), or set spec.consolidation.image."
+		setReady(&mb.Status.Conditions, gen, false, true, promptopsv1.ReasonNoJobImage, msg)
+		setReconciling(&mb.Status.Conditions, gen, false, "", "")
+		mb.Status.ObservedGeneration = gen
+		return ctrl.Result{}, reconcile.TerminalError(errors.New(msg))
+	}
 	if active == nil && !suspended {
 		switch {
 		case request != "" && request != mb.Status.LastHandledRequest:
@@ -241,9 +248,6 @@ func jobFinished(j *batchv1.Job) (succeeded, done bool) {
 }
 
 func (r *MemoryBankReconciler) startJob(ctx context.Context, mb *promptopsv1.MemoryBank, name, missionHash string, annotations map[string]string) (*batchv1.Job, error) {
-	if r.JobImage == "" && mb.Spec.Consolidation.Image == "" {
-		return nil, errors.New("no image for consolidation Jobs: start the manager with --job-image or set spec.consolidation.image")
-	}
 	job := desiredJob(mb, name, r.JobImage, missionHash, annotations)
 	if err := ctrl.SetControllerReference(mb, job, r.Scheme()); err != nil {
 		return nil, err

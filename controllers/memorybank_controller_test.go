@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	promptopsv1 "github.com/promptops/promptops/api/v1"
 	"github.com/promptops/promptops/internal/consolidation"
@@ -567,5 +568,19 @@ func TestRestartCreatesNoDuplicate(t *testing.T) {
 	}
 	if n := len(jobsOf(t, ns)); n != 1 {
 		t.Fatalf("%d Jobs for one run", n)
+	}
+}
+
+func TestNoJobImageStalls(t *testing.T) {
+	ns := newNamespace(t)
+	createYAML(t, ns, bankYAML("noimage", ""))
+	waitMB(t, ns, "noimage", hasCondition(promptopsv1.ConditionReady, metav1.ConditionTrue, ""))
+	r := &MemoryBankReconciler{Client: k8sClient, APIReader: k8sClient}
+	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: "noimage"}}); err == nil {
+		t.Fatal("want a terminal error")
+	}
+	mb := getMB(t, ns, "noimage")
+	if c := meta.FindStatusCondition(mb.Status.Conditions, promptopsv1.ConditionStalled); c == nil || c.Reason != promptopsv1.ReasonNoJobImage || !strings.Contains(c.Message, "--job-image") {
+		t.Fatalf("Stalled %+v", c)
 	}
 }

@@ -42,6 +42,9 @@ const (
 	ReasonJobFailed = "JobFailed"
 	// ReasonJobSucceeded: the last consolidation Job succeeded.
 	ReasonJobSucceeded = "JobSucceeded"
+	// ReasonNoJobImage: the manager has no image for consolidation Jobs and
+	// the bank names none.
+	ReasonNoJobImage = "NoJobImage"
 	// ReasonInvalidRunSummary: the finished pod's termination message was
 	// missing or not a run summary.
 	ReasonInvalidRunSummary = "InvalidRunSummary"
