@@ -76,7 +76,7 @@ func (r *MemoryBankReconciler) recordLastRun(ctx context.Context, mb *promptopsv
 			run.Observations = last.Observations
 		}
 	}
-	if !succeeded && run.Message == "" || !succeeded && strings.HasPrefix(run.Message, noSummary) {
+	if !succeeded && (run.Message == "" || strings.HasPrefix(run.Message, noSummary)) {
 		if msg := jobFailure(job); msg != "" {
 			run.Message = strings.TrimSpace(msg + ". " + run.Message)
 		}
@@ -98,7 +98,7 @@ func (r *MemoryBankReconciler) recordLastRun(ctx context.Context, mb *promptopsv
 		}
 		r.Recorder.Eventf(mb, job, typ, reason, "Consolidate", "%s", conditionMessage(mb.Status.Conditions, promptopsv1.ConditionLastRunFailed))
 	}
-	if sum == nil && time.Since(t.Time) < time.Minute {
+	if sum == nil && r.Clock.Now().Sub(t.Time) < time.Minute {
 		// The pod's status may trail the Job's; look again shortly.
 		return 5 * time.Second, nil
 	}

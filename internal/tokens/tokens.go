@@ -131,8 +131,9 @@ func (e *Encoder) Truncate(text string, maxTokens int) (string, int) {
 		cut := backOffToRune(text, prefixLen)
 		prefix := text[:cut]
 		// Re-encoding a prefix may merge differently at its end; shrink
-		// until the prefix itself fits.
-		if n := e.Count(prefix); n <= maxTokens {
+		// until the prefix itself fits. Prefixes are not cached: most are
+		// thrown away.
+		if n := e.CountUncached(prefix); n <= maxTokens {
 			return prefix, n
 		}
 		prefixLen = cut - 1
