@@ -1,8 +1,11 @@
 package controllers
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
 
 	promptopsv1 "github.com/promptops/promptops/api/v1"
 )
@@ -35,6 +38,29 @@ func setReconciling(conds *[]metav1.Condition, gen int64, on bool, reason, msg s
 		return
 	}
 	meta.RemoveStatusCondition(conds, promptopsv1.ConditionReconciling)
+}
+
+// readyEvent emits an event when Ready changed (status or reason): Warning
+// when it is not True. A first success emits none: it is in the status
+// already, and it would be a third write per object at scale.
+func readyEvent(rec events.EventRecorder, obj runtime.Object, old, cur []metav1.Condition, action string) {
+	oldStatus, oldReason := readyOf(old)
+	newStatus, newReason := readyOf(cur)
+	if rec == nil || (oldStatus == newStatus && oldReason == newReason) || (oldStatus == metav1.ConditionUnknown && newStatus == metav1.ConditionTrue) {
+		return
+	}
+	typ := corev1.EventTypeNormal
+	if newStatus != metav1.ConditionTrue {
+		typ = corev1.EventTypeWarning
+	}
+	rec.Eventf(obj, nil, typ, newReason, action, "%s", conditionMessage(cur, promptopsv1.ConditionReady))
+}
+
+func conditionMessage(conds []metav1.Condition, typ string) string {
+	if c := meta.FindStatusCondition(conds, typ); c != nil {
+		return c.Message
+	}
+	return ""
 }
 
 // readyOf returns the Ready condition's status and reason, for transition events.

@@ -345,23 +345,6 @@ func (r *MemoryBankReconciler) patchStatus(ctx context.Context, orig, mb *prompt
 	if err := r.Status().Patch(ctx, mb, client.MergeFrom(orig)); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	oldStatus, oldReason := readyOf(orig.Status.Conditions)
-	newStatus, newReason := readyOf(mb.Status.Conditions)
-	if r.Recorder != nil && (oldStatus != newStatus || oldReason != newReason) && (oldStatus != metav1.ConditionUnknown || newStatus != metav1.ConditionTrue) {
-		typ := corev1.EventTypeNormal
-		if newStatus != metav1.ConditionTrue {
-			typ = corev1.EventTypeWarning
-		}
-		r.Recorder.Eventf(mb, nil, typ, newReason, "Reconcile", "%s", conditionMessage(mb.Status.Conditions, promptopsv1.ConditionReady))
-	}
+	readyEvent(r.Recorder, mb, orig.Status.Conditions, mb.Status.Conditions, "Reconcile")
 	return nil
-}
-
-func conditionMessage(conds []metav1.Condition, typ string) string {
-	for _, c := range conds {
-		if c.Type == typ {
-			return c.Message
-		}
-	}
-	return ""
 }

@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -190,23 +189,6 @@ func (r *PromptTemplateReconciler) patchStatus(ctx context.Context, orig, pt *pr
 	if err := r.Status().Patch(ctx, pt, client.MergeFrom(orig)); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	oldStatus, oldReason := readyOf(orig.Status.Conditions)
-	newStatus, newReason := readyOf(pt.Status.Conditions)
-	// Events on transitions only. A first successful render is in the
-	// status already; a first failure still gets a Warning.
-	first := oldStatus == metav1.ConditionUnknown
-	if r.Recorder != nil && (oldStatus != newStatus || oldReason != newReason) && (!first || newStatus != metav1.ConditionTrue) {
-		typ := corev1.EventTypeNormal
-		if newStatus != metav1.ConditionTrue {
-			typ = corev1.EventTypeWarning
-		}
-		msg := ""
-		for _, c := range pt.Status.Conditions {
-			if c.Type == promptopsv1.ConditionReady {
-				msg = c.Message
-			}
-		}
-		r.Recorder.Eventf(pt, nil, typ, newReason, "Render", "%s", msg)
-	}
+	readyEvent(r.Recorder, pt, orig.Status.Conditions, pt.Status.Conditions, "Render")
 	return nil
 }
