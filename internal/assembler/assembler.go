@@ -312,26 +312,37 @@ func cut(e *tokens.Encoder, parts []part, limit int, total func() int) []string 
 	return cutNames
 }
 
+// parts turns the plan's sections into parts; body gives a section's text
+// and whether this assembly may cut it (Never sections never are).
+func (p *Plan) parts(e *tokens.Encoder, body func(s *PlanSection) (text string, cuttable bool)) []part {
+	parts := make([]part, len(p.Sections))
+	for i := range p.Sections {
+		s := &p.Sections[i]
+		text, cuttable := body(s)
+		n := e.Count(text)
+		parts[i] = part{
+			name: s.Name, kind: s.Kind, heading: s.Heading, body: text,
+			cuttable: cuttable && s.Policy != string(promptopsv1.TruncationNever),
+			priority: s.Priority, minTokens: s.MinTokens, tokens: n, original: n,
+		}
+	}
+	return parts
+}
+
 // assembleStatic assembles one intent at reconcile time: runtime sections
 // are their heading plus their reserve.
 func (p *Plan) assembleStatic(e *tokens.Encoder, pi *PlanIntent, truncate bool) *Assembly {
-	parts := make([]part, len(p.Sections))
 	reserved := 0
-	for i, s := range p.Sections {
-		pt := part{name: s.Name, kind: s.Kind, heading: s.Heading, priority: s.Priority, minTokens: s.MinTokens}
+	parts := p.parts(e, func(s *PlanSection) (string, bool) {
 		switch s.Kind {
 		case KindStatic:
-			pt.body = s.Text
+			return s.Text, true
 		case KindIntent:
-			pt.body = pi.Instruction
-		case KindRuntime:
-			reserved += s.ReserveTokens
+			return pi.Instruction, true
 		}
-		pt.cuttable = s.Kind != KindRuntime && s.Policy != string(promptopsv1.TruncationNever)
-		pt.tokens = e.Count(pt.body)
-		pt.original = pt.tokens
-		parts[i] = pt
-	}
+		reserved += s.ReserveTokens
+		return "", false
+	})
 	// Fixed text: runtime sections stand as their heading alone.
 	fixed := func(p *part) string {
 		if p.kind == KindRuntime {
@@ -395,25 +406,18 @@ func (p *Plan) Assemble(intent string, runtime map[string]string) (*Assembly, er
 	for _, c := range pi.StaticCuts {
 		cuts[c.Section] = c.Text
 	}
-	parts := make([]part, len(p.Sections))
-	for i, s := range p.Sections {
-		pt := part{name: s.Name, kind: s.Kind, heading: s.Heading, priority: s.Priority, minTokens: s.MinTokens}
+	parts := p.parts(e, func(s *PlanSection) (string, bool) {
 		switch s.Kind {
 		case KindStatic:
-			pt.body = s.Text
 			if c, ok := cuts[s.Name]; ok {
-				pt.body = c
+				return c, false
 			}
+			return s.Text, false
 		case KindIntent:
-			pt.body = pi.Instruction
-		case KindRuntime:
-			pt.body = runtime[s.Name]
-			pt.cuttable = s.Policy != string(promptopsv1.TruncationNever)
+			return pi.Instruction, false
 		}
-		pt.tokens = e.Count(pt.body)
-		pt.original = pt.tokens
-		parts[i] = pt
-	}
+		return runtime[s.Name], true
+	})
 	render := func(p *part) string { return block(p.heading, p.body) }
 	total := func() int { return e.Count(join(parts, render)) }
 	a := &Assembly{Intent: intent, MaxTokens: p.MaxTokens}

@@ -240,13 +240,24 @@ func fromJSON(s string) []string {
 	return v
 }
 
-const factColumns = "id, text, entities, tags, occurred_start, occurred_end, mentioned_at, created_at, status, COALESCE(failure_reason, '')"
+// factColumnsOf lists a fact's columns, qualified by a table alias when
+// one is given; scanFact reads them in this order.
+func factColumnsOf(alias string) string {
+	p := ""
+	if alias != "" {
+		p = alias + "."
+	}
+	return fmt.Sprintf("%[1]sid, %[1]stext, %[1]sentities, %[1]stags, %[1]soccurred_start, %[1]soccurred_end, %[1]smentioned_at, %[1]screated_at, %[1]sstatus, COALESCE(%[1]sfailure_reason, '')", p)
+}
 
-func scanFact(sc interface{ Scan(...any) error }) (consolidation.Fact, error) {
+var factColumns = factColumnsOf("")
+
+// scanFact scans factColumns, after any leading columns into lead.
+func scanFact(sc interface{ Scan(...any) error }, lead ...any) (consolidation.Fact, error) {
 	var f consolidation.Fact
 	var ents, tags string
 	var os, oe, ma, ca scanTime
-	if err := sc.Scan(&f.ID, &f.Text, &ents, &tags, &os, &oe, &ma, &ca, &f.Status, &f.FailureReason); err != nil {
+	if err := sc.Scan(append(lead, &f.ID, &f.Text, &ents, &tags, &os, &oe, &ma, &ca, &f.Status, &f.FailureReason)...); err != nil {
 		return f, err
 	}
 	f.Entities, f.Tags = fromJSON(ents), fromJSON(tags)
@@ -409,7 +420,7 @@ func (s *Store) sourcesOf(ctx context.Context, db querier, bank string, ids []st
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	rows, err := db.QueryContext(ctx, s.q(`SELECT s.observation_id, f.id, f.text, f.entities, f.tags, f.occurred_start, f.occurred_end, f.mentioned_at, f.created_at, f.status, COALESCE(f.failure_reason, '')
+	rows, err := db.QueryContext(ctx, s.q(`SELECT s.observation_id, `+factColumnsOf("f")+`
 		FROM promptops_observation_sources s JOIN promptops_facts f ON f.bank = s.bank AND f.id = s.fact_id
 		WHERE s.bank = $1 AND s.observation_id IN (`+placeholders(2, len(ids))+`) ORDER BY s.observation_id, f.created_at DESC, f.id`), args...)
 	if err != nil {
@@ -420,13 +431,10 @@ func (s *Store) sourcesOf(ctx context.Context, db querier, bank string, ids []st
 	facts := map[string][]consolidation.Fact{}
 	for rows.Next() {
 		var obsID string
-		var f consolidation.Fact
-		var ents, tags string
-		var os, oe, ma, ca scanTime
-		if err := rows.Scan(&obsID, &f.ID, &f.Text, &ents, &tags, &os, &oe, &ma, &ca, &f.Status, &f.FailureReason); err != nil {
+		f, err := scanFact(rows, &obsID)
+		if err != nil {
 			return nil, nil, err
 		}
-		f.Entities, f.Tags, f.OccurredStart, f.OccurredEnd, f.MentionedAt = fromJSON(ents), fromJSON(tags), os.t, oe.t, ma.t
 		srcIDs[obsID] = append(srcIDs[obsID], f.ID)
 		if len(facts[obsID]) < maxSources {
 			facts[obsID] = append(facts[obsID], f)
@@ -474,7 +482,9 @@ func (s *Store) Recall(ctx context.Context, bank string, fact consolidation.Fact
 		if e == "" {
 			continue
 		}
-		pattern := "%" + likeEscape(toJSON([]string{e})[1:len(toJSON([]string{e}))-1]) + "%"
+		// Match the JSON string element, quotes included, so "al" does not match "alice".
+		quoted, _ := json.Marshal(e)
+		pattern := "%" + likeEscape(string(quoted)) + "%"
 		if err := add(s.db.QueryContext(ctx, s.q(`SELECT id FROM promptops_observations WHERE bank = $1 AND entities_norm LIKE $2 ESCAPE '\' ORDER BY updated_at DESC LIMIT $3`), bank, pattern, limit)); err != nil {
 			return nil, err
 		}
