@@ -46,14 +46,17 @@ func (s *storeFlags) open(ctx context.Context) (*sqlstore.Store, error) {
 	return sqlstore.Open(ctx, s.store)
 }
 
-func intFlag(fs *flag.FlagSet, p *int, name, env string, def int, usage string) {
-	v := def
-	if s, ok := lookupEnv(env); ok && s != "" {
-		if n, err := strconv.Atoi(s); err == nil {
-			v = n
+// intFlag defines an integer flag whose default comes from env; a value
+// there that is not an integer is an error, not silently ignored.
+func intFlag(fs *flag.FlagSet, errs *[]error, p *int, name, env string, def int, usage string) {
+	fs.IntVar(p, name, def, usage+" ($"+env+")")
+	if s, ok := lookupEnv(env); ok && strings.TrimSpace(s) != "" {
+		if _, err := strconv.Atoi(strings.TrimSpace(s)); err != nil {
+			*errs = append(*errs, fmt.Errorf("$%s=%q is not an integer", env, s))
+			return
 		}
+		_ = fs.Set(name, strings.TrimSpace(s))
 	}
-	fs.IntVar(p, name, v, usage+" ($"+env+")")
 }
 
 func runConsolidate(args []string, _ io.Reader, stdout, stderr io.Writer) int {
@@ -64,6 +67,7 @@ func runConsolidate(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		baseURL, model, missionFile, encoding, terminationLog, apiKeyFile string
 		set                                                               consolidation.Settings
 		timeoutSeconds, retries                                           int
+		envErrs                                                           []error
 	)
 	fs.StringVar(&baseURL, "llm-base-url", envDefault(lookupEnv, "PROMPTOPS_LLM_BASE_URL", ""), "Base URL of an OpenAI-compatible API, e.g. http://vllm:8000/v1 ($PROMPTOPS_LLM_BASE_URL).")
 	fs.StringVar(&model, "model", envDefault(lookupEnv, "PROMPTOPS_MODEL", ""), "Model name ($PROMPTOPS_MODEL).")
@@ -71,13 +75,13 @@ func runConsolidate(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs.StringVar(&encoding, "encoding", envDefault(lookupEnv, "PROMPTOPS_ENCODING", "o200k_base"), "Token encoding for sizing prompts ($PROMPTOPS_ENCODING).")
 	fs.StringVar(&terminationLog, "termination-log", envDefault(lookupEnv, "PROMPTOPS_TERMINATION_LOG", ""), "Also write the JSON summary here, within 4 KiB, e.g. /dev/termination-log ($PROMPTOPS_TERMINATION_LOG).")
 	fs.StringVar(&apiKeyFile, "api-key-file", envDefault(lookupEnv, "PROMPTOPS_API_KEY_FILE", ""), "File holding the API key; otherwise $OPENAI_API_KEY; neither sends no key.")
-	intFlag(fs, &set.MaxObservations, "max-observations", "PROMPTOPS_MAX_OBSERVATIONS", 0, "Capacity of the bank; 0 for none.")
-	intFlag(fs, &set.BatchSize, "batch-size", "PROMPTOPS_BATCH_SIZE", 8, "Facts per LLM call.")
-	intFlag(fs, &set.MaxFacts, "max-facts", "PROMPTOPS_MAX_FACTS", 200, "Facts consolidated in this run at most.")
-	intFlag(fs, &set.MaxPromptTokens, "max-prompt-tokens", "PROMPTOPS_MAX_PROMPT_TOKENS", 16000, "Token budget of one LLM call.")
-	intFlag(fs, &set.MaxAttempts, "max-attempts", "PROMPTOPS_MAX_ATTEMPTS", 3, "Attempts per batch before it is split.")
-	intFlag(fs, &timeoutSeconds, "llm-timeout-seconds", "PROMPTOPS_LLM_TIMEOUT_SECONDS", 120, "Timeout of one LLM call.")
-	intFlag(fs, &retries, "llm-retries", "PROMPTOPS_LLM_RETRIES", 3, "Retries of an LLM call on 429, 5xx and connection errors, with backoff.")
+	intFlag(fs, &envErrs, &set.MaxObservations, "max-observations", "PROMPTOPS_MAX_OBSERVATIONS", 0, "Capacity of the bank; 0 for none.")
+	intFlag(fs, &envErrs, &set.BatchSize, "batch-size", "PROMPTOPS_BATCH_SIZE", 8, "Facts per LLM call.")
+	intFlag(fs, &envErrs, &set.MaxFacts, "max-facts", "PROMPTOPS_MAX_FACTS", 200, "Facts consolidated in this run at most.")
+	intFlag(fs, &envErrs, &set.MaxPromptTokens, "max-prompt-tokens", "PROMPTOPS_MAX_PROMPT_TOKENS", 16000, "Token budget of one LLM call.")
+	intFlag(fs, &envErrs, &set.MaxAttempts, "max-attempts", "PROMPTOPS_MAX_ATTEMPTS", 3, "Attempts per batch before it is split.")
+	intFlag(fs, &envErrs, &timeoutSeconds, "llm-timeout-seconds", "PROMPTOPS_LLM_TIMEOUT_SECONDS", 120, "Timeout of one LLM call.")
+	intFlag(fs, &envErrs, &retries, "llm-retries", "PROMPTOPS_LLM_RETRIES", 3, "Retries of an LLM call on 429, 5xx and connection errors, with backoff.")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
@@ -85,6 +89,9 @@ func runConsolidate(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		msg := fmt.Sprintf(format, a...)
 		fmt.Fprintln(stderr, "promptops consolidate:", msg)
 		return code
+	}
+	if err := errors.Join(envErrs...); err != nil {
+		return fail(ExitInvalid, "%v", err)
 	}
 	if baseURL == "" || model == "" {
 		return fail(ExitInvalid, "--llm-base-url and --model are required")

@@ -160,3 +160,11 @@ func TestTerminationMessageFits(t *testing.T) {
 		t.Fatalf("%d bytes", n)
 	}
 }
+
+func TestConsolidateRejectsBadEnvInteger(t *testing.T) {
+	withEnv(t, map[string]string{"PROMPTOPS_BATCH_SIZE": "eight"})
+	code, _, errOut := run(t, "", "consolidate", "--bank", "a/b", "--store", "sqlite:///tmp/x.db", "--llm-base-url", "http://127.0.0.1:1/v1", "--model", "m")
+	if code != ExitInvalid || !strings.Contains(errOut, `$PROMPTOPS_BATCH_SIZE="eight" is not an integer`) {
+		t.Fatalf("%d %s", code, errOut)
+	}
+}
