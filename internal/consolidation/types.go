@@ -145,6 +145,32 @@ type Summary struct {
 	Observations      int64  `json:"observations"`
 	MissionHash       string `json:"missionHash"`
 	Batches           int64  `json:"batches"`
-	LLMCalls          int64  `json:"llmCalls"`
-	Error             string `json:"error,omitempty"`
+	// LLMCalls counts every chat completion sent, retries included.
+	LLMCalls int64 `json:"llmCalls"`
+	// Retries counts calls sent again for the same facts after an answer
+	// that could not be used at all.
+	Retries int64 `json:"retries"`
+	// DroppedItems counts the answer items left out, by reason (the Drop*
+	// constants).
+	DroppedItems map[string]int64 `json:"droppedItems,omitempty"`
+	// PendingFacts and FailedFacts are the bank's facts left pending and
+	// failed after the run.
+	PendingFacts int64 `json:"pendingFacts"`
+	FailedFacts  int64 `json:"failedFacts"`
+	// CutShort says why the run stopped before its facts were done
+	// (maxTokensPerRun reached); empty when it was not.
+	CutShort string `json:"cutShort,omitempty"`
+	Error    string `json:"error,omitempty"`
 }
+
+// Reasons an answer item is dropped, as keys of Summary.DroppedItems.
+const (
+	DropUnknownObservation = "unknownObservation" // update or delete of an id not in the pool
+	DropNotRecalled        = "notRecalled"        // update not recalled by one of its own sources
+	DropNoSource           = "noSource"           // no source_fact_ids from the batch
+	DropBadText            = "badText"            // empty, or longer than MaxObservationText
+	DropRepeated           = "repeated"           // repeats an existing or another new observation
+	DropConflict           = "conflict"           // an observation already deleted or updated by the answer
+	DropExcessDeletes      = "excessDeletes"      // deletes beyond the runaway cap
+	DropOverCapacity       = "overCapacity"       // creates beyond the bank's capacity
+)
