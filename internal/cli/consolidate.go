@@ -66,7 +66,7 @@ func runConsolidate(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	var (
 		baseURL, model, missionFile, encoding, terminationLog, apiKeyFile string
 		set                                                               consolidation.Settings
-		timeoutSeconds, retries                                           int
+		timeoutSeconds, retries, maxTokensPerRun                          int
 		envErrs                                                           []error
 	)
 	fs.StringVar(&baseURL, "llm-base-url", envDefault(lookupEnv, "PROMPTOPS_LLM_BASE_URL", ""), "Base URL of an OpenAI-compatible API, e.g. http://vllm:8000/v1 ($PROMPTOPS_LLM_BASE_URL).")
@@ -79,7 +79,8 @@ func runConsolidate(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	intFlag(fs, &envErrs, &set.BatchSize, "batch-size", "PROMPTOPS_BATCH_SIZE", 8, "Facts per LLM call.")
 	intFlag(fs, &envErrs, &set.MaxFacts, "max-facts", "PROMPTOPS_MAX_FACTS", 200, "Facts consolidated in this run at most.")
 	intFlag(fs, &envErrs, &set.MaxPromptTokens, "max-prompt-tokens", "PROMPTOPS_MAX_PROMPT_TOKENS", 16000, "Token budget of one LLM call.")
-	intFlag(fs, &envErrs, &set.MaxAttempts, "max-attempts", "PROMPTOPS_MAX_ATTEMPTS", 3, "Attempts per batch before it is split.")
+	intFlag(fs, &envErrs, &set.MaxAttempts, "max-attempts", "PROMPTOPS_MAX_ATTEMPTS", consolidation.DefaultMaxAttempts, "LLM calls per batch (and per half of a split batch) at most.")
+	intFlag(fs, &envErrs, &maxTokensPerRun, "max-tokens-per-run", "PROMPTOPS_MAX_TOKENS_PER_RUN", int(consolidation.DefaultMaxTokensPerRun), "Prompt plus completion tokens of the run at most, retries included; then no new call starts and the rest stays pending.")
 	intFlag(fs, &envErrs, &timeoutSeconds, "llm-timeout-seconds", "PROMPTOPS_LLM_TIMEOUT_SECONDS", 120, "Timeout of one LLM call.")
 	intFlag(fs, &envErrs, &retries, "llm-retries", "PROMPTOPS_LLM_RETRIES", 3, "Retries of an LLM call on 429, 5xx and connection errors, with backoff.")
 	if code, ok := parseFlags(fs, args); !ok {
@@ -96,9 +97,10 @@ func runConsolidate(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if baseURL == "" || model == "" {
 		return fail(ExitInvalid, "--llm-base-url and --model are required")
 	}
-	if set.BatchSize < 1 || set.BatchSize > 100 || set.MaxFacts < 1 || set.MaxPromptTokens < 1024 || set.MaxAttempts < 1 || set.MaxObservations < 0 {
-		return fail(ExitInvalid, "out of range: --batch-size 1..100, --max-facts >= 1, --max-prompt-tokens >= 1024, --max-attempts >= 1, --max-observations >= 0")
+	if set.BatchSize < 1 || set.BatchSize > 100 || set.MaxFacts < 1 || set.MaxPromptTokens < 1024 || set.MaxAttempts < 1 || set.MaxObservations < 0 || maxTokensPerRun < 1000 {
+		return fail(ExitInvalid, "out of range: --batch-size 1..100, --max-facts >= 1, --max-prompt-tokens >= 1024, --max-attempts >= 1, --max-observations >= 0, --max-tokens-per-run >= 1000")
 	}
+	set.MaxTokensPerRun = int64(maxTokensPerRun)
 	if missionFile != "" {
 		data, err := os.ReadFile(missionFile)
 		if err != nil {
@@ -115,6 +117,9 @@ func runConsolidate(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		apiKey = strings.TrimSpace(string(data))
 	}
 	set.Bank, set.Encoding = sf.bank, encoding
+	// A claim outlives the longest call the client can make (every retry
+	// timing out), so a live run never loses its facts to another.
+	set.ClaimLease = max(consolidation.DefaultClaimLease, time.Duration(retries+1)*time.Duration(timeoutSeconds)*time.Second+2*time.Minute)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

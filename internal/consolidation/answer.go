@@ -32,7 +32,8 @@ const MaxObservationText = 4000
 var fenceRE = regexp.MustCompile("(?s)^```[a-zA-Z0-9_-]*\\s*\n(.*?)\n?```$")
 
 // ParseAnswer parses an answer strictly: one JSON object (optionally in a
-// code fence), the three known keys only, ids as strings.
+// code fence), the three known keys only, no key twice in one object, ids
+// as strings. An error means the answer cannot be used at all.
 func ParseAnswer(content string) (*Answer, error) {
 	s := strings.TrimSpace(content)
 	if m := fenceRE.FindStringSubmatch(s); m != nil {
@@ -40,6 +41,9 @@ func ParseAnswer(content string) (*Answer, error) {
 	}
 	if s == "" {
 		return nil, errors.New("empty answer")
+	}
+	if err := duplicateKey(s); err != nil {
+		return nil, err
 	}
 	dec := json.NewDecoder(strings.NewReader(s))
 	dec.DisallowUnknownFields()
@@ -57,6 +61,58 @@ func ParseAnswer(content string) (*Answer, error) {
 	return a, nil
 }
 
+// duplicateKey reports a key given twice in one JSON object, at any depth:
+// encoding/json would silently keep the last one ("creates" twice loses the
+// first list). Syntax errors are left to the decoder, which names them.
+func duplicateKey(s string) error {
+	type frame struct {
+		keys      map[string]bool
+		expectKey bool // an object whose next token is a key
+	}
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if d, ok := tok.(json.Delim); ok {
+			switch d {
+			case '{':
+				stack = append(stack, &frame{keys: map[string]bool{}, expectKey: true})
+			case '[':
+				stack = append(stack, &frame{})
+			default:
+				stack = stack[:len(stack)-1]
+				if len(stack) > 0 && stack[len(stack)-1].keys != nil {
+					stack[len(stack)-1].expectKey = true
+				}
+			}
+			continue
+		}
+		if top != nil && top.keys != nil {
+			if top.expectKey {
+				k, _ := tok.(string)
+				if top.keys[k] {
+					return fmt.Errorf("answer gives the key %q twice in one object", k)
+				}
+				top.keys[k] = true
+				top.expectKey = false
+			} else {
+				top.expectKey = true
+			}
+		}
+		if len(stack) == 0 {
+			return nil
+		}
+	}
+}
+
 // Batch is what validation checks an answer against.
 type Batch struct {
 	Facts []Fact
@@ -70,9 +126,19 @@ type Batch struct {
 
 // Dropped is an item of an answer that validation left out, and why.
 type Dropped struct {
-	Item   string
+	Item string
+	// Code is one of the Drop* reasons.
+	Code   string
 	Reason string
+	// Facts are the batch's facts the item named as its sources.
+	Facts []string
 }
+
+// Lossy tells whether dropping the item can lose what its facts said. A
+// create that repeats an existing observation loses nothing, and creates
+// beyond capacity are what the user asked for; every other drop leaves its
+// facts unconsolidated unless another item carries them.
+func (d Dropped) Lossy() bool { return d.Code != DropRepeated && d.Code != DropOverCapacity }
 
 // InvalidAnswerError means the answer cannot be used at all; the batch is
 // asked again, then split.
@@ -116,11 +182,10 @@ func Normalize(s string) string {
 	return b.String()
 }
 
-// Validate turns an answer into operations that are safe to apply. Items
-// that are merely unusable are dropped with a reason; an answer that names
-// observations outside the pool, or would delete more than the batch can
-// justify, is invalid as a whole. exists tells whether a normalised text is
-// already an observation of the bank.
+// Validate turns an answer into operations that are safe to apply and the
+// items it dropped, each with a reason: an invalid item never costs the
+// rest of the answer. exists tells whether a normalised text is already an
+// observation of the bank; its error is the only error returned.
 func Validate(a *Answer, b Batch, exists func(norm string) (bool, error)) (Ops, []Dropped, error) {
 	factIDs := map[string]bool{}
 	for _, f := range b.Facts {
@@ -134,7 +199,6 @@ func Validate(a *Answer, b Batch, exists func(norm string) (bool, error)) (Ops, 
 	}
 	var ops Ops
 	var dropped []Dropped
-	drop := func(item, reason string) { dropped = append(dropped, Dropped{Item: item, Reason: reason}) }
 	validSources := func(ids []string) []string {
 		var out []string
 		seen := map[string]bool{}
@@ -146,33 +210,50 @@ func Validate(a *Answer, b Batch, exists func(norm string) (bool, error)) (Ops, 
 		}
 		return out
 	}
+	drop := func(item, code, reason string, srcs []string) {
+		dropped = append(dropped, Dropped{Item: item, Code: code, Reason: reason, Facts: srcs})
+	}
+	notShown := func(id string) string {
+		return fmt.Sprintf("names observation %q, which is not among the existing observations shown", clipID(id))
+	}
 
 	// Deletes: only pooled observations, at most one per fact of the batch
-	// and never most of the pool, so a runaway answer cannot wipe a bank.
+	// and never most of the pool, so a runaway answer cannot wipe a bank;
+	// past that cap every delete of the answer is dropped.
 	deleted := map[string]bool{}
-	for _, d := range a.Deletes {
-		if pool[d.ObservationID] == nil {
-			return Ops{}, nil, &InvalidAnswerError{Reason: fmt.Sprintf("delete names observation %q, which is not among the existing observations shown", d.ObservationID)}
-		}
-		if !deleted[d.ObservationID] {
+	var deletes []Delete
+	for i, d := range a.Deletes {
+		item := fmt.Sprintf("delete %d", i+1)
+		switch {
+		case pool[d.ObservationID] == nil:
+			drop(item, DropUnknownObservation, notShown(d.ObservationID), nil)
+		case deleted[d.ObservationID]:
+			// A repeated delete is harmless: once is enough.
+		default:
 			deleted[d.ObservationID] = true
-			ops.Deletes = append(ops.Deletes, Delete{ObservationID: d.ObservationID})
+			deletes = append(deletes, Delete{ObservationID: d.ObservationID})
 		}
 	}
-	if n := len(ops.Deletes); n > 0 && (n > len(b.Facts) || (len(b.Pool) > 1 && n*2 > len(b.Pool))) {
-		return Ops{}, nil, &InvalidAnswerError{Reason: fmt.Sprintf("answer deletes %d of %d existing observations for %d new facts; deletes are only for observations directly superseded", n, len(b.Pool), len(b.Facts))}
+	if n := len(deletes); n > 0 && (n > len(b.Facts) || (len(b.Pool) > 1 && n*2 > len(b.Pool))) {
+		reason := fmt.Sprintf("the answer deletes %d of %d existing observations for %d new facts; deletes are only for observations directly superseded", n, len(b.Pool), len(b.Facts))
+		for i := range deletes {
+			drop(fmt.Sprintf("delete of %s", deletes[i].ObservationID), DropExcessDeletes, reason, nil)
+		}
+		deletes, deleted = nil, map[string]bool{}
 	}
+	ops.Deletes = deletes
 
 	updated := map[string]bool{}
-	for _, u := range a.Updates {
-		obs := pool[u.ObservationID]
-		if obs == nil {
-			return Ops{}, nil, &InvalidAnswerError{Reason: fmt.Sprintf("update names observation %q, which is not among the existing observations shown", u.ObservationID)}
-		}
-		item := "update of " + u.ObservationID
+	for i, u := range a.Updates {
+		item := fmt.Sprintf("update %d", i+1)
 		srcs := validSources(u.SourceFactIDs)
+		if pool[u.ObservationID] == nil {
+			drop(item, DropUnknownObservation, notShown(u.ObservationID), srcs)
+			continue
+		}
+		item = "update of " + u.ObservationID
 		if len(srcs) == 0 {
-			drop(item, "no source_fact_ids from this batch")
+			drop(item, DropNoSource, "no source_fact_ids from this batch", nil)
 			continue
 		}
 		recalled := false
@@ -182,16 +263,16 @@ func Validate(a *Answer, b Batch, exists func(norm string) (bool, error)) (Ops, 
 			}
 		}
 		if !recalled {
-			drop(item, "none of its source facts recalled this observation")
+			drop(item, DropNotRecalled, "none of its source facts recalled this observation", srcs)
 			continue
 		}
 		if deleted[u.ObservationID] || updated[u.ObservationID] {
-			drop(item, "the observation is already deleted or updated by this answer")
+			drop(item, DropConflict, "the observation is already deleted or updated by this answer", srcs)
 			continue
 		}
 		text := CleanText(u.Text)
 		if text == "" || len(text) > MaxObservationText {
-			drop(item, fmt.Sprintf("text is empty or longer than %d bytes", MaxObservationText))
+			drop(item, DropBadText, fmt.Sprintf("text is empty or longer than %d bytes", MaxObservationText), srcs)
 			continue
 		}
 		updated[u.ObservationID] = true
@@ -203,17 +284,17 @@ func Validate(a *Answer, b Batch, exists func(norm string) (bool, error)) (Ops, 
 		item := fmt.Sprintf("create %d", i+1)
 		srcs := validSources(c.SourceFactIDs)
 		if len(srcs) == 0 {
-			drop(item, "no source_fact_ids from this batch")
+			drop(item, DropNoSource, "no source_fact_ids from this batch", nil)
 			continue
 		}
 		text := CleanText(c.Text)
 		if text == "" || len(text) > MaxObservationText {
-			drop(item, fmt.Sprintf("text is empty or longer than %d bytes", MaxObservationText))
+			drop(item, DropBadText, fmt.Sprintf("text is empty or longer than %d bytes", MaxObservationText), srcs)
 			continue
 		}
 		norm := Normalize(text)
 		if poolNorm[norm] || newNorm[norm] {
-			drop(item, "repeats an existing or another new observation")
+			drop(item, DropRepeated, "repeats an existing or another new observation", srcs)
 			continue
 		}
 		if exists != nil {
@@ -222,16 +303,24 @@ func Validate(a *Answer, b Batch, exists func(norm string) (bool, error)) (Ops, 
 				return Ops{}, nil, err
 			}
 			if dup {
-				drop(item, "repeats an existing observation")
+				drop(item, DropRepeated, "repeats an existing observation", srcs)
 				continue
 			}
 		}
 		if b.Remaining >= 0 && len(ops.Creates) >= b.Remaining {
-			drop(item, "the bank is at its observation capacity")
+			drop(item, DropOverCapacity, "the bank is at its observation capacity", srcs)
 			continue
 		}
 		newNorm[norm] = true
 		ops.Creates = append(ops.Creates, Create{Text: text, SourceFactIDs: srcs})
 	}
 	return ops, dropped, nil
+}
+
+// clipID keeps an invented id short in messages.
+func clipID(id string) string {
+	if len(id) > 80 {
+		return strings.ToValidUTF8(id[:80], "") + "..."
+	}
+	return id
 }

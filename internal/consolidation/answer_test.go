@@ -34,6 +34,11 @@ func TestParseAnswer(t *testing.T) {
 		`{"creates":[{"text":"x"`:                          "unexpected EOF",
 		`Sure! Here is the JSON: {"creates":[]}`:           "invalid character",
 		`[]`:                                               "cannot unmarshal array",
+		// encoding/json keeps the last of a repeated key: the first list
+		// of creates would be lost without a word.
+		`{"creates":[{"text":"a","source_fact_ids":["f1"]}],"updates":[],"creates":[]}`:                   `key "creates" twice`,
+		`{"creates":[{"text":"a","text":"b","source_fact_ids":["f1"]}]}`:                                  `key "text" twice`,
+		`{"updates":[{"observation_id":"o1","text":"a","source_fact_ids":["f1"],"observation_id":"o2"}]}`: `key "observation_id" twice`,
 	}
 	for s, want := range bad {
 		if _, err := ParseAnswer(s); err == nil || !strings.Contains(err.Error(), want) {
@@ -79,13 +84,40 @@ func TestValidate(t *testing.T) {
 		}
 	}
 
-	for s, want := range map[string]string{
-		`{"updates":[{"observation_id":"o99","text":"x","source_fact_ids":["f1"]}]}`:            "not among the existing observations",
-		`{"deletes":[{"observation_id":"o99"}]}`:                                                "not among the existing observations",
-		`{"deletes":[{"observation_id":"o1"},{"observation_id":"o2"},{"observation_id":"o3"}]}`: "deletes 3 of 3",
+	// Items that name observations outside the pool, or a runaway number
+	// of deletes, are dropped with their reason; the rest of the answer
+	// stands.
+	for _, tc := range []struct {
+		answer     string
+		code, want string
+		facts      []string
+		creates    int
+	}{
+		{`{"creates":[{"text":"Bob sold his car in May","source_fact_ids":["f2"]}],"updates":[{"observation_id":"o99","text":"x","source_fact_ids":["f1"]}]}`,
+			DropUnknownObservation, "not among the existing observations", []string{"f1"}, 1},
+		{`{"creates":[{"text":"Bob sold his car in May","source_fact_ids":["f2"]}],"deletes":[{"observation_id":"o99"}]}`,
+			DropUnknownObservation, "not among the existing observations", nil, 1},
+		{`{"creates":[{"text":"Bob sold his car in May","source_fact_ids":["f2"]}],"deletes":[{"observation_id":"o1"},{"observation_id":"o2"},{"observation_id":"o3"}]}`,
+			DropExcessDeletes, "deletes 3 of 3", nil, 1},
+		{`{"creates":[{"text":"` + strings.Repeat("long ", 900) + `","source_fact_ids":["f1"]}]}`,
+			DropBadText, "longer than 4000 bytes", []string{"f1"}, 0},
 	} {
-		if _, _, err := Validate(parse(s), b, nil); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("%s: got %v, want %q", s, err, want)
+		ops, dropped, err := Validate(parse(tc.answer), b, nil)
+		if err != nil || len(ops.Creates) != tc.creates || len(ops.Deletes) != 0 || len(ops.Updates) != 0 {
+			t.Errorf("%.80s: %v %+v", tc.answer, err, ops)
+			continue
+		}
+		found := false
+		for _, d := range dropped {
+			if d.Code == tc.code && strings.Contains(d.Reason, tc.want) && strings.Join(d.Facts, ",") == strings.Join(tc.facts, ",") {
+				found = true
+				if !d.Lossy() {
+					t.Errorf("%s must count as losing its facts", d.Code)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("%.80s: dropped %+v, want %s %q naming %v", tc.answer, dropped, tc.code, tc.want, tc.facts)
 		}
 	}
 

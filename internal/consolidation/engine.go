@@ -2,6 +2,8 @@ package consolidation
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sort"
@@ -18,9 +20,22 @@ type Engine struct {
 	Settings Settings
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
-	// Progress receives one line per batch; nil discards them.
+	// Progress receives one line per LLM call; nil discards them. Lines
+	// name facts by id and never quote their text.
 	Progress func(line string)
 }
+
+// Defaults of the settings a run leaves zero.
+const (
+	DefaultBatchSize           = 8
+	DefaultMaxFacts            = 200
+	DefaultMaxPromptTokens     = 16000
+	DefaultMaxAttempts         = 3
+	DefaultRecallPerFact       = 5
+	DefaultMaxTokensPerRun     = int64(2_000_000)
+	DefaultMaxCompletionTokens = 16384
+	DefaultClaimLease          = 10 * time.Minute
+)
 
 // messageOverhead is the tokens chat formatting adds per message.
 const messageOverhead = 8
@@ -28,38 +43,62 @@ const messageOverhead = 8
 // Defaults fills unset settings.
 func (s *Settings) Defaults() {
 	if s.BatchSize <= 0 {
-		s.BatchSize = 8
+		s.BatchSize = DefaultBatchSize
 	}
 	if s.MaxFacts <= 0 {
-		s.MaxFacts = 200
+		s.MaxFacts = DefaultMaxFacts
 	}
 	if s.MaxPromptTokens <= 0 {
-		s.MaxPromptTokens = 16000
+		s.MaxPromptTokens = DefaultMaxPromptTokens
 	}
 	if s.MaxAttempts <= 0 {
-		s.MaxAttempts = 3
+		s.MaxAttempts = DefaultMaxAttempts
 	}
 	if s.Encoding == "" {
 		s.Encoding = tokens.O200K
 	}
 	if s.RecallPerFact <= 0 {
-		s.RecallPerFact = 5
+		s.RecallPerFact = DefaultRecallPerFact
 	}
+	if s.MaxTokensPerRun <= 0 {
+		s.MaxTokensPerRun = DefaultMaxTokensPerRun
+	}
+	if s.MaxCompletionTokens <= 0 {
+		s.MaxCompletionTokens = DefaultMaxCompletionTokens
+	}
+	if s.ClaimLease <= 0 {
+		s.ClaimLease = DefaultClaimLease
+	}
+}
+
+// CompletionTokens is the max_tokens of a call for n facts: room for an
+// observation of each fact and for updates of what they recalled, within
+// the cap.
+func CompletionTokens(n, limit int) int {
+	return min(limit, 1024+1024*n)
 }
 
 type run struct {
 	*Engine
+	id           string
 	enc          *tokens.Encoder
 	system       string
 	systemTokens int
 	count        int
 	sum          Summary
+	// alone caches whether a fact fits a call on its own, so a fact too
+	// large is failed once, not re-tokenized at every split level.
+	alone map[string]bool
 }
 
-// Run consolidates up to MaxFacts pending facts. It returns an error only
-// when the run itself failed (store or LLM unreachable, cancelled); facts of
-// batches not yet applied stay pending. Facts that fail on their own are
-// marked failed and counted in the summary.
+// errBudget stops a run that reached MaxTokensPerRun.
+var errBudget = errors.New("maxTokensPerRun reached")
+
+// Run consolidates up to MaxFacts pending facts, claiming a batch at a time
+// so that overlapping runs share the work and never consolidate a fact
+// twice. It returns an error only when the run itself failed (store or LLM
+// unreachable, cancelled); the facts it had not finished stay pending.
+// Facts that fail on their own are marked failed with the reason.
 func (e *Engine) Run(ctx context.Context) (Summary, error) {
 	e.Settings.Defaults()
 	s := e.Settings
@@ -67,36 +106,91 @@ func (e *Engine) Run(ctx context.Context) (Summary, error) {
 	if err != nil {
 		return Summary{}, err
 	}
-	r := &run{Engine: e, enc: enc, system: SystemPrompt(s.Mission)}
+	r := &run{Engine: e, id: s.RunID, enc: enc, system: SystemPrompt(s.Mission), alone: map[string]bool{}}
+	if r.id == "" {
+		r.id = newRunID()
+	}
 	r.systemTokens = enc.Count(r.system) + messageOverhead
 	r.sum.MissionHash = MissionHash(s.Mission)
 	if err := e.Store.EnsureBank(ctx, s.Bank); err != nil {
 		return r.sum, fmt.Errorf("store: %w", err)
 	}
-	facts, err := e.Store.PendingFacts(ctx, s.Bank, s.MaxFacts)
-	if err != nil {
-		return r.sum, fmt.Errorf("store: %w", err)
-	}
 	if r.count, err = e.Store.CountObservations(ctx, s.Bank); err != nil {
 		return r.sum, fmt.Errorf("store: %w", err)
 	}
-	for start := 0; start < len(facts); start += s.BatchSize {
-		batch := facts[start:min(start+s.BatchSize, len(facts))]
-		if err := r.process(ctx, batch); err != nil {
-			r.finish(ctx)
-			return r.sum, err
-		}
-	}
+	err = r.loop(ctx)
 	r.finish(ctx)
-	return r.sum, nil
+	return r.sum, err
 }
 
+func (r *run) loop(ctx context.Context) error {
+	s := r.Settings
+	seen := map[string]bool{}
+	for taken := 0; taken < s.MaxFacts; {
+		if used := r.used(); used >= s.MaxTokensPerRun {
+			r.cutShort()
+			return nil
+		}
+		now := r.now()
+		facts, err := r.Store.ClaimFacts(ctx, s.Bank, r.id, min(s.BatchSize, s.MaxFacts-taken), now, now.Add(s.ClaimLease))
+		if err != nil {
+			return fmt.Errorf("store: claiming facts: %w", err)
+		}
+		if len(facts) == 0 {
+			return nil
+		}
+		for _, f := range facts {
+			if seen[f.ID] {
+				// Released back to pending by this run: the run is done
+				// with what it can do.
+				return nil
+			}
+			seen[f.ID] = true
+		}
+		taken += len(facts)
+		err = r.batch(ctx, facts)
+		if errors.Is(err, errBudget) {
+			r.cutShort()
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *run) cutShort() {
+	r.sum.CutShort = fmt.Sprintf("maxTokensPerRun (%d) reached after %d tokens: no further LLM call was started and the remaining facts stay pending for the next run",
+		r.Settings.MaxTokensPerRun, r.used())
+	r.progress("%s", r.sum.CutShort)
+}
+
+func (r *run) used() int64 { return r.sum.PromptTokens + r.sum.CompletionTokens }
+
+// finish releases the run's claims and counts what the bank holds, even
+// when the run was cancelled.
 func (r *run) finish(ctx context.Context) {
-	if n, err := r.Store.CountObservations(context.WithoutCancel(ctx), r.Settings.Bank); err == nil {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	bank := r.Settings.Bank
+	if err := r.Store.ReleaseClaims(ctx, bank, r.id); err != nil {
+		r.progress("releasing the run's claims: %v (they expire at their lease)", err)
+	}
+	if n, err := r.Store.CountObservations(ctx, bank); err == nil {
 		r.sum.Observations = int64(n)
 	} else {
 		r.sum.Observations = int64(r.count)
 	}
+	if counts, err := r.Store.CountFacts(ctx, bank); err == nil {
+		r.sum.PendingFacts, r.sum.FailedFacts = counts[FactPending], counts[FactFailed]
+	}
+}
+
+func newRunID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 func (r *run) now() time.Time {
@@ -110,6 +204,35 @@ func (r *run) progress(format string, a ...any) {
 	if r.Progress != nil {
 		r.Progress(fmt.Sprintf(format, a...))
 	}
+}
+
+// batch fails at once the facts too large for any call, then consolidates
+// the rest.
+func (r *run) batch(ctx context.Context, facts []Fact) error {
+	note := CapacityNote(r.Settings.MaxObservations, r.count)
+	var fit []Fact
+	var tooBig []string
+	for _, f := range facts {
+		ok, known := r.alone[f.ID]
+		if !known {
+			ok = r.systemTokens+r.enc.Count(UserPrompt(note, []Fact{f}, nil))+messageOverhead <= r.Settings.MaxPromptTokens
+			r.alone[f.ID] = ok
+		}
+		if ok {
+			fit = append(fit, f)
+		} else {
+			tooBig = append(tooBig, f.ID)
+		}
+	}
+	if len(tooBig) > 0 {
+		if err := r.fail(ctx, tooBig, fmt.Sprintf("the fact alone does not fit maxPromptTokens (%d)", r.Settings.MaxPromptTokens)); err != nil {
+			return err
+		}
+	}
+	if len(fit) == 0 {
+		return nil
+	}
+	return r.process(ctx, fit)
 }
 
 // recall pools the observations related to each fact of the batch, best
@@ -152,27 +275,54 @@ func (r *run) recall(ctx context.Context, facts []Fact) ([]Candidate, map[string
 	return out, recalledBy, nil
 }
 
-// process consolidates one batch: recall, fit the prompt, ask, validate,
-// apply; on repeated invalid answers it splits the batch in halves, down to
-// single facts, which are then marked failed.
-func (r *run) process(ctx context.Context, facts []Fact) error {
+// call is one prepared LLM call.
+type call struct {
+	batch        Batch
+	messages     []Message
+	promptTokens int
+}
+
+// prepare recalls the pool and builds a prompt that fits maxPromptTokens,
+// trimming the least related observations first. ok is false when the
+// facts do not fit together even with an empty pool.
+func (r *run) prepare(ctx context.Context, facts []Fact, correction string) (call, bool, error) {
 	s := r.Settings
 	pool, recalledBy, err := r.recall(ctx, facts)
 	if err != nil {
-		return fmt.Errorf("store: %w", err)
+		return call{}, false, fmt.Errorf("store: %w", err)
 	}
 	note := CapacityNote(s.MaxObservations, r.count)
-	user := UserPrompt(note, facts, pool)
-	// Trim the pool, least related first, until the prompt fits.
-	for r.systemTokens+r.enc.Count(user)+messageOverhead > s.MaxPromptTokens && len(pool) > 0 {
-		pool = pool[:len(pool)-max(1, len(pool)/4)]
-		user = UserPrompt(note, facts, pool)
-	}
-	if r.systemTokens+r.enc.Count(user)+messageOverhead > s.MaxPromptTokens {
-		if len(facts) > 1 {
-			return r.split(ctx, facts)
+	build := func(pool []Candidate) string {
+		u := UserPrompt(note, facts, pool)
+		if correction != "" {
+			u += "\n\n" + correction
 		}
-		return r.fail(ctx, facts, fmt.Sprintf("the fact alone does not fit maxPromptTokens (%d)", s.MaxPromptTokens))
+		return u
+	}
+	// Size the pool from per-observation counts (each cached by the
+	// tokenizer across batches), then check the whole prompt exactly once
+	// or twice rather than re-tokenizing it for every trimmed size.
+	room := s.MaxPromptTokens - r.systemTokens - messageOverhead - r.enc.Count(build(nil))
+	if room < 0 {
+		return call{}, false, nil
+	}
+	keep := 0
+	for used := 0; keep < len(pool); keep++ {
+		used += r.enc.Count(FormatObservations(pool[keep : keep+1]))
+		if used > room {
+			break
+		}
+	}
+	pool = pool[:keep]
+	user := build(pool)
+	n := r.enc.Count(user)
+	for r.systemTokens+n+messageOverhead > s.MaxPromptTokens && len(pool) > 0 {
+		pool = pool[:len(pool)-max(1, len(pool)/4)]
+		user = build(pool)
+		n = r.enc.Count(user)
+	}
+	if r.systemTokens+n+messageOverhead > s.MaxPromptTokens {
+		return call{}, false, nil
 	}
 	kept := map[string]bool{}
 	for _, c := range pool {
@@ -183,66 +333,276 @@ func (r *run) process(ctx context.Context, facts []Fact) error {
 			delete(recalledBy, id)
 		}
 	}
-	batch := Batch{Facts: facts, Pool: pool, RecalledBy: recalledBy, Remaining: Remaining(s.MaxObservations, r.count)}
-	messages := []Message{{Role: "system", Content: r.system}, {Role: "user", Content: user}}
-	exists := func(norm string) (bool, error) { return r.Store.HasObservationText(ctx, s.Bank, norm) }
+	return call{
+		batch:        Batch{Facts: facts, Pool: pool, RecalledBy: recalledBy, Remaining: Remaining(s.MaxObservations, r.count)},
+		messages:     []Message{{Role: "system", Content: r.system}, {Role: "user", Content: user}},
+		promptTokens: r.systemTokens + n + messageOverhead,
+	}, true, nil
+}
 
-	var lastErr error
-	for attempt := 1; attempt <= s.MaxAttempts; attempt++ {
-		comp, err := r.LLM.Complete(ctx, messages, ResponseSchema(batch.Remaining))
+// process consolidates a batch in at most maxAttempts calls. An answer that
+// cannot be used at all is asked again with the reason; a usable one is
+// applied without its invalid items, and only the facts every item of which
+// was invalid are asked again. After the attempts, facts still without a
+// usable answer are split in halves (when the answers were unusable) or
+// marked failed with the reasons.
+func (r *run) process(ctx context.Context, facts []Fact) error {
+	s := r.Settings
+	pending := facts
+	var correction string
+	var unusable error
+	lost := map[string][]string{} // fact id -> why its items were dropped
+	for attempt := 1; attempt <= s.MaxAttempts && len(pending) > 0; attempt++ {
+		c, ok, err := r.prepare(ctx, pending, correction)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			if len(pending) > 1 {
+				return r.split(ctx, pending)
+			}
+			return r.fail(ctx, ids(pending), fmt.Sprintf("the fact alone does not fit maxPromptTokens (%d)", s.MaxPromptTokens))
+		}
+		maxTokens := CompletionTokens(len(pending), s.MaxCompletionTokens)
+		if r.used()+int64(c.promptTokens)+int64(maxTokens) > s.MaxTokensPerRun {
+			return errBudget
+		}
+		if err := r.Store.ExtendClaims(ctx, s.Bank, r.id, r.now().Add(s.ClaimLease)); err != nil {
+			return fmt.Errorf("store: renewing claims: %w", err)
+		}
+		comp, err := r.LLM.Complete(ctx, Request{Messages: c.messages, Schema: ResponseSchema(c.batch.Remaining), MaxTokens: maxTokens})
 		r.sum.LLMCalls++
-		if err != nil {
+		if attempt > 1 {
+			r.sum.Retries++
+		}
+		r.account(comp, err, c.promptTokens, maxTokens)
+		var ans *Answer
+		switch {
+		case errors.Is(err, ErrAnswerTooLarge):
+			unusable = err
+		case err != nil:
 			return fmt.Errorf("llm: %w", err)
+		default:
+			if ans, err = ParseAnswer(comp.Content); err != nil {
+				if comp.Truncated {
+					err = fmt.Errorf("the answer stopped at max_tokens (%d) before its JSON ended", maxTokens)
+				}
+				unusable = err
+			}
 		}
-		r.sum.PromptTokens += comp.PromptTokens
-		r.sum.CompletionTokens += comp.CompletionTokens
-		ans, err := ParseAnswer(comp.Content)
-		if err != nil {
-			lastErr = &InvalidAnswerError{Reason: err.Error()}
-			r.progress("batch of %d facts: attempt %d: %v", len(facts), attempt, lastErr)
+		if ans == nil {
+			r.progress("batch of %d facts: attempt %d: invalid answer: %v", len(pending), attempt, unusable)
+			correction = rejectedNote(unusable)
 			continue
 		}
-		ops, dropped, err := Validate(ans, batch, exists)
-		var invalid *InvalidAnswerError
-		if errors.As(err, &invalid) {
-			lastErr = err
-			r.progress("batch of %d facts: attempt %d: %v", len(facts), attempt, err)
-			continue
-		}
+		unusable = nil
+		ops, dropped, err := Validate(ans, c.batch, func(norm string) (bool, error) { return r.Store.HasObservationText(ctx, s.Bank, norm) })
 		if err != nil {
 			return fmt.Errorf("store: %w", err)
 		}
-		ids := make([]string, len(facts))
-		for i, f := range facts {
-			ids[i] = f.ID
+		again := retryFacts(pending, ops, dropped)
+		consolidate := make([]string, 0, len(pending))
+		for _, f := range pending {
+			if _, retry := again[f.ID]; !retry {
+				consolidate = append(consolidate, f.ID)
+			}
 		}
-		created, err := r.Store.Apply(ctx, s.Bank, ops, ids, r.now())
+		for _, d := range dropped {
+			if r.sum.DroppedItems == nil {
+				r.sum.DroppedItems = map[string]int64{}
+			}
+			r.sum.DroppedItems[d.Code]++
+		}
+		if err := r.apply(ctx, c, ops, consolidate, dropped, attempt, comp.PromptTokens); err != nil {
+			if errors.Is(err, ErrClaimLost) {
+				r.progress("batch of %d facts: %v", len(pending), err)
+				return nil
+			}
+			return err
+		}
+		var next []Fact
+		for _, f := range pending {
+			if reasons, retry := again[f.ID]; retry {
+				next = append(next, f)
+				lost[f.ID] = reasons
+			}
+		}
+		pending = next
+		correction = droppedNote(dropped)
+	}
+	if len(pending) == 0 {
+		return nil
+	}
+	if unusable != nil {
+		if len(pending) > 1 {
+			r.progress("batch of %d facts: no usable answer in %d attempts; splitting", len(pending), s.MaxAttempts)
+			return r.split(ctx, pending)
+		}
+		return r.fail(ctx, ids(pending), fmt.Sprintf("no usable answer in %d attempts: %v", s.MaxAttempts, unusable))
+	}
+	// Facts that got usable answers whose every item about them was invalid.
+	byReason := map[string][]string{}
+	var order []string
+	for _, f := range pending {
+		why := "every item about it was invalid in " + fmt.Sprint(s.MaxAttempts) + " attempts: " + strings.Join(lost[f.ID], "; ")
+		if _, ok := byReason[why]; !ok {
+			order = append(order, why)
+		}
+		byReason[why] = append(byReason[why], f.ID)
+	}
+	for _, why := range order {
+		if err := r.fail(ctx, byReason[why], why); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// account adds a call's tokens to the run: the usage the server reported,
+// or, when it reported none, the prompt as counted and the answer's bytes
+// over three (a cap when the answer was too large to read).
+func (r *run) account(comp Completion, err error, promptTokens, maxTokens int) {
+	p, c := comp.PromptTokens, comp.CompletionTokens
+	if p <= 0 {
+		p = int64(promptTokens)
+	}
+	if c <= 0 {
+		switch {
+		case errors.Is(err, ErrAnswerTooLarge):
+			c = int64(maxTokens)
+		case err == nil:
+			c = int64(len(comp.Content)/3 + 1)
+		}
+	}
+	r.sum.PromptTokens += p
+	r.sum.CompletionTokens += c
+}
+
+// retryFacts returns the pending facts an answer said nothing usable about
+// although it tried: named only by items dropped for a reason that loses
+// them, with those reasons. Facts no item names were left out by the model
+// on purpose (ephemeral) and count as consolidated.
+func retryFacts(pending []Fact, ops Ops, dropped []Dropped) map[string][]string {
+	carried := map[string]bool{}
+	for _, c := range ops.Creates {
+		for _, id := range c.SourceFactIDs {
+			carried[id] = true
+		}
+	}
+	for _, u := range ops.Updates {
+		for _, id := range u.SourceFactIDs {
+			carried[id] = true
+		}
+	}
+	for _, d := range dropped {
+		if !d.Lossy() {
+			for _, id := range d.Facts {
+				carried[id] = true
+			}
+		}
+	}
+	again := map[string][]string{}
+	for _, d := range dropped {
+		if !d.Lossy() {
+			continue
+		}
+		for _, id := range d.Facts {
+			if !carried[id] && len(again[id]) < 5 {
+				again[id] = append(again[id], d.Item+": "+d.Reason)
+			}
+		}
+	}
+	inBatch := map[string]bool{}
+	for _, f := range pending {
+		inBatch[f.ID] = true
+	}
+	for id := range again {
+		if !inBatch[id] {
+			delete(again, id)
+		}
+	}
+	return again
+}
+
+// apply writes a usable answer's valid items and marks the facts it carried
+// consolidated, in one transaction.
+func (r *run) apply(ctx context.Context, c call, ops Ops, consolidate []string, dropped []Dropped, attempt int, reported int64) error {
+	s := r.Settings
+	var created []string
+	if len(consolidate) > 0 || len(ops.Creates)+len(ops.Updates)+len(ops.Deletes) > 0 {
+		var err error
+		created, err = r.Store.Apply(ctx, s.Bank, r.id, ops, consolidate, r.now())
+		if errors.Is(err, ErrClaimLost) {
+			return err
+		}
 		if err != nil {
 			return fmt.Errorf("store: applying a batch: %w", err)
 		}
 		r.sum.Batches++
-		r.sum.FactsConsolidated += int64(len(facts))
-		r.sum.Created += int64(len(created))
-		r.sum.Updated += int64(len(ops.Updates))
-		r.sum.Deleted += int64(len(ops.Deletes))
-		r.count += len(created) - len(ops.Deletes)
-		line := fmt.Sprintf("batch of %d facts: %d observations recalled, %d created, %d updated, %d deleted (attempt %d, %d prompt tokens)",
-			len(facts), len(pool), len(created), len(ops.Updates), len(ops.Deletes), attempt, comp.PromptTokens)
-		if len(dropped) > 0 {
-			reasons := make([]string, len(dropped))
-			for i, d := range dropped {
-				reasons[i] = d.Item + ": " + d.Reason
+	}
+	r.sum.FactsConsolidated += int64(len(consolidate))
+	r.sum.Created += int64(len(created))
+	r.sum.Updated += int64(len(ops.Updates))
+	r.sum.Deleted += int64(len(ops.Deletes))
+	r.count += len(created) - len(ops.Deletes)
+	line := fmt.Sprintf("batch of %d facts: %d observations recalled, %d created, %d updated, %d deleted, %d consolidated (attempt %d, %d prompt tokens)",
+		len(c.batch.Facts), len(c.batch.Pool), len(created), len(ops.Updates), len(ops.Deletes), len(consolidate), attempt, max(reported, int64(c.promptTokens)))
+	if len(dropped) > 0 {
+		reasons := make([]string, 0, min(len(dropped), 10))
+		for i, d := range dropped {
+			if i == 10 {
+				reasons = append(reasons, fmt.Sprintf("and %d more", len(dropped)-10))
+				break
 			}
-			line += "; dropped " + strings.Join(reasons, "; ")
+			reasons = append(reasons, d.Item+": "+d.Reason)
 		}
-		r.progress("%s", line)
-		return nil
+		line += "; dropped " + strings.Join(reasons, "; ")
 	}
-	if len(facts) > 1 {
-		r.progress("batch of %d facts: no valid answer in %d attempts; splitting", len(facts), s.MaxAttempts)
-		return r.split(ctx, facts)
+	r.progress("%s", line)
+	return nil
+}
+
+// rejectedNote tells the model, on the next attempt, why its answer could
+// not be used: the same prompt at temperature 0 would repeat the mistake.
+func rejectedNote(err error) string {
+	return "## YOUR PREVIOUS ANSWER WAS REJECTED\nIt could not be used: " + clip(err.Error(), 400) +
+		"\nAnswer again with exactly one JSON object with the keys \"creates\", \"updates\" and \"deletes\", each once, ids copied exactly as shown."
+}
+
+// droppedNote lists the invalid items of a usable answer for the attempt
+// that asks again about their facts.
+func droppedNote(dropped []Dropped) string {
+	var b strings.Builder
+	b.WriteString("## ITEMS OF YOUR PREVIOUS ANSWER WERE REJECTED\nThe facts above are those whose items were invalid; the rest of that answer was applied. The rejected items:\n")
+	n := 0
+	for _, d := range dropped {
+		if !d.Lossy() {
+			continue
+		}
+		if n == 10 || b.Len() > 2000 {
+			b.WriteString("- and more\n")
+			break
+		}
+		b.WriteString("- " + d.Item + ": " + clip(d.Reason, 300) + "\n")
+		n++
 	}
-	return r.fail(ctx, facts, fmt.Sprintf("no valid answer in %d attempts: %v", s.MaxAttempts, lastErr))
+	b.WriteString("Answer again for these facts, using only the observation ids shown above.")
+	return b.String()
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "..."
+}
+
+func ids(facts []Fact) []string {
+	out := make([]string, len(facts))
+	for i, f := range facts {
+		out[i] = f.ID
+	}
+	return out
 }
 
 func (r *run) split(ctx context.Context, facts []Fact) error {
@@ -253,15 +613,11 @@ func (r *run) split(ctx context.Context, facts []Fact) error {
 	return r.process(ctx, facts[mid:])
 }
 
-func (r *run) fail(ctx context.Context, facts []Fact, reason string) error {
-	ids := make([]string, len(facts))
-	for i, f := range facts {
-		ids[i] = f.ID
-	}
-	if err := r.Store.MarkFailed(ctx, r.Settings.Bank, ids, reason, r.now()); err != nil {
+func (r *run) fail(ctx context.Context, ids []string, reason string) error {
+	if err := r.Store.MarkFailed(ctx, r.Settings.Bank, r.id, ids, reason, r.now()); err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
-	r.sum.FactsFailed += int64(len(facts))
-	r.progress("fact %s marked failed: %s", strings.Join(ids, ","), reason)
+	r.sum.FactsFailed += int64(len(ids))
+	r.progress("facts %s marked failed: %s", strings.Join(ids, ","), reason)
 	return nil
 }

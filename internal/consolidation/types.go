@@ -6,6 +6,7 @@ package consolidation
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -76,12 +77,24 @@ type Ops struct {
 }
 
 // Store is where a bank lives. Banks are keyed "namespace/name".
+//
+// Runs that overlap (a Job's old pod beside its replacement, a run by hand)
+// share a bank safely through claims: a run claims the facts it is about to
+// send to the LLM, and only the claim's holder may consolidate or fail them.
+// A claim expires at its lease, so a killed run's facts are taken up again.
 type Store interface {
 	// EnsureBank registers the bank.
 	EnsureBank(ctx context.Context, bank string) error
-	// PendingFacts returns up to limit facts neither consolidated nor
-	// failed, oldest first.
-	PendingFacts(ctx context.Context, bank string, limit int) ([]Fact, error)
+	// ClaimFacts atomically claims up to limit pending facts that no live
+	// claim holds, oldest first, for run until until. Two runs never
+	// receive the same fact while its claim lasts.
+	ClaimFacts(ctx context.Context, bank, run string, limit int, now, until time.Time) ([]Fact, error)
+	// ExtendClaims moves the lease of run's claimed pending facts to until.
+	ExtendClaims(ctx context.Context, bank, run string, until time.Time) error
+	// ReleaseClaims gives up run's claims on facts still pending.
+	ReleaseClaims(ctx context.Context, bank, run string) error
+	// CountFacts counts the bank's facts per status.
+	CountFacts(ctx context.Context, bank string) (map[string]int64, error)
 	// CountObservations counts the bank's observations.
 	CountObservations(ctx context.Context, bank string) (int, error)
 	// Recall returns up to limit observations related to the fact by text
@@ -91,12 +104,22 @@ type Store interface {
 	// normalised text is norm.
 	HasObservationText(ctx context.Context, bank, norm string) (bool, error)
 	// Apply applies ops and marks the facts consolidated, all in one
-	// transaction: all of it happens or none. It returns the ids created.
-	Apply(ctx context.Context, bank string, ops Ops, consolidated []string, now time.Time) ([]string, error)
-	// MarkFailed marks facts failed with a reason.
-	MarkFailed(ctx context.Context, bank string, ids []string, reason string, now time.Time) error
+	// transaction: all of it happens or none. The facts must be pending
+	// and claimed by run; otherwise nothing is applied and the error is
+	// ErrClaimLost. It returns the ids created.
+	Apply(ctx context.Context, bank, run string, ops Ops, consolidated []string, now time.Time) ([]string, error)
+	// MarkFailed marks run's claimed pending facts failed with a reason.
+	MarkFailed(ctx context.Context, bank, run string, ids []string, reason string, now time.Time) error
 	Close() error
 }
+
+// ErrClaimLost means a batch's facts are no longer claimed by the run (its
+// lease expired and another run took them): the batch was not applied.
+var ErrClaimLost = errors.New("the run's claim on the batch's facts was lost (lease expired); the batch was not applied")
+
+// ErrAnswerTooLarge is what an LLM port returns for an answer body over its
+// size cap: an unusable answer, asked again like invalid JSON.
+var ErrAnswerTooLarge = errors.New("answer over the size cap")
 
 // Message is one chat message to the LLM.
 type Message struct {
@@ -104,19 +127,30 @@ type Message struct {
 	Content string
 }
 
+// Request is one chat completion to ask for.
+type Request struct {
+	Messages []Message
+	// Schema is the JSON schema the answer must match.
+	Schema map[string]any
+	// MaxTokens caps the completion (sent as max_tokens).
+	MaxTokens int
+}
+
 // Completion is an LLM's answer.
 type Completion struct {
 	Content          string
 	PromptTokens     int64
 	CompletionTokens int64
+	// Truncated is set when the model stopped at MaxTokens.
+	Truncated bool
 }
 
 // LLM answers chat completions with a JSON response.
 type LLM interface {
-	// Complete sends messages and asks for a JSON object matching schema.
-	// An error means the LLM could not be reached or kept failing; an
-	// unusable answer is not an error here.
-	Complete(ctx context.Context, messages []Message, schema map[string]any) (Completion, error)
+	// Complete asks for a JSON object matching req.Schema. An error means
+	// the LLM could not be reached or kept failing (or ErrAnswerTooLarge);
+	// an unusable answer is not an error here.
+	Complete(ctx context.Context, req Request) (Completion, error)
 }
 
 // Settings of a run.
@@ -131,6 +165,16 @@ type Settings struct {
 	Encoding        string
 	// RecallPerFact is how many observations each fact recalls.
 	RecallPerFact int
+	// MaxTokensPerRun bounds prompt plus completion tokens of the run,
+	// retries and splits included; 0 is DefaultMaxTokensPerRun.
+	MaxTokensPerRun int64
+	// MaxCompletionTokens caps one answer; 0 is DefaultMaxCompletionTokens.
+	MaxCompletionTokens int
+	// ClaimLease is how long a claim on facts lasts without renewal; the
+	// run renews it before every call. 0 is DefaultClaimLease.
+	ClaimLease time.Duration
+	// RunID names the run's claims; empty draws a random one.
+	RunID string
 }
 
 // Summary is what a run reports; its JSON is the Job's termination message.

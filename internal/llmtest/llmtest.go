@@ -21,6 +21,10 @@ type Request struct {
 	ResponseFormat string // json_schema or json_object
 	Schema         map[string]any
 	Authorization  string
+	// MaxTokens is max_tokens, or max_completion_tokens when that was
+	// sent instead (MaxTokensField says which; "" when neither).
+	MaxTokens      int
+	MaxTokensField string
 }
 
 // Reply is one scripted reply.
@@ -34,6 +38,11 @@ type Reply struct {
 	Delay time.Duration
 	// PromptTokens and CompletionTokens reported in usage.
 	PromptTokens, CompletionTokens int64
+	// FinishReason of the choice; "" is "stop".
+	FinishReason string
+	// HugeContent streams an answer of this many bytes (a JSON string of
+	// "x"), written in chunks so the server holds none of it.
+	HugeContent int64
 }
 
 // Script chooses the reply to the n-th request (from 0).
@@ -83,7 +92,9 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 			Role    string `json:"role"`
 			Content any    `json:"content"`
 		} `json:"messages"`
-		ResponseFormat struct {
+		MaxTokens           *int `json:"max_tokens"`
+		MaxCompletionTokens *int `json:"max_completion_tokens"`
+		ResponseFormat      struct {
 			Type       string `json:"type"`
 			JSONSchema struct {
 				Schema map[string]any `json:"schema"`
@@ -95,6 +106,12 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := Request{Model: in.Model, ResponseFormat: in.ResponseFormat.Type, Schema: in.ResponseFormat.JSONSchema.Schema, Authorization: r.Header.Get("Authorization")}
+	switch {
+	case in.MaxTokens != nil:
+		req.MaxTokens, req.MaxTokensField = *in.MaxTokens, "max_tokens"
+	case in.MaxCompletionTokens != nil:
+		req.MaxTokens, req.MaxTokensField = *in.MaxCompletionTokens, "max_completion_tokens"
+	}
 	for _, m := range in.Messages {
 		text := contentText(m.Content)
 		switch m.Role {
@@ -127,9 +144,24 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, rep.Body)
 		return
 	}
+	if rep.HugeContent > 0 {
+		_, _ = fmt.Fprintf(w, `{"id":"chatcmpl-%d","object":"chat.completion","created":1700000000,"model":%q,"choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"`, n, in.Model)
+		chunk := []byte(strings.Repeat("x", 64<<10))
+		for left := rep.HugeContent; left > 0; left -= int64(len(chunk)) {
+			if _, err := w.Write(chunk[:min(int64(len(chunk)), left)]); err != nil {
+				return // the client hung up: that is the point
+			}
+		}
+		_, _ = io.WriteString(w, `"}}],"usage":{"prompt_tokens":0,"completion_tokens":0,"total_tokens":0}}`)
+		return
+	}
+	finish := rep.FinishReason
+	if finish == "" {
+		finish = "stop"
+	}
 	out := map[string]any{
 		"id": fmt.Sprintf("chatcmpl-%d", n), "object": "chat.completion", "created": 1700000000, "model": in.Model,
-		"choices": []any{map[string]any{"index": 0, "finish_reason": "stop", "message": map[string]any{"role": "assistant", "content": rep.Content}}},
+		"choices": []any{map[string]any{"index": 0, "finish_reason": finish, "message": map[string]any{"role": "assistant", "content": rep.Content}}},
 		"usage":   map[string]any{"prompt_tokens": rep.PromptTokens, "completion_tokens": rep.CompletionTokens, "total_tokens": rep.PromptTokens + rep.CompletionTokens},
 	}
 	_ = json.NewEncoder(w).Encode(out)

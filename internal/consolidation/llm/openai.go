@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -28,9 +29,18 @@ type Config struct {
 	Timeout time.Duration
 	// MaxRetries on 408, 409, 429, 5xx and connection errors, with backoff.
 	MaxRetries int
+	// MaxResponseBytes caps the response body read from the server; past it
+	// the answer is unusable (consolidation.ErrAnswerTooLarge) and the
+	// connection is dropped. 0 is DefaultMaxResponseBytes.
+	MaxResponseBytes int64
 	// HTTPClient overrides the HTTP client (tests).
 	HTTPClient *http.Client
 }
+
+// DefaultMaxResponseBytes bounds an answer's body: far above what
+// max_tokens allows a well-behaved server to send, far below what would
+// strain the Job's memory.
+const DefaultMaxResponseBytes = 1 << 20
 
 // Client calls chat completions with a JSON-schema response format, and
 // falls back to plain JSON mode for servers that reject it.
@@ -39,6 +49,9 @@ type Client struct {
 	chat openai.ChatService
 	// jsonMode is set once the server rejected json_schema.
 	jsonMode atomic.Bool
+	// completionTokens is set once the server rejected max_tokens (newer
+	// OpenAI models take only max_completion_tokens).
+	completionTokens atomic.Bool
 }
 
 // New builds a client. It reads nothing from the environment itself: the
@@ -50,10 +63,23 @@ func New(cfg Config) *Client {
 	if cfg.MaxRetries < 0 {
 		cfg.MaxRetries = 0
 	}
+	if cfg.MaxResponseBytes <= 0 {
+		cfg.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	limit := cfg.MaxResponseBytes
 	opts := []option.RequestOption{
 		option.WithBaseURL(strings.TrimRight(cfg.BaseURL, "/") + "/"),
 		option.WithMaxRetries(cfg.MaxRetries),
 		option.WithRequestTimeout(cfg.Timeout),
+		option.WithMiddleware(func(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+			resp, err := next(req)
+			// The body is read after the client's retry loop: a long
+			// answer fails its read, it is not sent again here.
+			if err == nil && resp != nil && resp.Body != nil {
+				resp.Body = &cappedBody{rc: resp.Body, left: limit, limit: limit}
+			}
+			return resp, err
+		}),
 	}
 	if cfg.HTTPClient != nil {
 		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
@@ -70,10 +96,11 @@ func New(cfg Config) *Client {
 
 var _ consolidation.LLM = (*Client)(nil)
 
-// Complete asks for an answer matching schema.
-func (c *Client) Complete(ctx context.Context, messages []consolidation.Message, schema map[string]any) (consolidation.Completion, error) {
+// Complete asks for an answer matching req.Schema, at most req.MaxTokens
+// long.
+func (c *Client) Complete(ctx context.Context, req consolidation.Request) (consolidation.Completion, error) {
 	params := openai.ChatCompletionNewParams{Model: shared.ChatModel(c.cfg.Model), Temperature: openai.Float(0)}
-	for _, m := range messages {
+	for _, m := range req.Messages {
 		switch m.Role {
 		case "system":
 			params.Messages = append(params.Messages, openai.SystemMessage(m.Content))
@@ -81,26 +108,69 @@ func (c *Client) Complete(ctx context.Context, messages []consolidation.Message,
 			params.Messages = append(params.Messages, openai.UserMessage(m.Content))
 		}
 	}
-	if !c.jsonMode.Load() {
-		params.ResponseFormat = openai.ChatCompletionNewParamsResponseFormatUnion{OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{
-			JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{Name: "consolidation", Schema: schema, Strict: openai.Bool(true)},
-		}}
-		resp, err := c.chat.Completions.New(ctx, params)
+	for {
+		resp, err := c.send(ctx, params, req)
 		if err == nil {
 			return completion(resp)
 		}
-		if !rejectsSchema(err) {
-			return consolidation.Completion{}, describe(err)
+		// "Unsupported parameter: 'max_tokens' ... Use 'max_completion_tokens' instead."
+		if req.MaxTokens > 0 && !c.completionTokens.Load() && rejects(err, "max_completion_tokens") {
+			c.completionTokens.Store(true)
+			continue
+		}
+		return consolidation.Completion{}, describe(err)
+	}
+}
+
+// send makes the call with json_schema, falling back to plain JSON mode for
+// a server that rejects it.
+func (c *Client) send(ctx context.Context, params openai.ChatCompletionNewParams, req consolidation.Request) (*openai.ChatCompletion, error) {
+	if req.MaxTokens > 0 {
+		if c.completionTokens.Load() {
+			params.MaxCompletionTokens = openai.Int(int64(req.MaxTokens))
+		} else {
+			params.MaxTokens = openai.Int(int64(req.MaxTokens))
+		}
+	}
+	if !c.jsonMode.Load() {
+		params.ResponseFormat = openai.ChatCompletionNewParamsResponseFormatUnion{OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{
+			JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{Name: "consolidation", Schema: req.Schema, Strict: openai.Bool(true)},
+		}}
+		resp, err := c.chat.Completions.New(ctx, params)
+		if err == nil || !rejectsSchema(err) {
+			return resp, err
 		}
 		c.jsonMode.Store(true)
 	}
 	params.ResponseFormat = openai.ChatCompletionNewParamsResponseFormatUnion{OfJSONObject: &shared.ResponseFormatJSONObjectParam{}}
-	resp, err := c.chat.Completions.New(ctx, params)
-	if err != nil {
-		return consolidation.Completion{}, describe(err)
-	}
-	return completion(resp)
+	return c.chat.Completions.New(ctx, params)
 }
+
+// cappedBody fails a read past its limit with ErrAnswerTooLarge, so no
+// more than the limit is ever held in memory.
+type cappedBody struct {
+	rc          io.ReadCloser
+	left, limit int64
+}
+
+func (b *cappedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		// One byte more tells a body of exactly the limit from a longer one.
+		var one [1]byte
+		if n, _ := b.rc.Read(one[:]); n == 0 {
+			return 0, io.EOF
+		}
+		return 0, fmt.Errorf("%w: the answer is longer than %d bytes", consolidation.ErrAnswerTooLarge, b.limit)
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.rc.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+func (b *cappedBody) Close() error { return b.rc.Close() }
 
 func completion(resp *openai.ChatCompletion) (consolidation.Completion, error) {
 	out := consolidation.Completion{PromptTokens: resp.Usage.PromptTokens, CompletionTokens: resp.Usage.CompletionTokens}
@@ -108,12 +178,18 @@ func completion(resp *openai.ChatCompletion) (consolidation.Completion, error) {
 		return out, nil // an empty answer is invalid, not a transport error
 	}
 	out.Content = resp.Choices[0].Message.Content
+	out.Truncated = resp.Choices[0].FinishReason == "length"
 	return out, nil
 }
 
 // rejectsSchema tells a server that does not support json_schema (a 400 or
 // 422 that mentions the response format) from other errors.
 func rejectsSchema(err error) bool {
+	return rejects(err, "response_format") || rejects(err, "json_schema") || rejects(err, "schema")
+}
+
+// rejects tells whether err is a 400 or 422 whose message names what.
+func rejects(err error, what string) bool {
 	var apiErr *openai.Error
 	if !errors.As(err, &apiErr) {
 		return false
@@ -121,8 +197,7 @@ func rejectsSchema(err error) bool {
 	if apiErr.StatusCode != http.StatusBadRequest && apiErr.StatusCode != http.StatusUnprocessableEntity {
 		return false
 	}
-	msg := strings.ToLower(apiErr.Message + " " + apiErr.RawJSON())
-	return strings.Contains(msg, "response_format") || strings.Contains(msg, "json_schema") || strings.Contains(msg, "schema")
+	return strings.Contains(strings.ToLower(apiErr.Message+" "+apiErr.RawJSON()), what)
 }
 
 // describe keeps the status and the server's message, and never the

@@ -14,8 +14,11 @@ import (
 )
 
 // Apply applies a batch's operations and marks its facts consolidated in one
-// transaction: deletes, updates, creates, then the facts.
-func (s *Store) Apply(ctx context.Context, bank string, ops consolidation.Ops, consolidated []string, now time.Time) ([]string, error) {
+// transaction. It first marks the facts, which must be pending and claimed
+// by run (ErrClaimLost otherwise, and nothing is applied); that also locks
+// them against a run whose claim would start meanwhile. Then deletes,
+// updates and creates.
+func (s *Store) Apply(ctx context.Context, bank, run string, ops consolidation.Ops, consolidated []string, now time.Time) ([]string, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err
@@ -26,6 +29,21 @@ func (s *Store) Apply(ctx context.Context, bank string, ops consolidation.Ops, c
 	facts, err := s.factsByID(ctx, tx, bank, consolidated)
 	if err != nil {
 		return nil, err
+	}
+	if len(consolidated) > 0 {
+		args := []any{bank, s.t(&now), run}
+		for _, id := range consolidated {
+			args = append(args, id)
+		}
+		res, err := tx.ExecContext(ctx, s.q("UPDATE promptops_facts SET status = 'consolidated', consolidated_at = $2, failure_reason = NULL, claimed_until = NULL WHERE bank = $1 AND status = 'pending' AND claimed_by = $3 AND id IN ("+placeholders(4, len(consolidated))+")"), args...)
+		if err != nil {
+			return nil, err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return nil, err
+		} else if n != int64(len(consolidated)) {
+			return nil, consolidation.ErrClaimLost
+		}
 	}
 	for _, d := range ops.Deletes {
 		if err := s.deleteObservation(ctx, tx, bank, d.ObservationID, now); err != nil {
@@ -44,15 +62,6 @@ func (s *Store) Apply(ctx context.Context, bank string, ops consolidation.Ops, c
 			return nil, err
 		}
 		created = append(created, id)
-	}
-	if len(consolidated) > 0 {
-		args := []any{bank, s.t(&now)}
-		for _, id := range consolidated {
-			args = append(args, id)
-		}
-		if _, err := tx.ExecContext(ctx, s.q("UPDATE promptops_facts SET status = 'consolidated', consolidated_at = $2, failure_reason = NULL WHERE bank = $1 AND status = 'pending' AND id IN ("+placeholders(3, len(consolidated))+")"), args...); err != nil {
-			return nil, err
-		}
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, err
@@ -238,17 +247,17 @@ func (s *Store) ftsDelete(ctx context.Context, tx *sql.Tx, bank, id string) erro
 	return err
 }
 
-// MarkFailed marks pending facts failed with a reason; they are skipped
-// until RetryFacts.
-func (s *Store) MarkFailed(ctx context.Context, bank string, ids []string, reason string, now time.Time) error {
+// MarkFailed marks run's claimed pending facts failed with a reason; they
+// are skipped until RetryFacts.
+func (s *Store) MarkFailed(ctx context.Context, bank, run string, ids []string, reason string, now time.Time) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	args := []any{bank, reason}
+	args := []any{bank, reason, run}
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	_, err := s.db.ExecContext(ctx, s.q("UPDATE promptops_facts SET status = 'failed', failure_reason = $2 WHERE bank = $1 AND status = 'pending' AND id IN ("+placeholders(3, len(ids))+")"), args...)
+	_, err := s.db.ExecContext(ctx, s.q("UPDATE promptops_facts SET status = 'failed', failure_reason = $2, claimed_until = NULL WHERE bank = $1 AND status = 'pending' AND claimed_by = $3 AND id IN ("+placeholders(4, len(ids))+")"), args...)
 	return err
 }
 

@@ -268,11 +268,6 @@ func scanFact(sc interface{ Scan(...any) error }, lead ...any) (consolidation.Fa
 	return f, nil
 }
 
-// PendingFacts returns facts neither consolidated nor failed, oldest first.
-func (s *Store) PendingFacts(ctx context.Context, bank string, limit int) ([]consolidation.Fact, error) {
-	return s.ListFacts(ctx, bank, consolidation.FactPending, limit)
-}
-
 // ListFacts lists a bank's facts, oldest first; status "" lists all.
 func (s *Store) ListFacts(ctx context.Context, bank, status string, limit int) ([]consolidation.Fact, error) {
 	rows, err := s.db.QueryContext(ctx, s.q("SELECT "+factColumns+" FROM promptops_facts WHERE bank = $1 AND ($2 = '' OR status = $2) ORDER BY created_at, id LIMIT $3"), bank, status, limit)
@@ -325,7 +320,7 @@ func (s *Store) ImportFacts(ctx context.Context, bank string, facts []consolidat
 // RetryFacts sets failed facts back to pending: the given ids, or all
 // failed facts of the bank when ids is empty.
 func (s *Store) RetryFacts(ctx context.Context, bank string, ids []string) (int64, error) {
-	query := "UPDATE promptops_facts SET status = 'pending', failure_reason = NULL WHERE bank = $1 AND status = 'failed'"
+	query := "UPDATE promptops_facts SET status = 'pending', failure_reason = NULL, claimed_by = NULL, claimed_until = NULL WHERE bank = $1 AND status = 'failed'"
 	args := []any{bank}
 	if len(ids) > 0 {
 		query += " AND id IN (" + placeholders(2, len(ids)) + ")"

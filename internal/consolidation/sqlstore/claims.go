@@ -1,0 +1,106 @@
+package sqlstore
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	"github.com/promptops/promptops/internal/consolidation"
+)
+
+// claimLayout is fixed-width, so SQLite's text comparison orders claim
+// times correctly.
+const claimLayout = "2006-01-02T15:04:05.000000000Z"
+
+// claimTime encodes a lease time for the dialect.
+func (s *Store) claimTime(t time.Time) any {
+	if s.dialect == sqlite {
+		return t.UTC().Format(claimLayout)
+	}
+	return t.UTC()
+}
+
+// ClaimFacts claims up to limit pending facts no live claim holds, oldest
+// first. PostgreSQL skips rows another transaction is claiming (FOR UPDATE
+// SKIP LOCKED); SQLite's immediate transactions serialise writers.
+func (s *Store) ClaimFacts(ctx context.Context, bank, run string, limit int, now, until time.Time) ([]consolidation.Fact, error) {
+	var query string
+	switch s.dialect {
+	case postgres:
+		query = `UPDATE promptops_facts f SET claimed_by = $3, claimed_until = $5
+			FROM (SELECT bank, id FROM promptops_facts
+			      WHERE bank = $1 AND status = 'pending' AND (claimed_until IS NULL OR claimed_until <= $4)
+			      ORDER BY created_at, id LIMIT $2 FOR UPDATE SKIP LOCKED) c
+			WHERE f.bank = c.bank AND f.id = c.id
+			RETURNING ` + factColumnsOf("f")
+	default:
+		query = `UPDATE promptops_facts SET claimed_by = ?3, claimed_until = ?5
+			WHERE bank = ?1 AND id IN (SELECT id FROM promptops_facts
+			      WHERE bank = ?1 AND status = 'pending' AND (claimed_until IS NULL OR claimed_until <= ?4)
+			      ORDER BY created_at, id LIMIT ?2)
+			RETURNING ` + factColumns
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = tx.Rollback() }()
+	rows, err := tx.QueryContext(ctx, query, bank, limit, run, s.claimTime(now), s.claimTime(until))
+	if err != nil {
+		return nil, err
+	}
+	var out []consolidation.Fact
+	for rows.Next() {
+		f, err := scanFact(rows)
+		if err != nil {
+			rows.Close()
+			return nil, err
+		}
+		out = append(out, f)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, err
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
+			return out[i].CreatedAt.Before(out[j].CreatedAt)
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out, nil
+}
+
+// ExtendClaims renews the lease of run's claimed pending facts.
+func (s *Store) ExtendClaims(ctx context.Context, bank, run string, until time.Time) error {
+	_, err := s.db.ExecContext(ctx, s.q("UPDATE promptops_facts SET claimed_until = $3 WHERE bank = $1 AND claimed_by = $2 AND status = 'pending'"), bank, run, s.claimTime(until))
+	return err
+}
+
+// ReleaseClaims gives up run's claims on facts still pending.
+func (s *Store) ReleaseClaims(ctx context.Context, bank, run string) error {
+	_, err := s.db.ExecContext(ctx, s.q("UPDATE promptops_facts SET claimed_by = NULL, claimed_until = NULL WHERE bank = $1 AND claimed_by = $2 AND status = 'pending'"), bank, run)
+	return err
+}
+
+// CountFacts counts a bank's facts per status.
+func (s *Store) CountFacts(ctx context.Context, bank string) (map[string]int64, error) {
+	rows, err := s.db.QueryContext(ctx, s.q("SELECT status, count(*) FROM promptops_facts WHERE bank = $1 GROUP BY status"), bank)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var status string
+		var n int64
+		if err := rows.Scan(&status, &n); err != nil {
+			return nil, err
+		}
+		out[status] = n
+	}
+	return out, rows.Err()
+}
