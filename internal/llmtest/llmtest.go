@@ -5,6 +5,7 @@ package llmtest
 import (
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -272,4 +273,53 @@ func OnePerFact(_ int, req Request) Reply {
 		}
 	}
 	return Reply{Content: a.JSON(), PromptTokens: int64(len(req.System)+len(req.User)) / 4, CompletionTokens: 50}
+}
+
+// Faults are how often a Faulty model spoils an answer, as fractions of
+// prompts.
+type Faults struct {
+	// InvalidItem adds one invalid item to an otherwise good answer: half
+	// the time a delete of an invented id, half the time the first fact's
+	// create turned into an update of an invented id (so that fact has no
+	// valid item).
+	InvalidItem float64
+	// Truncated cuts the answer's JSON in half.
+	Truncated float64
+	// Fenced wraps a good answer in a ```json fence.
+	Fenced float64
+}
+
+// Faulty plays a mostly-right model at temperature 0: the answers of
+// OnePerFact, spoiled for a share of prompts chosen by a hash of the prompt,
+// so the same prompt always gets the same mistake, as a real model at
+// temperature 0 repeats its own.
+func Faulty(f Faults) Script {
+	return func(n int, req Request) Reply {
+		rep := OnePerFact(n, req)
+		h := fnv.New64a()
+		_, _ = io.WriteString(h, req.System)
+		_, _ = io.WriteString(h, req.User)
+		sum := h.Sum64()
+		u := float64(sum>>11) / float64(1<<53)
+		switch {
+		case u < f.InvalidItem:
+			var a Answer
+			_ = json.Unmarshal([]byte(rep.Content), &a)
+			invented := fmt.Sprintf("%08x-0000-4000-8000-%012x", uint32(sum), sum>>16&0xffffffffffff)
+			if sum&(1<<7) == 0 || len(a.Creates) == 0 {
+				a.Deletes = append(a.Deletes, map[string]any{"observation_id": invented})
+			} else {
+				c := a.Creates[0]
+				a.Creates = a.Creates[1:]
+				a.Updates = append(a.Updates, map[string]any{"observation_id": invented, "text": c["text"], "source_fact_ids": c["source_fact_ids"]})
+			}
+			rep.Content = a.JSON()
+		case u < f.InvalidItem+f.Truncated:
+			rep.Content = rep.Content[:len(rep.Content)/2]
+			rep.FinishReason = "length"
+		case u < f.InvalidItem+f.Truncated+f.Fenced:
+			rep.Content = "```json\n" + rep.Content + "\n```"
+		}
+		return rep
+	}
 }
