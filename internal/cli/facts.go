@@ -5,12 +5,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/promptops/promptops/internal/consolidation"
 )
@@ -60,38 +63,111 @@ func parseTime(field, s string) (*time.Time, error) {
 	return nil, fmt.Errorf("%s %q is neither RFC 3339 nor YYYY-MM-DD", field, s)
 }
 
-// parseFacts reads JSONL; any bad line fails the whole file.
-func parseFacts(r io.Reader) ([]consolidation.Fact, error) {
-	var out []consolidation.Fact
+// MaxFactLine is the longest line, without its line ending, that facts
+// import reads. It bounds the reader's buffer; a fact's text is far shorter.
+const MaxFactLine = 4 << 20
+
+// utf8BOM is the byte order mark some Windows editors write first.
+var utf8BOM = []byte("\xef\xbb\xbf")
+
+// parseFacts reads JSONL a line at a time; any bad line fails the whole
+// file. It accepts a UTF-8 byte order mark and CRLF line endings and skips
+// blank lines. A repeated id with the same text is dropped and counted in
+// dups; with different text it is an error.
+func parseFacts(r io.Reader) (facts []consolidation.Fact, dups int, err error) {
+	type seenID struct{ line, index int }
+	seen := map[string]seenID{}
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for n := 1; sc.Scan(); n++ {
-		line := bytes.TrimSpace(sc.Bytes())
+	// Room for a line of MaxFactLine bytes and its CRLF; longer lines are
+	// refused below or by the scanner with bufio.ErrTooLong.
+	sc.Buffer(make([]byte, 64<<10), MaxFactLine+2)
+	n := 1
+	for ; sc.Scan(); n++ {
+		line := sc.Bytes()
+		if n == 1 {
+			line = bytes.TrimPrefix(line, utf8BOM)
+		}
+		// TrimSpace also drops the \r of a CRLF ending.
+		line = bytes.TrimSpace(line)
 		if len(line) == 0 {
 			continue
 		}
-		var fl factLine
-		dec := json.NewDecoder(bytes.NewReader(line))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&fl); err != nil {
-			return nil, fmt.Errorf("line %d: %v", n, err)
+		if len(line) > MaxFactLine {
+			return nil, 0, tooLong(n)
 		}
-		if strings.TrimSpace(fl.Text) == "" {
-			return nil, fmt.Errorf("line %d: text is required", n)
-		}
-		f := consolidation.Fact{ID: fl.ID, Text: fl.Text, Entities: fl.Entities, Tags: fl.Tags}
-		var err error
-		if f.OccurredStart, err = parseTime("occurred_start", fl.OccurredStart); err == nil {
-			if f.OccurredEnd, err = parseTime("occurred_end", fl.OccurredEnd); err == nil {
-				f.MentionedAt, err = parseTime("mentioned_at", fl.MentionedAt)
-			}
-		}
+		f, err := parseFactLine(line)
 		if err != nil {
-			return nil, fmt.Errorf("line %d: %v", n, err)
+			return nil, 0, fmt.Errorf("line %d: %w", n, err)
 		}
-		out = append(out, f)
+		if f.ID != "" {
+			if first, ok := seen[f.ID]; ok {
+				if facts[first.index].Text != f.Text {
+					return nil, 0, fmt.Errorf("line %d: id %q repeats line %d with different text", n, f.ID, first.line)
+				}
+				dups++
+				continue
+			}
+			seen[f.ID] = seenID{line: n, index: len(facts)}
+		}
+		facts = append(facts, f)
 	}
-	return out, sc.Err()
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return nil, 0, tooLong(n)
+		}
+		return nil, 0, fmt.Errorf("line %d: %w", n, err)
+	}
+	return facts, dups, nil
+}
+
+func tooLong(n int) error {
+	return fmt.Errorf("line %d: longer than %d MiB", n, MaxFactLine>>20)
+}
+
+// parseFactLine decodes one non-blank line; errors name the field.
+func parseFactLine(line []byte) (consolidation.Fact, error) {
+	if !utf8.Valid(line) {
+		return consolidation.Fact{}, errors.New("not valid UTF-8")
+	}
+	var fl factLine
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&fl); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			return consolidation.Fact{}, fmt.Errorf("%s: a JSON %s where %s is wanted", te.Field, te.Value, jsonKind(te.Type.Kind()))
+		}
+		return consolidation.Fact{}, err
+	}
+	if strings.TrimSpace(fl.Text) == "" {
+		return consolidation.Fact{}, errors.New("text is required")
+	}
+	f := consolidation.Fact{ID: fl.ID, Text: fl.Text, Entities: fl.Entities, Tags: fl.Tags}
+	var err error
+	if f.OccurredStart, err = parseTime("occurred_start", fl.OccurredStart); err != nil {
+		return f, err
+	}
+	if f.OccurredEnd, err = parseTime("occurred_end", fl.OccurredEnd); err != nil {
+		return f, err
+	}
+	if f.MentionedAt, err = parseTime("mentioned_at", fl.MentionedAt); err != nil {
+		return f, err
+	}
+	if f.OccurredStart != nil && f.OccurredEnd != nil && f.OccurredEnd.Before(*f.OccurredStart) {
+		return f, fmt.Errorf("occurred_end %q is before occurred_start %q", fl.OccurredEnd, fl.OccurredStart)
+	}
+	return f, nil
+}
+
+// jsonKind names a Go kind the way a JSON author would.
+func jsonKind(k reflect.Kind) string {
+	switch k {
+	case reflect.String:
+		return "a string"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	}
+	return k.String()
 }
 
 func runFactsImport(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -99,7 +175,7 @@ func runFactsImport(args []string, stdin io.Reader, stdout, stderr io.Writer) in
 	var sf storeFlags
 	sf.register(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: promptops facts import --bank NS/NAME --store URL FILE.jsonl|-\n\nOne fact per line: {\"id\"?, \"text\", \"entities\", \"occurred_start\", \"occurred_end\", \"mentioned_at\", \"tags\"}.\nA bad line is reported with its number and nothing of the file is imported.")
+		fmt.Fprintf(stderr, "Usage: promptops facts import --bank NS/NAME --store URL FILE.jsonl|-\n\nOne fact per line: {\"id\"?, \"text\", \"entities\", \"occurred_start\", \"occurred_end\", \"mentioned_at\", \"tags\"}.\nUTF-8, with or without a byte order mark; LF or CRLF line endings; blank lines are skipped.\nA line may hold at most %d MiB. A repeated id with the same text is skipped and counted as\nalready present; with different text it is an error, as is occurred_end before occurred_start.\nA bad line is reported with its number and nothing of the file is imported (exit code 2).\n", MaxFactLine>>20)
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args); !ok {
@@ -120,7 +196,7 @@ func runFactsImport(args []string, stdin io.Reader, stdout, stderr io.Writer) in
 		defer f.Close()
 		r = f
 	}
-	facts, err := parseFacts(r)
+	facts, dups, err := parseFacts(r)
 	if err != nil {
 		fmt.Fprintf(stderr, "promptops facts import: %s: %v; nothing imported\n", name, err)
 		return ExitInvalid
@@ -137,7 +213,7 @@ func runFactsImport(args []string, stdin io.Reader, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "promptops facts import: %v; nothing imported\n", err)
 		return ExitFailed
 	}
-	fmt.Fprintf(stdout, "imported %d facts into %s (%d already present)\n", n, sf.bank, len(facts)-n)
+	fmt.Fprintf(stdout, "imported %d facts into %s (%d already present)\n", n, sf.bank, len(facts)-n+dups)
 	return ExitOK
 }
 

@@ -1,0 +1,108 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/promptops/promptops/internal/consolidation"
+)
+
+// longFact is a valid fact line of exactly n bytes.
+func longFact(n int) string {
+	const pre, post = `{"text": "`, `"}`
+	return pre + strings.Repeat("a", n-len(pre)-len(post)) + post
+}
+
+func TestFactsImportRejectsBadLines(t *testing.T) {
+	ok := `{"id": "x", "text": "Alice works at Acme"}`
+	for _, tc := range []struct {
+		name, input, want string
+	}{
+		{"line over the limit", ok + "\n" + longFact(MaxFactLine+1) + "\n", "line 2: longer than 4 MiB"},
+		{"line over the scanner buffer", ok + "\r\n" + longFact(MaxFactLine+3) + "\r\n" + ok + "\r\n", "line 2: longer than 4 MiB"},
+		{"last line over the limit without newline", ok + "\n\n" + longFact(MaxFactLine+1), "line 3: longer than 4 MiB"},
+		{"id repeated with different text", "\n" + ok + "\n\n" + `{"id": "x", "text": "Alice works at Initech"}` + "\n", `line 4: id "x" repeats line 2 with different text`},
+		{"id repeated with different text, CRLF", ok + "\r\n" + `{"id": "x", "text": "Alice works at Acme "}` + "\r\n", `line 2: id "x" repeats line 1 with different text`},
+		{"occurred_end before occurred_start", `{"text": "a trip", "occurred_start": "2024-02-01", "occurred_end": "2024-01-31T23:00:00Z"}`, `line 1: occurred_end "2024-01-31T23:00:00Z" is before occurred_start "2024-02-01"`},
+		{"bad occurred_end", ok + "\r\n" + `{"text": "a trip", "occurred_end": "soon"}` + "\r\n", `line 2: occurred_end "soon" is neither RFC 3339 nor YYYY-MM-DD`},
+		{"text of the wrong type", `{"text": 42}`, "line 1: text: a JSON number where a string is wanted"},
+		{"entities of the wrong type", `{"text": "t", "entities": "Alice"}`, "line 1: entities: a JSON string where an array is wanted"},
+		{"missing text", "\xef\xbb\xbf" + `{"id": "y"}` + "\r\n", "line 1: text is required"},
+		{"invalid UTF-8", ok + "\n" + "{\"text\": \"caf\xe9\"}\n", "line 2: not valid UTF-8"},
+		{"UTF-16 input", "\xff\xfe{\x00}\x00", "line 1: not valid UTF-8"},
+		{"byte order mark after line 1", ok + "\n\xef\xbb\xbf" + `{"text": "b"}` + "\n", "line 2: invalid character"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			url := "sqlite://" + filepath.Join(t.TempDir(), "bank.db")
+			code, out, errOut := run(t, tc.input, "facts", "import", "--bank", "a/b", "--store", url, "-")
+			if code != ExitInvalid || out != "" || !strings.Contains(errOut, tc.want) || !strings.Contains(errOut, "nothing imported") {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want exit 2 and %q", code, out, errOut, tc.want)
+			}
+			if _, out, _ := run(t, "", "facts", "list", "--bank", "a/b", "--store", url, "-o", "json"); strings.TrimSpace(out) != "[]" {
+				t.Fatalf("something was imported: %s", out)
+			}
+		})
+	}
+}
+
+func TestParseFactsLineAtTheLimit(t *testing.T) {
+	for _, ending := range []string{"\n", "\r\n", ""} {
+		facts, _, err := parseFacts(strings.NewReader(longFact(MaxFactLine) + ending))
+		if err != nil || len(facts) != 1 || len(facts[0].Text) != MaxFactLine-len(`{"text": ""}`) {
+			t.Fatalf("ending %q: %d facts, %v", ending, len(facts), err)
+		}
+	}
+}
+
+func TestFactsImportBOMAndCRLF(t *testing.T) {
+	input := "\xef\xbb\xbf" + strings.Join([]string{
+		`{"id": "f1", "text": "Alice works at Acme Corp", "entities": ["Alice"], "occurred_start": "2024-01-15", "occurred_end": "2024-01-15", "tags": ["work"]}`,
+		"",
+		`{"id": "f2", "text": "Bob has a dog named Rex", "entities": ["Bob", "Rex"]}`,
+		"\r",
+		"  \t",
+		`{"id": "f1", "text": "Alice works at Acme Corp", "entities": ["someone else"]}`,
+		`{"text": "张伟在北京工作", "mentioned_at": "2024-05-01T08:00:00Z"}`,
+	}, "\r\n") + "\r\n"
+	for name, url := range storeURLs(t) {
+		t.Run(name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "facts.jsonl")
+			if err := os.WriteFile(file, []byte(input), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			code, out, errOut := run(t, "", "facts", "import", "--bank", "a/b", "--store", url, file)
+			if code != ExitOK || !strings.Contains(out, "imported 3 facts into a/b (1 already present)") {
+				t.Fatalf("import: %d %q %q", code, out, errOut)
+			}
+			code, out, errOut = run(t, "", "facts", "list", "--bank", "a/b", "--store", url, "-o", "json")
+			var facts []consolidation.Fact
+			if code != ExitOK || json.Unmarshal([]byte(out), &facts) != nil || len(facts) != 3 {
+				t.Fatalf("list: %d %s %s", code, out, errOut)
+			}
+			if strings.Contains(out, `\r`) || strings.Contains(out, "\r") || strings.Contains(out, "\ufeff") {
+				t.Fatalf("a CR or BOM got into the facts: %s", out)
+			}
+			want := []consolidation.Fact{
+				{ID: "f1", Text: "Alice works at Acme Corp", Entities: []string{"Alice"}, Tags: []string{"work"}},
+				{ID: "f2", Text: "Bob has a dog named Rex", Entities: []string{"Bob", "Rex"}},
+				{Text: "张伟在北京工作"},
+			}
+			for i, f := range facts {
+				w := want[i]
+				if (w.ID != "" && f.ID != w.ID) || f.Text != w.Text || !reflect.DeepEqual(f.Entities, w.Entities) || !reflect.DeepEqual(f.Tags, w.Tags) {
+					t.Errorf("fact %d = %+v, want %+v", i, f, w)
+				}
+			}
+			if facts[0].OccurredStart == nil || facts[0].OccurredStart.Format("2006-01-02") != "2024-01-15" || facts[2].MentionedAt == nil {
+				t.Errorf("dates lost: %+v %+v", facts[0], facts[2])
+			}
+			if code, out, _ = run(t, "", "facts", "import", "--bank", "a/b", "--store", url, file); code != ExitOK || !strings.Contains(out, "imported 1 facts into a/b (3 already present)") {
+				t.Fatalf("re-import: %d %q", code, out)
+			}
+		})
+	}
+}
