@@ -139,6 +139,9 @@ func parseFactLine(line []byte) (consolidation.Fact, error) {
 		}
 		return consolidation.Fact{}, err
 	}
+	if _, err := dec.Token(); err != io.EOF {
+		return consolidation.Fact{}, errors.New("more than one JSON value on the line (one fact per line)")
+	}
 	if strings.TrimSpace(fl.Text) == "" {
 		return consolidation.Fact{}, errors.New("text is required")
 	}

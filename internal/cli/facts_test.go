@@ -34,6 +34,7 @@ func TestFactsImportRejectsBadLines(t *testing.T) {
 		{"missing text", "\xef\xbb\xbf" + `{"id": "y"}` + "\r\n", "line 1: text is required"},
 		{"invalid UTF-8", ok + "\n" + "{\"text\": \"caf\xe9\"}\n", "line 2: not valid UTF-8"},
 		{"UTF-16 input", "\xff\xfe{\x00}\x00", "line 1: not valid UTF-8"},
+		{"two facts on one line", ok + "\n" + `{"text": "a"} {"text": "b"}` + "\n", "line 2: more than one JSON value on the line"},
 		{"byte order mark after line 1", ok + "\n\xef\xbb\xbf" + `{"text": "b"}` + "\n", "line 2: invalid character"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

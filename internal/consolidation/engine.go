@@ -236,7 +236,11 @@ func (r *run) batch(ctx context.Context, facts []Fact) error {
 }
 
 // recall pools the observations related to each fact of the batch, best
-// first, and records which fact recalled which observation.
+// first, and records which fact recalled which observation. A fact's
+// RecallPerFact best go to the pool; every observation the store recalled
+// for it and that is related at all counts as recalled by it, so an update
+// of a pooled observation is judged by what its own fact recalled, not by
+// which fact happened to bring it into the top of the pool.
 func (r *run) recall(ctx context.Context, facts []Fact) ([]Candidate, map[string][]string, error) {
 	type pooled struct {
 		c    Candidate
@@ -249,13 +253,16 @@ func (r *run) recall(ctx context.Context, facts []Fact) ([]Candidate, map[string
 		if err != nil {
 			return nil, nil, err
 		}
-		for rank, c := range Rank(f, cands, r.Settings.RecallPerFact) {
+		for rank, c := range Rank(f, cands, len(cands)) {
+			recalledBy[c.ID] = append(recalledBy[c.ID], f.ID)
+			if rank >= r.Settings.RecallPerFact {
+				continue
+			}
 			if p, ok := byID[c.ID]; ok {
 				p.best = min(p.best, rank)
 			} else {
 				byID[c.ID] = &pooled{c: c, best: rank}
 			}
-			recalledBy[c.ID] = append(recalledBy[c.ID], f.ID)
 		}
 	}
 	pool := make([]*pooled, 0, len(byID))

@@ -279,9 +279,9 @@ func OnePerFact(_ int, req Request) Reply {
 // prompts.
 type Faults struct {
 	// InvalidItem adds one invalid item to an otherwise good answer: half
-	// the time a delete of an invented id, half the time the first fact's
-	// create turned into an update of an invented id (so that fact has no
-	// valid item).
+	// the time a delete of an invented id, half the time the first update
+	// (or create, turned into an update) names an invented id, so that its
+	// fact has no valid item.
 	InvalidItem float64
 	// Truncated cuts the answer's JSON in half.
 	Truncated float64
@@ -306,9 +306,12 @@ func Faulty(f Faults) Script {
 			var a Answer
 			_ = json.Unmarshal([]byte(rep.Content), &a)
 			invented := fmt.Sprintf("%08x-0000-4000-8000-%012x", uint32(sum), sum>>16&0xffffffffffff)
-			if sum&(1<<7) == 0 || len(a.Creates) == 0 {
+			switch {
+			case sum&(1<<7) == 0 || len(a.Creates)+len(a.Updates) == 0:
 				a.Deletes = append(a.Deletes, map[string]any{"observation_id": invented})
-			} else {
+			case len(a.Updates) > 0:
+				a.Updates[0]["observation_id"] = invented
+			default:
 				c := a.Creates[0]
 				a.Creates = a.Creates[1:]
 				a.Updates = append(a.Updates, map[string]any{"observation_id": invented, "text": c["text"], "source_fact_ids": c["source_fact_ids"]})

@@ -86,3 +86,76 @@ func BenchmarkEngine(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkEngineFaulty consolidates 1,000 facts with a model that is
+// mostly right, deterministic at temperature 0 (20% of answers carry one
+// invalid item, 5% are truncated JSON, 5% fenced), beside the same run with
+// a perfect model: LLM calls per batch (1.0 is perfect), prompt tokens and
+// engine time per fact, and facts consolidated and failed.
+func BenchmarkEngineFaulty(b *testing.B) {
+	const n, batch = 1000, 8
+	enc := tokens.MustGet(tokens.O200K)
+	models := []struct {
+		name   string
+		script llmtest.Script
+	}{
+		{"perfect", llmtest.OnePerFact},
+		{"faulty", llmtest.Faulty(llmtest.Faults{InvalidItem: 0.20, Truncated: 0.05, Fenced: 0.05})},
+	}
+	for _, storeName := range []string{"postgres", "sqlite"} {
+		for _, m := range models {
+			b.Run(storeName+"/"+m.name, func(b *testing.B) {
+				var promptTokens, calls, consolidated, failed, lost int64
+				var total time.Duration
+				for i := 0; i < b.N; i++ {
+					b.StopTimer()
+					srv := llmtest.New(m.script)
+					url := "sqlite://" + filepath.Join(b.TempDir(), "bank.db")
+					if storeName == "postgres" {
+						dsn, err := pg.NewDatabase(context.Background())
+						if err != nil {
+							b.Fatal(err)
+						}
+						url = dsn
+					}
+					s, err := Open(context.Background(), url)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, err := s.ImportFacts(context.Background(), bank, benchFacts(n)); err != nil {
+						b.Fatal(err)
+					}
+					e := engine(s, srv, func(st *consolidation.Settings) { st.BatchSize, st.MaxFacts = batch, n })
+					b.StartTimer()
+					start := time.Now()
+					sum, err := e.Run(context.Background())
+					total += time.Since(start)
+					b.StopTimer()
+					if err != nil {
+						b.Fatal(err)
+					}
+					counts, err := s.CountFacts(context.Background(), bank)
+					if err != nil {
+						b.Fatal(err)
+					}
+					calls += sum.LLMCalls
+					consolidated += counts[consolidation.FactConsolidated]
+					failed += counts[consolidation.FactFailed]
+					lost += n - counts[consolidation.FactConsolidated] - counts[consolidation.FactFailed]
+					_ = s.Close()
+					for _, req := range srv.Requests() {
+						promptTokens += int64(enc.Count(req.System) + enc.Count(req.User))
+					}
+					srv.Close()
+				}
+				batches := float64(b.N) * float64((n+batch-1)/batch)
+				b.ReportMetric(float64(calls)/batches, "calls/batch")
+				b.ReportMetric(float64(promptTokens)/float64(b.N*n), "prompt-tokens/fact")
+				b.ReportMetric(float64(total.Microseconds())/float64(b.N*n), "µs/fact")
+				b.ReportMetric(float64(consolidated)/float64(b.N), "consolidated")
+				b.ReportMetric(float64(failed)/float64(b.N), "failed")
+				b.ReportMetric(float64(lost)/float64(b.N), "lost")
+			})
+		}
+	}
+}
