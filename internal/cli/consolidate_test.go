@@ -168,3 +168,38 @@ func TestConsolidateRejectsBadEnvInteger(t *testing.T) {
 		t.Fatalf("%d %s", code, errOut)
 	}
 }
+
+// TestConsolidateMaxTokensPerRun: the budget from the environment, as the
+// Job passes it, cuts the run short before its first call here; the facts
+// stay pending and the summary says why. A budget that is not a number is
+// refused.
+func TestConsolidateMaxTokensPerRun(t *testing.T) {
+	for name, url := range storeURLs(t) {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			facts := filepath.Join(dir, "facts.jsonl")
+			_ = os.WriteFile(facts, []byte(factsJSONL), 0o644)
+			if code, _, errOut := run(t, "", "facts", "import", "--bank", "agents/budget", "--store", url, facts); code != ExitOK {
+				t.Fatal(errOut)
+			}
+			srv := llmtest.New(llmtest.OnePerFact)
+			defer srv.Close()
+			withEnv(t, map[string]string{"PROMPTOPS_STORE": url, "PROMPTOPS_MAX_TOKENS_PER_RUN": "1000", "OPENAI_API_KEY": ""})
+			code, out, errOut := run(t, "", "consolidate", "--bank", "agents/budget", "--llm-base-url", srv.BaseURL(), "--model", "m")
+			var sum consolidation.Summary
+			if code != ExitOK || json.Unmarshal([]byte(out), &sum) != nil {
+				t.Fatalf("%d %q %s", code, out, errOut)
+			}
+			if !strings.Contains(sum.CutShort, "maxTokensPerRun (1000)") || sum.PendingFacts != 3 || sum.LLMCalls != 0 || len(srv.Requests()) != 0 {
+				t.Fatalf("summary %+v", sum)
+			}
+			if !strings.Contains(errOut, "maxTokensPerRun (1000) reached") {
+				t.Fatalf("stderr lacks the reason:\n%s", errOut)
+			}
+			withEnv(t, map[string]string{"PROMPTOPS_MAX_TOKENS_PER_RUN": "lots"})
+			if code, _, errOut := run(t, "", "consolidate", "--bank", "agents/budget", "--llm-base-url", srv.BaseURL(), "--model", "m"); code != ExitInvalid || !strings.Contains(errOut, "PROMPTOPS_MAX_TOKENS_PER_RUN") {
+				t.Fatalf("%d %s", code, errOut)
+			}
+		})
+	}
+}
