@@ -144,7 +144,8 @@ type Section struct {
 	Intent bool `json:"intent,omitempty"`
 
 	// truncation says whether and how this section may be cut to fit the
-	// budget. The default is policy Priority with priority 0.
+	// budget. The default is policy Priority with priority 0, except for the
+	// intent section: without a truncation of its own it is never cut.
 	// +optional
 	Truncation *Truncation `json:"truncation,omitempty"`
 }
@@ -189,10 +190,13 @@ type PromptTemplateSpec struct {
 	Budget Budget `json:"budget"`
 
 	// variables are substituted for {{ name }} in every text, heading and
-	// instruction. Names are letters, digits and '_', not starting with a digit.
+	// instruction. Names are letters, digits and '_', not starting with a
+	// digit; values are at most 65536 characters, and a text with its
+	// variables substituted is at most 65536 characters too.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=64
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[A-Za-z_][A-Za-z0-9_]{0,62}$'))",message="variable names are letters, digits and '_', not starting with a digit, at most 63 characters"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, self[k].size() <= 65536)",message="variable values are at most 65536 characters"
 	Variables map[string]string `json:"variables,omitempty"`
 
 	// sections are the parts of the prompt, rendered in this order and joined

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	promptopsv1 "github.com/promptops/promptops/api/v1"
 	"github.com/promptops/promptops/internal/tokens"
@@ -106,8 +107,26 @@ func (a *Assembly) Message() string {
 
 var variableRE = regexp.MustCompile(`\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}`)
 
-// substitute replaces {{ name }} with the variable's value.
+// MaxExpandedText bounds a section's text, heading or intent's instruction
+// after variables are substituted, in characters: the CRD's own limit on
+// the text as written, so that variables cannot multiply a text past what
+// could be written out.
+const MaxExpandedText = 65536
+
+// substitute replaces {{ name }} with the variable's value; the result is
+// bounded by MaxExpandedText.
 func substitute(where, text string, vars map[string]string) (string, error) {
+	out, err := expand(where, text, vars)
+	if err != nil {
+		return "", err
+	}
+	if n := utf8.RuneCountInString(out); n > MaxExpandedText {
+		return "", &TooLargeError{Where: where + " with its variables substituted", Size: n, Limit: MaxExpandedText, Unit: "characters"}
+	}
+	return out, nil
+}
+
+func expand(where, text string, vars map[string]string) (string, error) {
 	var missing string
 	out := variableRE.ReplaceAllStringFunc(text, func(m string) string {
 		name := variableRE.FindStringSubmatch(m)[1]
@@ -180,6 +199,12 @@ func Render(in Input) (*Result, error) {
 			return nil, err
 		}
 		never, prio, minT := truncationOf(s)
+		// The intent's instruction is what the request is for: it is cut
+		// only when its section has a truncation of its own (policy
+		// Priority), never by default.
+		if s.Intent && s.Truncation == nil {
+			never = true
+		}
 		ps := PlanSection{Name: s.Name, Heading: heading, Policy: string(promptopsv1.TruncationPriority), Priority: prio, MinTokens: minT}
 		if never {
 			ps.Policy = string(promptopsv1.TruncationNever)
@@ -356,7 +381,7 @@ func (p *Plan) assembleStatic(e *tokens.Encoder, pi *PlanIntent, truncate bool) 
 		a.Cut = cut(e, parts, p.MaxTokens, total)
 		pi.StaticCuts = nil
 		for _, pt := range parts {
-			if pt.tokens < pt.original && pt.kind == KindStatic {
+			if pt.tokens < pt.original && (pt.kind == KindStatic || pt.kind == KindIntent) {
 				pi.StaticCuts = append(pi.StaticCuts, StaticCut{Section: pt.name, Text: pt.body, TruncatedTokens: pt.original - pt.tokens})
 			}
 		}
@@ -414,6 +439,9 @@ func (p *Plan) Assemble(intent string, runtime map[string]string) (*Assembly, er
 			}
 			return s.Text, false
 		case KindIntent:
+			if c, ok := cuts[s.Name]; ok {
+				return c, false
+			}
 			return pi.Instruction, false
 		}
 		return runtime[s.Name], true

@@ -251,3 +251,66 @@ intents: [{name: chat, instruction: x}]
 		}
 	}
 }
+
+// TestTruncateDefaultsNeverCutTheIntentAndAgreeWithAssemble: with the
+// default truncation settings the intent's instruction is never cut (it
+// used to be cut first, being the last section), and the verdict status
+// shows equals what request-time assembly of the same plan gives.
+func TestTruncateDefaultsNeverCutTheIntentAndAgreeWithAssemble(t *testing.T) {
+	long := strings.Repeat("Background paragraph about the product and its history. ", 40)
+	instr := strings.Repeat("Answer with care and cite the excerpts. ", 10)
+	for _, tc := range []struct {
+		name, yaml string
+		within     bool
+	}{
+		{"static cut to fit", `
+budget: {maxTokens: 300, onExceed: Truncate}
+sections:
+- {name: role, text: "You are the assistant."}
+- {name: background, text: "` + long + `"}
+- {name: task, intent: true}
+intents: [{name: chat, instruction: "` + instr + `"}, {name: short, instruction: "Answer."}]
+`, true},
+		{"the instruction alone is over", `
+budget: {maxTokens: 50, onExceed: Truncate}
+sections:
+- {name: background, text: "` + long + `"}
+- {name: task, intent: true}
+intents: [{name: chat, instruction: "` + instr + `"}]
+`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := render(t, tc.yaml, nil)
+			for i, a := range r.Intents {
+				pi := r.Plan.Intents[i]
+				if !strings.Contains(a.Text, pi.Instruction) || strings.Contains(strings.Join(a.Cut, ","), "task") {
+					t.Fatalf("intent %s: the instruction was cut: %v", a.Intent, a.Cut)
+				}
+				got, err := r.Plan.Assemble(a.Intent, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got.WithinBudget != a.WithinBudget || got.Text != a.Text || got.Tokens != a.Tokens {
+					t.Fatalf("intent %s: render says %d tokens within=%v, assemble says %d within=%v", a.Intent, a.Tokens, a.WithinBudget, got.Tokens, got.WithinBudget)
+				}
+				if a.Intent == "chat" && a.WithinBudget != tc.within {
+					t.Fatalf("intent chat within budget %v, want %v", a.WithinBudget, tc.within)
+				}
+			}
+		})
+	}
+	// An intent section with a truncation of its own may be cut, and the
+	// cut instruction is what request time uses.
+	r := render(t, `
+budget: {maxTokens: 40, onExceed: Truncate}
+sections:
+- {name: role, text: "You are the assistant.", truncation: {policy: Never}}
+- {name: task, intent: true, truncation: {priority: 1}}
+intents: [{name: chat, instruction: "`+instr+`"}]
+`, nil)
+	a := r.Intents[0]
+	got, err := r.Plan.Assemble("chat", nil)
+	if err != nil || strings.Join(a.Cut, ",") != "task" || !a.WithinBudget || got.Text != a.Text || !got.WithinBudget {
+		t.Fatalf("%v cut %v within %v; assemble %q within %v", err, a.Cut, a.WithinBudget, got.Text, got.WithinBudget)
+	}
+}

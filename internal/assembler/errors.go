@@ -34,3 +34,18 @@ type InvalidSpecError struct {
 }
 
 func (e *InvalidSpecError) Error() string { return e.Field + ": " + e.Message }
+
+// TooLargeError: what the template renders to is over a limit the API
+// server enforces (a ConfigMap's 1 MiB), or a text grew past
+// MaxExpandedText once its variables were substituted. Nothing changes
+// until the spec, its variables or a referenced ConfigMap does.
+type TooLargeError struct {
+	Where string // "section role", "intent chat" or "the rendered ConfigMap"
+	Size  int
+	Limit int
+	Unit  string // "characters" or "bytes"
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("%s is %d %s, over the limit of %d", e.Where, e.Size, e.Unit, e.Limit)
+}

@@ -138,5 +138,16 @@ func ConfigMapData(r *Result) (map[string]string, error) {
 	for _, a := range r.Intents {
 		data[IntentKey(a.Intent)] = a.Text
 	}
+	size := 0
+	for k, v := range data {
+		size += len(k) + len(v)
+	}
+	if size > MaxConfigMapBytes {
+		return nil, &TooLargeError{Where: "the rendered ConfigMap (plan.json and one file per intent)", Size: size, Limit: MaxConfigMapBytes, Unit: "bytes"}
+	}
 	return data, nil
 }
+
+// MaxConfigMapBytes is the API server's limit on a ConfigMap's data, keys
+// included.
+const MaxConfigMapBytes = 1 << 20

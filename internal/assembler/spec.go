@@ -3,6 +3,8 @@ package assembler
 import (
 	"fmt"
 	"regexp"
+	"strings"
+	"unicode/utf8"
 
 	promptopsv1 "github.com/promptops/promptops/api/v1"
 )
@@ -34,10 +36,22 @@ func Validate(spec *promptopsv1.PromptTemplateSpec) error {
 	default:
 		return bad("spec.budget.onExceed", "unsupported value %q: use Reject, Warn or Truncate", spec.Budget.OnExceed)
 	}
-	for k := range spec.Variables {
+	if n := len(spec.Variables); n > 64 {
+		return bad("spec.variables", "has %d variables, at most 64", n)
+	}
+	for k, v := range spec.Variables {
 		if !variableNameRE.MatchString(k) {
-			return bad("spec.variables", "variable name %q: names are letters, digits and '_', not starting with a digit", k)
+			return bad("spec.variables", "variable name %q: names are letters, digits and '_', not starting with a digit, at most 63 characters", clip(k, 80))
 		}
+		if n := utf8.RuneCountInString(v); n > MaxExpandedText {
+			return bad("spec.variables["+k+"]", "is %d characters, at most %d", n, MaxExpandedText)
+		}
+	}
+	tooLong := func(field, text string, limit int) error {
+		if n := utf8.RuneCountInString(text); n > limit {
+			return bad(field, "is %d characters, at most %d", n, limit)
+		}
+		return nil
 	}
 	if n := len(spec.Sections); n < 1 || n > 32 {
 		return bad("spec.sections", "needs 1 to 32 sections, has %d", n)
@@ -56,6 +70,14 @@ func Validate(spec *promptopsv1.PromptTemplateSpec) error {
 			return bad(f+".name", "duplicate section name %q", s.Name)
 		}
 		seen[s.Name] = true
+		if err := tooLong(f+".heading", s.Heading, 1024); err != nil {
+			return err
+		}
+		if s.Text != nil {
+			if err := tooLong(f+".text", *s.Text, MaxExpandedText); err != nil {
+				return err
+			}
+		}
 		kinds := 0
 		if s.Text != nil || s.From != nil {
 			kinds++
@@ -104,6 +126,11 @@ func Validate(spec *promptopsv1.PromptTemplateSpec) error {
 			return bad(f+".name", "duplicate intent name %q", in.Name)
 		}
 		seen[in.Name] = true
+		if in.Instruction != nil {
+			if err := tooLong(f+".instruction", *in.Instruction, MaxExpandedText); err != nil {
+				return err
+			}
+		}
 		if in.Instruction == nil && in.From == nil {
 			return bad(f, "an intent needs instruction or from")
 		}
@@ -152,4 +179,20 @@ func References(spec *promptopsv1.PromptTemplateSpec) []SourceKey {
 		add(spec.Intents[i].From)
 	}
 	return out
+}
+
+// ValidateName checks a template's metadata.name as the CRD does: it names
+// and labels the rendered ConfigMaps.
+func ValidateName(name string) error {
+	if name == "" || len(name) > 63 {
+		return &InvalidSpecError{Field: "metadata.name", Message: fmt.Sprintf("must be 1 to 63 characters, is %d: it names and labels the rendered ConfigMaps", len(name))}
+	}
+	return nil
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "..."
 }

@@ -72,6 +72,7 @@ func runRender(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	output := fs.String("o", "text", "Output: text or json.")
 	intent := fs.String("intent", "", "Only this intent.")
 	outDir := fs.String("out-dir", "", "Also write what the operator would put in each ConfigMap: DIR/<namespace>/<name>/{plan.json,<intent>.txt}.")
+	namespace := fs.String("n", "default", "Namespace of manifests that name none, as kubectl apply -n would give them (the plan's revision includes it).")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: promptops render -f FILE|DIR [-o text|json] [--intent NAME]\n\nReads PromptTemplate manifests and the ConfigMaps they reference from the same input,\nand reports each intent's tokens against its budget. Exit 0: all within budget;\n1: some intent over budget; 2: invalid input.")
 		fs.PrintDefaults()
@@ -83,7 +84,7 @@ func runRender(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return ExitInvalid
 	}
-	templates, sources, err := loadManifests(files)
+	templates, sources, err := loadManifests(files, *namespace)
 	if err != nil {
 		fmt.Fprintln(stderr, "promptops render:", err)
 		return ExitInvalid
@@ -95,10 +96,18 @@ func runRender(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	out := renderOutput{Templates: []renderTemplate{}}
 	over := false
 	for _, m := range templates {
-		res, err := assembler.Render(assembler.Input{
-			Namespace: m.pt.Namespace, Name: m.pt.Name, Spec: &m.pt.Spec,
-			Sources: sources[m.pt.Namespace],
-		})
+		err := assembler.ValidateName(m.pt.Name)
+		var res *assembler.Result
+		if err == nil {
+			res, err = assembler.Render(assembler.Input{
+				Namespace: m.pt.Namespace, Name: m.pt.Name, Spec: &m.pt.Spec,
+				Sources: sources[m.pt.Namespace],
+			})
+		}
+		if err == nil {
+			// The API server refuses a ConfigMap over 1 MiB.
+			_, err = assembler.ConfigMapData(res)
+		}
 		if err != nil {
 			fmt.Fprintf(stderr, "promptops render: %s: PromptTemplate %s: %v\n", m.file, objName(m.pt.Namespace, m.pt.Name), err)
 			return ExitInvalid
@@ -181,7 +190,7 @@ func objName(ns, name string) string {
 // loadManifests reads PromptTemplates and ConfigMaps from files and
 // directories (recursively, *.yaml, *.yml, *.json), multi-document YAML
 // included. ConfigMap data is returned per namespace, as render sources.
-func loadManifests(paths []string) ([]manifest, map[string]map[assembler.SourceKey]string, error) {
+func loadManifests(paths []string, namespace string) ([]manifest, map[string]map[assembler.SourceKey]string, error) {
 	var files []string
 	for _, p := range paths {
 		st, err := os.Stat(p)
@@ -239,6 +248,9 @@ func loadManifests(paths []string) ([]manifest, map[string]map[assembler.SourceK
 				if err := yaml.UnmarshalStrict(raw, pt); err != nil {
 					return nil, nil, fmt.Errorf("%s: document %d (PromptTemplate): %w", f, doc, err)
 				}
+				if pt.Namespace == "" {
+					pt.Namespace = namespace
+				}
 				id := objName(pt.Namespace, pt.Name)
 				if pt.Name == "" {
 					return nil, nil, fmt.Errorf("%s: document %d: PromptTemplate has no metadata.name", f, doc)
@@ -252,6 +264,9 @@ func loadManifests(paths []string) ([]manifest, map[string]map[assembler.SourceK
 				cm := &corev1.ConfigMap{}
 				if err := yaml.Unmarshal(raw, cm); err != nil {
 					return nil, nil, fmt.Errorf("%s: document %d (ConfigMap): %w", f, doc, err)
+				}
+				if cm.Namespace == "" {
+					cm.Namespace = namespace
 				}
 				if sources[cm.Namespace] == nil {
 					sources[cm.Namespace] = map[assembler.SourceKey]string{}
@@ -273,9 +288,6 @@ func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
 // writeRendered writes a template's ConfigMap content as files.
 func writeRendered(dir, ns, name string, res *assembler.Result) error {
-	if ns == "" {
-		ns = "default"
-	}
 	d := filepath.Join(dir, ns, name)
 	if err := os.MkdirAll(d, 0o755); err != nil {
 		return err

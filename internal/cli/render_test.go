@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -106,7 +107,7 @@ spec:
   budget: {maxTokens: 100}
   sections: [{name: role, from: {configMapKeyRef: {name: nope, key: K}}}, {name: task, intent: true}]
   intents: [{name: chat, instruction: x}]
-`, `missing-ref.yaml: PromptTemplate bad-ref: section role reads key "K" of ConfigMap "nope"`},
+`, `missing-ref.yaml: PromptTemplate default/bad-ref: section role reads key "K" of ConfigMap "nope"`},
 		"typo.yaml": {`apiVersion: promptops.io/v1
 kind: PromptTemplate
 metadata: {name: typo}
@@ -208,5 +209,73 @@ func TestAssembleEnglishCutsKnowledgeFirst(t *testing.T) {
 	}
 	if code, _, _ := run(t, `not json`, "assemble", "--plan", plan, "--intent", "chat"); code != ExitInvalid {
 		t.Fatalf("garbage stdin: exit %d", code)
+	}
+}
+
+// TestRenderGivesTheAPIServersVerdict: what the API server would refuse
+// (its CRD limits, a ConfigMap over 1 MiB) exits 2 naming the field, and
+// variables cannot multiply a text past the limit.
+func TestRenderGivesTheAPIServersVerdict(t *testing.T) {
+	dir := t.TempDir()
+	long := func(n int) string { return strings.Repeat("x", n) }
+	tmpl := func(name, extra, sections, intents string) string {
+		return fmt.Sprintf("apiVersion: promptops.io/v1\nkind: PromptTemplate\nmetadata: {name: %s}\nspec:\n  budget: {maxTokens: 2000000, onExceed: Warn}\n%s  sections: %s\n  intents: %s\n", name, extra, sections, intents)
+	}
+	task := `[{name: task, intent: true}]`
+	chat := `[{name: chat, instruction: x}]`
+	vars := "  variables:\n"
+	for i := 0; i < 65; i++ {
+		vars += fmt.Sprintf("    v%d: x\n", i)
+	}
+	var many []string
+	for i := 0; i < 20; i++ {
+		many = append(many, fmt.Sprintf("{name: i%d, instruction: %q}", i, long(60000)))
+	}
+	for _, tc := range []struct{ name, body, want string }{
+		{"heading", tmpl("h", "", `[{name: task, intent: true, heading: "`+long(1025)+`"}]`, chat), "spec.sections[0].heading: is 1025 characters, at most 1024"},
+		{"text", tmpl("t", "", `[{name: role, text: "`+long(65537)+`"}, {name: task, intent: true}]`, chat), "spec.sections[0].text: is 65537 characters, at most 65536"},
+		{"instruction", tmpl("i", "", task, `[{name: chat, instruction: "`+long(65537)+`"}]`), "spec.intents[0].instruction: is 65537 characters, at most 65536"},
+		{"variables", tmpl("v", vars, task, chat), "spec.variables: has 65 variables, at most 64"},
+		{"name", tmpl(long(64), "", task, chat), "metadata.name: must be 1 to 63 characters, is 64"},
+		{"multiplied", tmpl("m", "  variables: {v: \""+long(12000)+"\"}\n", `[{name: role, text: "{{v}}{{v}}{{v}}{{v}}{{v}}{{v}}"}, {name: task, intent: true}]`, chat),
+			"section role with its variables substituted is 72000 characters, over the limit of 65536"},
+		{"configmap", tmpl("big", "", task, "["+strings.Join(many, ", ")+"]"), "the rendered ConfigMap (plan.json and one file per intent) is"},
+	} {
+		p := filepath.Join(dir, tc.name+".yaml")
+		if err := os.WriteFile(p, []byte(tc.body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, _, errOut := run(t, "", "render", "-f", p)
+		if code != ExitInvalid || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%s: exit %d stderr %.300q, want 2 and %q", tc.name, code, errOut, tc.want)
+		}
+	}
+}
+
+// TestRenderNamespaceMakesTheClustersRevision: the plan's revision includes
+// the namespace; render takes it from -n (default "default") when the
+// manifest names none, as kubectl apply does.
+func TestRenderNamespaceMakesTheClustersRevision(t *testing.T) {
+	dir := t.TempDir()
+	body := "apiVersion: promptops.io/v1\nkind: PromptTemplate\nmetadata: {name: ns-test%s}\nspec:\n  budget: {maxTokens: 100}\n  sections: [{name: task, intent: true}]\n  intents: [{name: chat, instruction: x}]\n"
+	plain := filepath.Join(dir, "plain.yaml")
+	_ = os.WriteFile(plain, []byte(fmt.Sprintf(body, "")), 0o644)
+	named := filepath.Join(dir, "named", "named.yaml")
+	_ = os.MkdirAll(filepath.Dir(named), 0o755)
+	_ = os.WriteFile(named, []byte(fmt.Sprintf(body, ", namespace: team")), 0o644)
+	revision := func(args ...string) string {
+		code, out, errOut := run(t, "", append([]string{"render", "-o", "json"}, args...)...)
+		var ro renderOutput
+		if code != ExitOK || json.Unmarshal([]byte(out), &ro) != nil || len(ro.Templates) != 1 {
+			t.Fatalf("%d %s %s", code, out, errOut)
+		}
+		return ro.Templates[0].Namespace + " " + ro.Templates[0].Revision
+	}
+	withN, inManifest := revision("-n", "team", "-f", plain), revision("-f", named)
+	if withN != inManifest || !strings.HasPrefix(withN, "team sha256:") {
+		t.Fatalf("-n team gives %q, metadata.namespace team gives %q", withN, inManifest)
+	}
+	if def := revision("-f", plain); !strings.HasPrefix(def, "default ") || def == withN {
+		t.Fatalf("without -n: %q", def)
 	}
 }
