@@ -40,11 +40,30 @@ for _ in $(seq 1 120); do [[ -s "$KUBECONFIG" ]] && break; sleep 0.5; done
 [[ -s "$KUBECONFIG" ]] || { echo "control plane did not start:"; cat "$DEMO/localcp.log"; exit 1; }
 k version 2>/dev/null | sed -n 's/^Server Version/kube-apiserver/p' || true
 
-say "Starting the operator (bin/promptops manager, log in bin/demo/manager.log)"
-"$ROOT/bin/promptops" manager --kubeconfig "$KUBECONFIG" --job-image promptops:dev --metrics-bind-address=127.0.0.1:18080 \
-  --health-probe-bind-address=127.0.0.1:18081 >"$DEMO/manager.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 1 60); do curl -fsS http://127.0.0.1:18081/readyz >/dev/null 2>&1 && break; sleep 0.5; done
+# free_port prints the first port from $1 up that nothing listens on
+# (the usual 18080/18081 may be taken by another demo or service).
+free_port() {
+  local p=$1
+  while (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; do p=$((p + 1)); done
+  echo "$p"
+}
+METRICS_PORT=$(free_port 18080)
+PROBE_PORT=$(free_port $((METRICS_PORT + 1)))
+
+say "Starting the operator (bin/promptops manager on ports $METRICS_PORT/$PROBE_PORT, log in bin/demo/manager.log)"
+"$ROOT/bin/promptops" manager --kubeconfig "$KUBECONFIG" --job-image promptops:dev --metrics-bind-address="127.0.0.1:$METRICS_PORT" \
+  --health-probe-bind-address="127.0.0.1:$PROBE_PORT" >"$DEMO/manager.log" 2>&1 &
+manager=$!
+pids+=($manager)
+ready=
+for _ in $(seq 1 120); do
+  if ! kill -0 "$manager" 2>/dev/null; then
+    echo "the operator exited before it was ready; its log:"; cat "$DEMO/manager.log"; exit 1
+  fi
+  if curl -fsS "http://127.0.0.1:$PROBE_PORT/readyz" >/dev/null 2>&1; then ready=1; break; fi
+  sleep 0.5
+done
+[[ -n "$ready" ]] || { echo "the operator did not become ready in 60 s; its log:"; tail -50 "$DEMO/manager.log"; exit 1; }
 
 say "Applying the samples into namespace $NS"
 k create namespace "$NS" >/dev/null
