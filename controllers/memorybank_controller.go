@@ -194,6 +194,7 @@ func (r *MemoryBankReconciler) renderConfigMap(ctx context.Context, mb *promptop
 		"batchSize":       orDefault(mb.Spec.Consolidation.BatchSize, 8),
 		"maxFactsPerRun":  orDefault(mb.Spec.Consolidation.MaxFactsPerRun, 200),
 		"maxAttempts":     orDefault(mb.Spec.Consolidation.MaxAttempts, 3),
+		"maxTokensPerRun": orDefault(mb.Spec.Consolidation.MaxTokensPerRun, promptopsv1.DefaultMaxTokensPerRun),
 		"schedule":        mb.Spec.Consolidation.Schedule,
 		"note":            "The capacity note is added per run: it depends on the bank's current count of observations.",
 	}, "", "  ")

@@ -178,7 +178,8 @@ func TestBankRendersConsolidationConfigMap(t *testing.T) {
 	}
 	cm := getCM(t, ns, "pets-consolidation")
 	if cm.Data[missionKey] != "Track every pet, its name and its owner." || cm.Data[promptKey] != consolidation.SystemPrompt("Track every pet, its name and its owner.") ||
-		cm.Annotations[promptopsv1.AnnotationMissionHash] != wantHash || !strings.Contains(cm.Data[settingsKey], `"batchSize": 8`) {
+		cm.Annotations[promptopsv1.AnnotationMissionHash] != wantHash || !strings.Contains(cm.Data[settingsKey], `"batchSize": 8`) ||
+		!strings.Contains(cm.Data[settingsKey], fmt.Sprintf(`"maxTokensPerRun": %d`, promptopsv1.DefaultMaxTokensPerRun)) {
 		t.Fatalf("ConfigMap %+v", cm.Data)
 	}
 	if len(cm.OwnerReferences) != 1 || cm.OwnerReferences[0].UID != mb.UID {
@@ -257,13 +258,18 @@ func TestOnDemandRunsOncePerValueAndPrunesHistory(t *testing.T) {
 		return nil
 	})
 	poke(t, ns, "manual")
-	finishJob(t, &job, true, `{"factsConsolidated":2,"observations":2,"missionHash":"sha256:x"}`)
-	waitMB(t, ns, "manual", func(mb *promptopsv1.MemoryBank) error {
+	finishJob(t, &job, true, `{"factsConsolidated":2,"observations":2,"missionHash":"sha256:x","llmCalls":5,"retries":2,`+
+		`"droppedItems":{"noSource":1,"repeated":3},"pendingFacts":7,"failedFacts":1,"cutShort":"maxTokensPerRun 2000000 reached"}`)
+	mb := waitMB(t, ns, "manual", func(mb *promptopsv1.MemoryBank) error {
 		if mb.Status.LastRun == nil || mb.Status.LastRun.JobName != job.Name || mb.Status.ActiveJob != "" {
 			return fmt.Errorf("lastRun %+v active %q", mb.Status.LastRun, mb.Status.ActiveJob)
 		}
 		return nil
 	})
+	if lr := mb.Status.LastRun; lr.LLMCalls != 5 || lr.Retries != 2 || lr.PendingFacts != 7 || lr.FailedFacts != 1 ||
+		lr.CutShort != "maxTokensPerRun 2000000 reached" || len(lr.DroppedItems) != 2 || lr.DroppedItems["noSource"] != 1 || lr.DroppedItems["repeated"] != 3 {
+		t.Fatalf("lastRun %+v", lr)
+	}
 	if n := len(jobsOf(t, ns)); n != 1 {
 		t.Fatalf("the same value must not run twice: %d jobs", n)
 	}
@@ -515,11 +521,15 @@ spec:
 	if job.Spec.BackoffLimit == nil || *job.Spec.BackoffLimit != 1 || *job.Spec.ActiveDeadlineSeconds != 1800 || c.Args[0] != "consolidate" || c.Image != "promptops:test" {
 		t.Fatalf("job spec %+v", job.Spec)
 	}
-	refs := map[string]string{}
+	refs, values := map[string]string{}, map[string]string{}
 	for _, e := range c.Env {
 		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
 			refs[e.Name] = e.ValueFrom.SecretKeyRef.Key
 		}
+		values[e.Name] = e.Value
+	}
+	if values["PROMPTOPS_MAX_TOKENS_PER_RUN"] != "2000000" {
+		t.Fatalf("PROMPTOPS_MAX_TOKENS_PER_RUN %q", values["PROMPTOPS_MAX_TOKENS_PER_RUN"])
 	}
 	if refs["PROMPTOPS_STORE"] != "dsn" || refs["OPENAI_API_KEY"] != "apiKey" {
 		t.Fatalf("secrets must come by secretKeyRef: %v", refs)

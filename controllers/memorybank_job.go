@@ -66,6 +66,7 @@ func desiredJob(mb *promptopsv1.MemoryBank, name, image, missionHash string, ann
 		{Name: "PROMPTOPS_BATCH_SIZE", Value: itoa(orDefault(c.BatchSize, 8))},
 		{Name: "PROMPTOPS_MAX_FACTS", Value: itoa(orDefault(c.MaxFactsPerRun, 200))},
 		{Name: "PROMPTOPS_MAX_ATTEMPTS", Value: itoa(orDefault(c.MaxAttempts, 3))},
+		{Name: "PROMPTOPS_MAX_TOKENS_PER_RUN", Value: itoa(orDefault(c.MaxTokensPerRun, promptopsv1.DefaultMaxTokensPerRun))},
 		{Name: "PROMPTOPS_MISSION_FILE", Value: path.Join(configDir, missionKey)},
 		{Name: "PROMPTOPS_TERMINATION_LOG", Value: "/dev/termination-log"},
 	}

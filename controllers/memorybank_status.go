@@ -63,6 +63,8 @@ func (r *MemoryBankReconciler) recordLastRun(ctx context.Context, mb *promptopsv
 		run.FactsConsolidated, run.FactsFailed = sum.FactsConsolidated, sum.FactsFailed
 		run.Created, run.Updated, run.Deleted = sum.Created, sum.Updated, sum.Deleted
 		run.PromptTokens, run.CompletionTokens, run.Observations = sum.PromptTokens, sum.CompletionTokens, sum.Observations
+		run.LLMCalls, run.Retries, run.DroppedItems = sum.LLMCalls, sum.Retries, sum.DroppedItems
+		run.PendingFacts, run.FailedFacts, run.CutShort = sum.PendingFacts, sum.FailedFacts, sum.CutShort
 		if sum.MissionHash != "" {
 			run.MissionHash = sum.MissionHash
 		}
