@@ -594,3 +594,68 @@ func TestNoJobImageStalls(t *testing.T) {
 		t.Fatalf("Stalled %+v", c)
 	}
 }
+
+// TestSQLiteInTmpGivesValidJob: a database in /tmp (the pod's scratch
+// emptyDir) or in its own directory, with or without a claim, gives a Job
+// the API server accepts, with one mount per directory.
+func TestSQLiteInTmpGivesValidJob(t *testing.T) {
+	ns := newNamespace(t)
+	cases := []struct {
+		name, store string
+		mounts      map[string]string // mount path -> volume source: emptyDir or claim
+	}{
+		{"tmp", "{sqlite: {path: /tmp/bank.db}}", map[string]string{"/tmp": "emptyDir"}},
+		{"tmp-claim", "{sqlite: {path: /tmp/bank.db, persistentVolumeClaimName: bank-data}}", map[string]string{"/tmp": "claim"}},
+		{"tmp-sub", "{sqlite: {path: /tmp/db/bank.db}}", map[string]string{"/tmp": "emptyDir", "/tmp/db": "emptyDir"}},
+		{"data-claim", "{sqlite: {path: /data/bank.db, persistentVolumeClaimName: bank-data}}", map[string]string{"/tmp": "emptyDir", "/data": "claim"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			createYAML(t, ns, fmt.Sprintf(`
+apiVersion: promptops.io/v1
+kind: MemoryBank
+metadata: {name: %s}
+spec:
+  store: %s
+  llm: {baseURL: "http://llm.local:8000/v1", model: m}
+`, tc.name, tc.store))
+			waitMB(t, ns, tc.name, hasCondition(promptopsv1.ConditionReady, metav1.ConditionTrue, ""))
+			request(t, ns, tc.name, "1")
+			var job *batchv1.Job
+			eventually(t, func() error {
+				for _, j := range jobsOf(t, ns) {
+					if j.Labels[promptopsv1.LabelMemoryBank] == tc.name {
+						job = &j
+						return nil
+					}
+				}
+				return fmt.Errorf("no Job for %s", tc.name)
+			})
+			spec := job.Spec.Template.Spec
+			sources := map[string]string{}
+			for _, v := range spec.Volumes {
+				switch {
+				case v.EmptyDir != nil:
+					sources[v.Name] = "emptyDir"
+				case v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == "bank-data":
+					sources[v.Name] = "claim"
+				}
+			}
+			got := map[string]string{}
+			for _, m := range spec.Containers[0].VolumeMounts {
+				if m.Name != "config" {
+					got[m.MountPath] = sources[m.Name]
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.mounts) {
+				t.Fatalf("mounts %v, want %v", got, tc.mounts)
+			}
+			waitMB(t, ns, tc.name, func(mb *promptopsv1.MemoryBank) error {
+				if mb.Status.ActiveJob != job.Name {
+					return fmt.Errorf("activeJob %q", mb.Status.ActiveJob)
+				}
+				return nil
+			})
+		})
+	}
+}

@@ -17,7 +17,9 @@ import (
 
 const (
 	// configDir is where the consolidation ConfigMap's mission is mounted.
-	configDir   = "/etc/promptops"
+	configDir = "/etc/promptops"
+	// tmpDir is the pod's writable scratch directory (the root is read-only).
+	tmpDir      = "/tmp"
 	missionKey  = "mission.txt"
 	promptKey   = "prompt.txt"
 	settingsKey = "settings.json"
@@ -83,19 +85,31 @@ func desiredJob(mb *promptopsv1.MemoryBank, name, image, missionHash string, ann
 		// A subPath mount is not updated when the ConfigMap changes: a
 		// running Job keeps the mission it started with.
 		{Name: "config", MountPath: path.Join(configDir, missionKey), SubPath: missionKey, ReadOnly: true},
-		{Name: "tmp", MountPath: "/tmp"},
+		{Name: "tmp", MountPath: tmpDir},
 	}
 	switch s := mb.Spec.Store; {
 	case s.Postgres != nil:
 		env = append(env, corev1.EnvVar{Name: "PROMPTOPS_STORE", ValueFrom: secretEnv(s.Postgres.DSNSecretRef)})
 	case s.SQLite != nil:
 		env = append(env, corev1.EnvVar{Name: "PROMPTOPS_STORE", Value: "sqlite://" + s.SQLite.Path})
-		data := corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}
-		if s.SQLite.PersistentVolumeClaimName != "" {
-			data = corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: s.SQLite.PersistentVolumeClaimName}}
+		dir := path.Dir(s.SQLite.Path)
+		claim := s.SQLite.PersistentVolumeClaimName
+		switch {
+		case dir == tmpDir && claim == "":
+			// The pod's /tmp emptyDir holds the file; a second mount at
+			// /tmp would make the Job invalid.
+		case dir == tmpDir:
+			// The claim serves as /tmp.
+			volumes[1] = corev1.Volume{Name: "data", VolumeSource: claimVolume(claim)}
+			mounts[1] = corev1.VolumeMount{Name: "data", MountPath: tmpDir}
+		default:
+			data := corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}
+			if claim != "" {
+				data = claimVolume(claim)
+			}
+			volumes = append(volumes, corev1.Volume{Name: "data", VolumeSource: data})
+			mounts = append(mounts, corev1.VolumeMount{Name: "data", MountPath: dir})
 		}
-		volumes = append(volumes, corev1.Volume{Name: "data", VolumeSource: data})
-		mounts = append(mounts, corev1.VolumeMount{Name: "data", MountPath: path.Dir(s.SQLite.Path)})
 	}
 	if ref := mb.Spec.LLM.APIKeySecretRef; ref != nil {
 		env = append(env, corev1.EnvVar{Name: "OPENAI_API_KEY", ValueFrom: secretEnv(*ref)})
@@ -156,6 +170,10 @@ func desiredJob(mb *promptopsv1.MemoryBank, name, image, missionHash string, ann
 		},
 	}
 	return job
+}
+
+func claimVolume(name string) corev1.VolumeSource {
+	return corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: name}}
 }
 
 func secretEnv(ref promptopsv1.SecretKeyRef) *corev1.EnvVarSource {

@@ -35,11 +35,17 @@ type PostgresStore struct {
 // SQLiteStore keeps the bank in a SQLite file.
 type SQLiteStore struct {
 	// path of the database file inside the consolidation pod. With
-	// persistentVolumeClaimName the claim is mounted at the file's directory.
+	// persistentVolumeClaimName the claim is mounted at the file's directory
+	// (for a file in /tmp, the claim is the pod's /tmp). It must be in a
+	// directory other than /, and not under /etc/promptops, /dev, /proc or /sys.
 	// +required
 	// +kubebuilder:validation:MinLength=2
 	// +kubebuilder:validation:MaxLength=1024
 	// +kubebuilder:validation:Pattern=`^/[^\x00]*[^/]$`
+	// +kubebuilder:validation:XValidation:rule="!self.contains('//') && !self.contains('/./') && !self.contains('/../') && !self.endsWith('/.') && !self.endsWith('/..')",message="store.sqlite.path must be a clean absolute path, without //, . or .. elements"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^/[^/]*$')",message="store.sqlite.path must be in a directory, not directly in /: the file's directory is mounted into the pod"
+	// +kubebuilder:validation:XValidation:rule="self != '/etc/promptops' && !self.startsWith('/etc/promptops/')",message="store.sqlite.path must not be under /etc/promptops, where the consolidation ConfigMap is mounted"
+	// +kubebuilder:validation:XValidation:rule="!['/dev', '/proc', '/sys'].exists(d, self == d || self.startsWith(d + '/'))",message="store.sqlite.path must not be under /dev, /proc or /sys"
 	Path string `json:"path"`
 
 	// persistentVolumeClaimName is a claim in the bank's namespace that holds
