@@ -37,10 +37,22 @@ func scheduledJobName(mb *promptopsv1.MemoryBank, slot time.Time) string {
 	return fmt.Sprintf("%s-%d", mb.Name, slot.Unix()/60)
 }
 
-// requestJobName is derived from the annotation's value.
-func requestJobName(mb *promptopsv1.MemoryBank, request string) string {
-	sum := sha256.Sum256([]byte(request))
-	return fmt.Sprintf("%s-manual-%s", mb.Name, hex.EncodeToString(sum[:])[:8])
+// maxRequestJobNames bounds the names tried for one request.
+const maxRequestJobNames = 10
+
+// requestJobName is derived from the annotation's value and the value
+// handled before it: a restarted operator derives the name of the Job it
+// created for the current request, and reusing an earlier value (A, B, A)
+// gives a new name. attempt > 0 gives the alternatives tried while finished
+// Jobs of earlier requests hold the name. At most 63 characters for a
+// bank name of 48.
+func requestJobName(mb *promptopsv1.MemoryBank, previous, request string, attempt int) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%d:%s%d:%s", len(previous), previous, len(request), request)
+	if attempt > 0 {
+		fmt.Fprintf(h, "#%d", attempt)
+	}
+	return fmt.Sprintf("%s-manual-%s", mb.Name, hex.EncodeToString(h.Sum(nil))[:7])
 }
 
 func bankOwner(mb *promptopsv1.MemoryBank) owner {
