@@ -85,7 +85,16 @@ func (r *MemoryBankReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		return ctrl.Result{}, nil
 	}
 	orig := mb.DeepCopy()
-	defer func() { retErr = errors.Join(retErr, r.patchStatus(ctx, orig, mb)) }()
+	defer func() {
+		if err := r.patchStatus(ctx, orig, mb); err != nil {
+			// The status was not written: retry, even after a terminal
+			// error, so that it is.
+			if retErr != nil {
+				err = fmt.Errorf("%w (after: %v)", err, retErr)
+			}
+			result, retErr = ctrl.Result{}, err
+		}
+	}()
 	now := r.Clock.Now().UTC()
 
 	missionHash, err := r.renderConfigMap(ctx, mb)
@@ -401,12 +410,16 @@ func dueSlot(s cron.Schedule, ref, now time.Time) (time.Time, bool) {
 	return slot, !slot.IsZero()
 }
 
-// patchStatus writes the status once, only when it changed.
+// patchStatus writes the status once, only when it changed. The merge
+// patch carries orig's resourceVersion: computed from a cached bank that
+// trails our own last write, it would leave out fields that only look
+// unchanged (activeJob naming a Job that has finished); the conflict makes
+// the reconcile run again on a fresh bank instead.
 func (r *MemoryBankReconciler) patchStatus(ctx context.Context, orig, mb *promptopsv1.MemoryBank) error {
 	if equality.Semantic.DeepEqual(orig.Status, mb.Status) {
 		return nil
 	}
-	if err := r.Status().Patch(ctx, mb, client.MergeFrom(orig)); err != nil {
+	if err := r.Status().Patch(ctx, mb, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	readyEvent(r.Recorder, mb, orig.Status.Conditions, mb.Status.Conditions, "Reconcile")
