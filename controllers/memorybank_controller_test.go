@@ -794,3 +794,48 @@ func TestReusedRequestValueStartsNewRun(t *testing.T) {
 		t.Fatalf("job names %v", names)
 	}
 }
+
+// TestJobRejectionIsTerminalOnlyWhenPermanent: refusals that sending the
+// same Job again cannot change stall the bank; others are retried.
+func TestJobRejectionIsTerminalOnlyWhenPermanent(t *testing.T) {
+	gr := batchv1.Resource("jobs")
+	cases := []struct {
+		name      string
+		err       error
+		permanent bool
+	}{
+		{"invalid", apierrors.NewInvalid(batchv1.SchemeGroupVersion.WithKind("Job").GroupKind(), "b-1", nil), true},
+		{"forbidden", apierrors.NewForbidden(gr, "b-1", errors.New("exceeded quota")), true},
+		{"bad request", apierrors.NewBadRequest("bad"), true},
+		{"too large", apierrors.NewRequestEntityTooLargeError("limit is 3145728"), true},
+		{"unavailable", apierrors.NewServiceUnavailable("etcd is down"), false},
+		{"timeout", apierrors.NewTimeoutError("slow", 1), false},
+		{"internal", apierrors.NewInternalError(errors.New("webhook unreachable")), false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			mb := &promptopsv1.MemoryBank{ObjectMeta: metav1.ObjectMeta{Name: "b", Generation: 3}}
+			err := markJobRejected(mb, &jobRejectedError{name: "b-1", err: tc.err})
+			ready := meta.FindStatusCondition(mb.Status.Conditions, promptopsv1.ConditionReady)
+			stalled := meta.FindStatusCondition(mb.Status.Conditions, promptopsv1.ConditionStalled)
+			reconciling := meta.FindStatusCondition(mb.Status.Conditions, promptopsv1.ConditionReconciling)
+			if ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != promptopsv1.ReasonJobRejected || !strings.Contains(ready.Message, tc.err.Error()) {
+				t.Fatalf("Ready %+v", ready)
+			}
+			if got := errors.Is(err, reconcile.TerminalError(nil)); got != tc.permanent || !errors.Is(err, tc.err) {
+				t.Fatalf("terminal %v, want %v (%v)", got, tc.permanent, err)
+			}
+			if tc.permanent != (stalled != nil) || tc.permanent == (reconciling != nil) {
+				t.Fatalf("Stalled %+v Reconciling %+v", stalled, reconciling)
+			}
+			if wantGen := map[bool]int64{true: 3, false: 0}[tc.permanent]; mb.Status.ObservedGeneration != wantGen {
+				t.Fatalf("observedGeneration %d", mb.Status.ObservedGeneration)
+			}
+		})
+	}
+	// Other errors (a failed read) are returned as they are, with no condition.
+	mb := &promptopsv1.MemoryBank{}
+	if err := markJobRejected(mb, errors.New("read failed")); err == nil || len(mb.Status.Conditions) != 0 {
+		t.Fatalf("%v %+v", err, mb.Status.Conditions)
+	}
+}
