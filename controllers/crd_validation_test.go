@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -177,11 +178,31 @@ func TestInvalidManifestsAreRejected(t *testing.T) {
 			set(o, fromYAML(t, "{sqlite: {path: data/b.db}}"), "spec", "store")
 		}, "spec.store.sqlite.path: Invalid value"},
 	}
-	for _, tc := range cases {
+	for _, c := range []struct{ path, want string }{
+		{"/bank.db", "store.sqlite.path must be in a directory, not directly in /"},
+		{"/etc/promptops/bank.db", "store.sqlite.path must not be under /etc/promptops"},
+		{"/etc/promptops", "store.sqlite.path must not be under /etc/promptops"},
+		{"/dev/bank.db", "store.sqlite.path must not be under /dev, /proc or /sys"},
+		{"/proc/1/bank.db", "store.sqlite.path must not be under /dev, /proc or /sys"},
+		{"/sys/bank.db", "store.sqlite.path must not be under /dev, /proc or /sys"},
+		{"/data//bank.db", "store.sqlite.path must be a clean absolute path"},
+		{"/data/../etc/promptops/bank.db", "store.sqlite.path must be a clean absolute path"},
+	} {
+		c := c
+		cases = append(cases, struct {
+			name   string
+			base   string
+			mutate func(o map[string]any)
+			want   string
+		}{"bank sqlite path " + c.path, validBank, func(o map[string]any) {
+			set(o, map[string]any{"sqlite": map[string]any{"path": c.path}}, "spec", "store")
+		}, fmt.Sprintf("spec.store.sqlite.path: Invalid value: %q: %s", c.path, c.want)})
+	}
+	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			u := decodeYAML(t, []byte(tc.base))[0]
 			u.SetNamespace(ns)
-			u.SetName("case-" + strings.ToLower(strings.NewReplacer(" ", "-", "_", "-").Replace(tc.name)))
+			u.SetName(fmt.Sprintf("case-%d", i))
 			tc.mutate(u.Object)
 			err := k8sClient.Create(context.Background(), u)
 			if err == nil {

@@ -85,68 +85,60 @@ func (r *MemoryBankReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		return ctrl.Result{}, nil
 	}
 	orig := mb.DeepCopy()
-	defer func() { retErr = errors.Join(retErr, r.patchStatus(ctx, orig, mb)) }()
-	gen := mb.Generation
+	defer func() {
+		if err := r.patchStatus(ctx, orig, mb); err != nil {
+			// The status was not written: retry, even after a terminal
+			// error, so that it is.
+			if retErr != nil {
+				err = fmt.Errorf("%w (after: %v)", err, retErr)
+			}
+			result, retErr = ctrl.Result{}, err
+		}
+	}()
 	now := r.Clock.Now().UTC()
 
 	missionHash, err := r.renderConfigMap(ctx, mb)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	var sched cron.Schedule
-	if s := strings.TrimSpace(mb.Spec.Consolidation.Schedule); s != "" {
-		if sched, err = cron.ParseStandard(s); err != nil {
-			msg := fmt.Sprintf("Schedule %q does not parse: %v. Use five cron fields (minute hour day month weekday) or a descriptor such as @hourly.", s, err)
-			setReady(&mb.Status.Conditions, gen, false, true, promptopsv1.ReasonInvalidSchedule, msg)
-			setReconciling(&mb.Status.Conditions, gen, false, "", "")
-			mb.Status.NextScheduleTime = nil
-			mb.Status.ObservedGeneration = gen
-			return ctrl.Result{}, reconcile.TerminalError(errors.New(msg))
-		}
-	}
-
-	jobs, err := r.ownedJobs(ctx, mb)
+	// Jobs are observed first, so that activeJob and lastRun stay current
+	// even while the spec keeps new runs from starting.
+	active, requeue, err := r.observeJobs(ctx, mb)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	var active *batchv1.Job
-	var finished []*batchv1.Job
-	for _, j := range jobs {
-		if _, done := jobFinished(j); done {
-			finished = append(finished, j)
-		} else if active == nil || j.CreationTimestamp.After(active.CreationTimestamp.Time) {
-			active = j
-		}
+	sched, msg := parseSchedule(mb.Spec.Consolidation.Schedule, now)
+	if msg != "" {
+		markStalled(mb, promptopsv1.ReasonInvalidSchedule, msg)
+		mb.Status.NextScheduleTime = nil
+		return ctrl.Result{}, reconcile.TerminalError(errors.New(msg))
 	}
-	requeue, err := r.recordLastRun(ctx, mb, finished)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if err := r.pruneJobs(ctx, mb, finished); err != nil {
-		return ctrl.Result{}, err
+	suspended := mb.Spec.Consolidation.Suspend
+	request := mb.Annotations[promptopsv1.AnnotationConsolidateRequestedAt]
+	pending := request != "" && request != mb.Status.LastHandledRequest
+	noImage := r.JobImage == "" && mb.Spec.Consolidation.Image == ""
+	if noImage && !suspended && (pending || sched != nil) {
+		msg := "No image for consolidation Jobs: start the manager with --job-image (or $PROMPTOPS_JOB_IMAGE), or set spec.consolidation.image."
+		markStalled(mb, promptopsv1.ReasonNoJobImage, msg)
+		return ctrl.Result{}, reconcile.TerminalError(errors.New(msg))
 	}
 
 	// Start at most one run, never while one is active.
-	suspended := mb.Spec.Consolidation.Suspend
-	request := mb.Annotations[promptopsv1.AnnotationConsolidateRequestedAt]
-	if r.JobImage == "" && mb.Spec.Consolidation.Image == "" {
-		msg := "No image for consolidation Jobs: start the manager with --job-image (or $PROMPTOPS_JOB_IMAGE), or set spec.consolidation.image."
-		setReady(&mb.Status.Conditions, gen, false, true, promptopsv1.ReasonNoJobImage, msg)
-		setReconciling(&mb.Status.Conditions, gen, false, "", "")
-		mb.Status.ObservedGeneration = gen
-		return ctrl.Result{}, reconcile.TerminalError(errors.New(msg))
-	}
-	if active == nil && !suspended {
+	if active == nil && !suspended && !noImage {
 		switch {
-		case request != "" && request != mb.Status.LastHandledRequest:
-			if active, err = r.startJob(ctx, mb, requestJobName(mb, request), missionHash, map[string]string{promptopsv1.AnnotationConsolidateRequestedAt: request}); err != nil {
-				return ctrl.Result{}, err
+		case pending:
+			if active, err = r.startRequestJob(ctx, mb, missionHash, request); err != nil {
+				return ctrl.Result{}, markJobRejected(mb, err)
 			}
 			mb.Status.LastHandledRequest = request
 		case sched != nil:
 			if slot, due := dueSlot(sched, scheduleRef(mb), now); due {
 				if active, err = r.startJob(ctx, mb, scheduledJobName(mb, slot), missionHash, map[string]string{annotationScheduledAt: slot.Format(time.RFC3339)}); err != nil {
-					return ctrl.Result{}, err
+					return ctrl.Result{}, markJobRejected(mb, err)
+				}
+				if _, done := jobFinished(active); done {
+					// The slot's run ended before a restart.
+					active = nil
 				}
 				mb.Status.LastScheduleTime = &metav1.Time{Time: slot}
 			}
@@ -166,8 +158,57 @@ func (r *MemoryBankReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if requeue > 0 && (result.RequeueAfter == 0 || requeue < result.RequeueAfter) {
 		result.RequeueAfter = requeue
 	}
-	r.setStatus(mb, active, suspended)
+	r.setStatus(mb, active, suspended, noImage)
 	return result, nil
+}
+
+// observeJobs records the last finished run, prunes the Job history and
+// sets activeJob; it returns the running Job, if any, and when to look
+// again for a summary that is not there yet.
+func (r *MemoryBankReconciler) observeJobs(ctx context.Context, mb *promptopsv1.MemoryBank) (*batchv1.Job, time.Duration, error) {
+	jobs, err := r.ownedJobs(ctx, mb)
+	if err != nil {
+		return nil, 0, err
+	}
+	var active *batchv1.Job
+	var finished []*batchv1.Job
+	for _, j := range jobs {
+		if _, done := jobFinished(j); done {
+			finished = append(finished, j)
+		} else if active == nil || j.CreationTimestamp.After(active.CreationTimestamp.Time) {
+			active = j
+		}
+	}
+	requeue, err := r.recordLastRun(ctx, mb, finished)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := r.pruneJobs(ctx, mb, finished); err != nil {
+		return nil, 0, err
+	}
+	mb.Status.ActiveJob = ""
+	if active != nil {
+		mb.Status.ActiveJob = active.Name
+	}
+	return active, requeue, nil
+}
+
+// parseSchedule parses spec.consolidation.schedule; an empty one is nil. The
+// message says why a schedule can never work, and is empty when it can.
+func parseSchedule(spec string, now time.Time) (cron.Schedule, string) {
+	s := strings.TrimSpace(spec)
+	if s == "" {
+		return nil, ""
+	}
+	sched, err := cron.ParseStandard(s)
+	if err != nil {
+		return nil, fmt.Sprintf("Schedule %q does not parse: %v. Use five cron fields (minute hour day month weekday) or a descriptor such as @hourly.", s, err)
+	}
+	// robfig/cron gives up after five years and returns the zero time.
+	if sched.Next(now).IsZero() {
+		return nil, fmt.Sprintf("Schedule %q never fires: no date matches it (such as February 30). Change spec.consolidation.schedule.", s)
+	}
+	return sched, ""
 }
 
 // renderConfigMap writes <name>-consolidation and sets the prompt figures.
@@ -194,6 +235,7 @@ func (r *MemoryBankReconciler) renderConfigMap(ctx context.Context, mb *promptop
 		"batchSize":       orDefault(mb.Spec.Consolidation.BatchSize, 8),
 		"maxFactsPerRun":  orDefault(mb.Spec.Consolidation.MaxFactsPerRun, 200),
 		"maxAttempts":     orDefault(mb.Spec.Consolidation.MaxAttempts, 3),
+		"maxTokensPerRun": orDefault(mb.Spec.Consolidation.MaxTokensPerRun, promptopsv1.DefaultMaxTokensPerRun),
 		"schedule":        mb.Spec.Consolidation.Schedule,
 		"note":            "The capacity note is added per run: it depends on the bank's current count of observations.",
 	}, "", "  ")
@@ -261,7 +303,7 @@ func (r *MemoryBankReconciler) startJob(ctx context.Context, mb *promptopsv1.Mem
 			}
 			return existing, nil
 		}
-		return nil, fmt.Errorf("creating Job %s: %w", name, err)
+		return nil, &jobRejectedError{name: name, err: err}
 	}
 	ctrl.LoggerFrom(ctx).Info("Started a consolidation Job", "job", name)
 	if r.Recorder != nil {
@@ -269,6 +311,37 @@ func (r *MemoryBankReconciler) startJob(ctx context.Context, mb *promptopsv1.Mem
 	}
 	return job, nil
 }
+
+// startRequestJob starts the run of an annotation value, or finds the Job
+// a restarted operator created for it. A finished Job that holds the derived
+// name belongs to an earlier request with the same value (A, B, A, B, A), so
+// the next derived name is tried; it is this request's own only when it is
+// the run lastRun recorded.
+func (r *MemoryBankReconciler) startRequestJob(ctx context.Context, mb *promptopsv1.MemoryBank, missionHash, request string) (*batchv1.Job, error) {
+	ann := map[string]string{promptopsv1.AnnotationConsolidateRequestedAt: request}
+	for attempt := 0; attempt < maxRequestJobNames; attempt++ {
+		job, err := r.startJob(ctx, mb, requestJobName(mb, mb.Status.LastHandledRequest, request, attempt), missionHash, ann)
+		if err != nil {
+			return nil, err
+		}
+		if _, done := jobFinished(job); !done {
+			return job, nil
+		}
+		if lr := mb.Status.LastRun; lr != nil && lr.JobName == job.Name {
+			return nil, nil
+		}
+	}
+	return nil, fmt.Errorf("finished Jobs of earlier requests hold all %d names derived for request %q", maxRequestJobNames, request)
+}
+
+// jobRejectedError is the API server's refusal to create a Job.
+type jobRejectedError struct {
+	name string
+	err  error
+}
+
+func (e *jobRejectedError) Error() string { return fmt.Sprintf("creating Job %s: %v", e.name, e.err) }
+func (e *jobRejectedError) Unwrap() error { return e.err }
 
 // pruneJobs keeps the newest successfulJobsHistoryLimit succeeded and
 // failedJobsHistoryLimit failed Jobs.
@@ -331,18 +404,22 @@ func scheduleRef(mb *promptopsv1.MemoryBank) time.Time {
 // slots (the operator was down) collapse into one run, as with CronJobs.
 func dueSlot(s cron.Schedule, ref, now time.Time) (time.Time, bool) {
 	var slot time.Time
-	for t, i := s.Next(ref), 0; !t.After(now) && i < 100000; t, i = s.Next(t), i+1 {
+	for t, i := s.Next(ref), 0; !t.IsZero() && !t.After(now) && i < 100000; t, i = s.Next(t), i+1 {
 		slot = t
 	}
 	return slot, !slot.IsZero()
 }
 
-// patchStatus writes the status once, only when it changed.
+// patchStatus writes the status once, only when it changed. The merge
+// patch carries orig's resourceVersion: computed from a cached bank that
+// trails our own last write, it would leave out fields that only look
+// unchanged (activeJob naming a Job that has finished); the conflict makes
+// the reconcile run again on a fresh bank instead.
 func (r *MemoryBankReconciler) patchStatus(ctx context.Context, orig, mb *promptopsv1.MemoryBank) error {
 	if equality.Semantic.DeepEqual(orig.Status, mb.Status) {
 		return nil
 	}
-	if err := r.Status().Patch(ctx, mb, client.MergeFrom(orig)); err != nil {
+	if err := r.Status().Patch(ctx, mb, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	readyEvent(r.Recorder, mb, orig.Status.Conditions, mb.Status.Conditions, "Reconcile")

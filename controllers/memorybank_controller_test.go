@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -178,7 +179,8 @@ func TestBankRendersConsolidationConfigMap(t *testing.T) {
 	}
 	cm := getCM(t, ns, "pets-consolidation")
 	if cm.Data[missionKey] != "Track every pet, its name and its owner." || cm.Data[promptKey] != consolidation.SystemPrompt("Track every pet, its name and its owner.") ||
-		cm.Annotations[promptopsv1.AnnotationMissionHash] != wantHash || !strings.Contains(cm.Data[settingsKey], `"batchSize": 8`) {
+		cm.Annotations[promptopsv1.AnnotationMissionHash] != wantHash || !strings.Contains(cm.Data[settingsKey], `"batchSize": 8`) ||
+		!strings.Contains(cm.Data[settingsKey], fmt.Sprintf(`"maxTokensPerRun": %d`, promptopsv1.DefaultMaxTokensPerRun)) {
 		t.Fatalf("ConfigMap %+v", cm.Data)
 	}
 	if len(cm.OwnerReferences) != 1 || cm.OwnerReferences[0].UID != mb.UID {
@@ -247,7 +249,7 @@ func TestOnDemandRunsOncePerValueAndPrunesHistory(t *testing.T) {
 	waitMB(t, ns, "manual", hasCondition(promptopsv1.ConditionReady, metav1.ConditionTrue, ""))
 	request(t, ns, "manual", "2026-01-01T10:00:00Z")
 	job := waitJobs(t, ns, 1)[0]
-	if job.Name != requestJobName(&promptopsv1.MemoryBank{ObjectMeta: metav1.ObjectMeta{Name: "manual"}}, "2026-01-01T10:00:00Z") {
+	if job.Name != requestJobName(&promptopsv1.MemoryBank{ObjectMeta: metav1.ObjectMeta{Name: "manual"}}, "", "2026-01-01T10:00:00Z", 0) {
 		t.Fatalf("job name %s", job.Name)
 	}
 	waitMB(t, ns, "manual", func(mb *promptopsv1.MemoryBank) error {
@@ -257,13 +259,18 @@ func TestOnDemandRunsOncePerValueAndPrunesHistory(t *testing.T) {
 		return nil
 	})
 	poke(t, ns, "manual")
-	finishJob(t, &job, true, `{"factsConsolidated":2,"observations":2,"missionHash":"sha256:x"}`)
-	waitMB(t, ns, "manual", func(mb *promptopsv1.MemoryBank) error {
+	finishJob(t, &job, true, `{"factsConsolidated":2,"observations":2,"missionHash":"sha256:x","llmCalls":5,"retries":2,`+
+		`"droppedItems":{"noSource":1,"repeated":3},"pendingFacts":7,"failedFacts":1,"cutShort":"maxTokensPerRun 2000000 reached"}`)
+	mb := waitMB(t, ns, "manual", func(mb *promptopsv1.MemoryBank) error {
 		if mb.Status.LastRun == nil || mb.Status.LastRun.JobName != job.Name || mb.Status.ActiveJob != "" {
 			return fmt.Errorf("lastRun %+v active %q", mb.Status.LastRun, mb.Status.ActiveJob)
 		}
 		return nil
 	})
+	if lr := mb.Status.LastRun; lr.LLMCalls != 5 || lr.Retries != 2 || lr.PendingFacts != 7 || lr.FailedFacts != 1 ||
+		lr.CutShort != "maxTokensPerRun 2000000 reached" || len(lr.DroppedItems) != 2 || lr.DroppedItems["noSource"] != 1 || lr.DroppedItems["repeated"] != 3 {
+		t.Fatalf("lastRun %+v", lr)
+	}
 	if n := len(jobsOf(t, ns)); n != 1 {
 		t.Fatalf("the same value must not run twice: %d jobs", n)
 	}
@@ -515,11 +522,15 @@ spec:
 	if job.Spec.BackoffLimit == nil || *job.Spec.BackoffLimit != 1 || *job.Spec.ActiveDeadlineSeconds != 1800 || c.Args[0] != "consolidate" || c.Image != "promptops:test" {
 		t.Fatalf("job spec %+v", job.Spec)
 	}
-	refs := map[string]string{}
+	refs, values := map[string]string{}, map[string]string{}
 	for _, e := range c.Env {
 		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
 			refs[e.Name] = e.ValueFrom.SecretKeyRef.Key
 		}
+		values[e.Name] = e.Value
+	}
+	if values["PROMPTOPS_MAX_TOKENS_PER_RUN"] != "2000000" {
+		t.Fatalf("PROMPTOPS_MAX_TOKENS_PER_RUN %q", values["PROMPTOPS_MAX_TOKENS_PER_RUN"])
 	}
 	if refs["PROMPTOPS_STORE"] != "dsn" || refs["OPENAI_API_KEY"] != "apiKey" {
 		t.Fatalf("secrets must come by secretKeyRef: %v", refs)
@@ -561,26 +572,270 @@ func TestRestartCreatesNoDuplicate(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		r := &MemoryBankReconciler{Client: k8sClient, APIReader: k8sClient, JobImage: "promptops:test"}
 		r.init()
-		job, err := r.startJob(ctx, mb, requestJobName(mb, "same"), mb.Status.MissionHash, nil)
-		if err != nil || job.Name != requestJobName(mb, "same") {
-			t.Fatalf("start %d: %v", i, err)
+		job, err := r.startRequestJob(ctx, mb, mb.Status.MissionHash, "same")
+		if err != nil || job == nil || job.Name != requestJobName(mb, "", "same", 0) {
+			t.Fatalf("start %d: %v %v", i, job, err)
 		}
+	}
+	if n := len(jobsOf(t, ns)); n != 1 {
+		t.Fatalf("%d Jobs for one run", n)
+	}
+	// The run ended before the restarted operator handled the request: the
+	// Job is lastRun, not active, and no second run starts.
+	job := jobsOf(t, ns)[0]
+	finishJob(t, &job, true, `{"factsConsolidated":1,"observations":1,"missionHash":"sha256:x"}`)
+	mb = waitMB(t, ns, "restart", func(mb *promptopsv1.MemoryBank) error {
+		if mb.Status.LastRun == nil || mb.Status.LastRun.JobName != job.Name {
+			return fmt.Errorf("lastRun %+v", mb.Status.LastRun)
+		}
+		return nil
+	})
+	r := &MemoryBankReconciler{Client: k8sClient, APIReader: k8sClient, JobImage: "promptops:test"}
+	r.init()
+	if active, err := r.startRequestJob(ctx, mb, mb.Status.MissionHash, "same"); err != nil || active != nil {
+		t.Fatalf("a finished run is not active: %v %v", active, err)
 	}
 	if n := len(jobsOf(t, ns)); n != 1 {
 		t.Fatalf("%d Jobs for one run", n)
 	}
 }
 
-func TestNoJobImageStalls(t *testing.T) {
+// reconcileWithoutImage runs a reconciler of a manager started without
+// --job-image once. Status writes do not wake the suite's manager, so what
+// the test reads afterwards is this reconcile's.
+func reconcileWithoutImage(t *testing.T, ns, name string) error {
+	t.Helper()
+	r := &MemoryBankReconciler{Client: k8sClient, APIReader: k8sClient}
+	_, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
+	return err
+}
+
+// setStatus overwrites a bank's status, as a stale one the next reconcile
+// must correct.
+func setStatus(t *testing.T, ns, name string, change func(st *promptopsv1.MemoryBankStatus)) {
+	t.Helper()
+	eventually(t, func() error {
+		mb := getMB(t, ns, name)
+		change(&mb.Status)
+		return k8sClient.Status().Update(ctx, mb)
+	})
+}
+
+// TestNoJobImageStallsOnlyWhenARunIsDue: without an image a bank with
+// nothing to run is Ready and says runs need an image; a pending request or
+// a schedule stalls it. Either way its Jobs are observed.
+func TestNoJobImageStallsOnlyWhenARunIsDue(t *testing.T) {
 	ns := newNamespace(t)
 	createYAML(t, ns, bankYAML("noimage", ""))
 	waitMB(t, ns, "noimage", hasCondition(promptopsv1.ConditionReady, metav1.ConditionTrue, ""))
-	r := &MemoryBankReconciler{Client: k8sClient, APIReader: k8sClient}
-	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: "noimage"}}); err == nil {
-		t.Fatal("want a terminal error")
+	if err := reconcileWithoutImage(t, ns, "noimage"); err != nil {
+		t.Fatalf("nothing to run: %v", err)
 	}
 	mb := getMB(t, ns, "noimage")
-	if c := meta.FindStatusCondition(mb.Status.Conditions, promptopsv1.ConditionStalled); c == nil || c.Reason != promptopsv1.ReasonNoJobImage || !strings.Contains(c.Message, "--job-image") {
-		t.Fatalf("Stalled %+v", c)
+	if c := meta.FindStatusCondition(mb.Status.Conditions, promptopsv1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "Runs need an image") || !strings.Contains(c.Message, "--job-image") {
+		t.Fatalf("Ready %+v", c)
+	}
+	if meta.FindStatusCondition(mb.Status.Conditions, promptopsv1.ConditionStalled) != nil {
+		t.Fatal("nothing to run is not Stalled")
+	}
+
+	// A run of the suite's manager (which has an image) ends.
+	request(t, ns, "noimage", "1")
+	job := waitJobs(t, ns, 1)[0]
+	finishJob(t, &job, true, `{"factsConsolidated":1,"observations":4,"missionHash":"sha256:x"}`)
+	waitMB(t, ns, "noimage", func(mb *promptopsv1.MemoryBank) error {
+		if mb.Status.LastRun == nil || mb.Status.LastRun.JobName != job.Name || mb.Status.ActiveJob != "" {
+			return fmt.Errorf("lastRun %+v active %q", mb.Status.LastRun, mb.Status.ActiveJob)
+		}
+		return nil
+	})
+
+	stalled := func(what string) {
+		t.Helper()
+		if err := reconcileWithoutImage(t, ns, "noimage"); !errors.Is(err, reconcile.TerminalError(nil)) {
+			t.Fatalf("%s: want a terminal error, got %v", what, err)
+		}
+		mb := getMB(t, ns, "noimage")
+		if c := meta.FindStatusCondition(mb.Status.Conditions, promptopsv1.ConditionStalled); c == nil || c.Reason != promptopsv1.ReasonNoJobImage || !strings.Contains(c.Message, "--job-image") {
+			t.Fatalf("%s: Stalled %+v", what, c)
+		}
+		if c := meta.FindStatusCondition(mb.Status.Conditions, promptopsv1.ConditionReady); c.Status != metav1.ConditionFalse || c.Reason != promptopsv1.ReasonNoJobImage {
+			t.Fatalf("%s: Ready %+v", what, c)
+		}
+		// The Jobs were observed before the image check.
+		if lr := mb.Status.LastRun; lr == nil || lr.JobName != job.Name || lr.Observations != 4 || mb.Status.ActiveJob != "" {
+			t.Fatalf("%s: stale Job status: lastRun %+v activeJob %q", what, lr, mb.Status.ActiveJob)
+		}
+	}
+	// A request not handled yet.
+	setStatus(t, ns, "noimage", func(st *promptopsv1.MemoryBankStatus) {
+		st.LastHandledRequest, st.LastRun, st.ActiveJob = "0", nil, "stale"
+	})
+	stalled("pending request")
+	// A schedule.
+	setStatus(t, ns, "noimage", func(st *promptopsv1.MemoryBankStatus) { st.LastHandledRequest = "1" })
+	mb = getMB(t, ns, "noimage")
+	update(t, mb, func() { mb.Spec.Consolidation.Schedule = "@hourly" })
+	waitMB(t, ns, "noimage", func(mb *promptopsv1.MemoryBank) error {
+		if mb.Status.NextScheduleTime == nil {
+			return fmt.Errorf("no nextScheduleTime")
+		}
+		return nil
+	})
+	setStatus(t, ns, "noimage", func(st *promptopsv1.MemoryBankStatus) { st.LastRun, st.ActiveJob = nil, "stale" })
+	stalled("schedule")
+}
+
+// TestScheduleThatNeverFiresStalls: February 30 parses but never comes; the
+// bank is Stalled, shows no next run, and still observes its Jobs.
+func TestScheduleThatNeverFiresStalls(t *testing.T) {
+	ns := newNamespace(t)
+	createYAML(t, ns, bankYAML("feb30", ""))
+	waitMB(t, ns, "feb30", hasCondition(promptopsv1.ConditionReady, metav1.ConditionTrue, ""))
+	request(t, ns, "feb30", "1")
+	job := waitJobs(t, ns, 1)[0]
+	mb := waitMB(t, ns, "feb30", func(mb *promptopsv1.MemoryBank) error {
+		if mb.Status.ActiveJob != job.Name {
+			return fmt.Errorf("activeJob %q", mb.Status.ActiveJob)
+		}
+		return nil
+	})
+	update(t, mb, func() { mb.Spec.Consolidation.Schedule = "0 0 30 2 *" })
+	mb = waitMB(t, ns, "feb30", hasCondition(promptopsv1.ConditionStalled, metav1.ConditionTrue, promptopsv1.ReasonInvalidSchedule))
+	c := meta.FindStatusCondition(mb.Status.Conditions, promptopsv1.ConditionReady)
+	if c.Status != metav1.ConditionFalse || c.Reason != promptopsv1.ReasonInvalidSchedule || !strings.Contains(c.Message, `Schedule "0 0 30 2 *" never fires`) || strings.Contains(c.Message, "0001") {
+		t.Fatalf("Ready %+v", c)
+	}
+	if mb.Status.NextScheduleTime != nil {
+		t.Fatalf("nextScheduleTime %v", mb.Status.NextScheduleTime)
+	}
+	// The running Job ends while the schedule is invalid: lastRun and
+	// activeJob follow.
+	finishJob(t, &job, true, `{"factsConsolidated":1,"observations":1,"missionHash":"sha256:x"}`)
+	waitMB(t, ns, "feb30", func(mb *promptopsv1.MemoryBank) error {
+		if mb.Status.LastRun == nil || mb.Status.LastRun.JobName != job.Name || mb.Status.ActiveJob != "" {
+			return fmt.Errorf("lastRun %+v active %q", mb.Status.LastRun, mb.Status.ActiveJob)
+		}
+		return hasCondition(promptopsv1.ConditionStalled, metav1.ConditionTrue, promptopsv1.ReasonInvalidSchedule)(mb)
+	})
+}
+
+// TestJobRejectedByAPIServer: a Job the API server refuses for good (an
+// invalid node selector label, which the CRD does not check) ends in
+// Ready=False, Stalled=True with the server's words; fixing the spec runs
+// the pending request.
+func TestJobRejectedByAPIServer(t *testing.T) {
+	ns := newNamespace(t)
+	createYAML(t, ns, bankYAML("refused", `  consolidation: {nodeSelector: {pool: "not a label!"}}`))
+	waitMB(t, ns, "refused", hasCondition(promptopsv1.ConditionReady, metav1.ConditionTrue, ""))
+	request(t, ns, "refused", "1")
+	mb := waitMB(t, ns, "refused", hasCondition(promptopsv1.ConditionStalled, metav1.ConditionTrue, promptopsv1.ReasonJobRejected))
+	c := meta.FindStatusCondition(mb.Status.Conditions, promptopsv1.ConditionReady)
+	if c.Status != metav1.ConditionFalse || c.Reason != promptopsv1.ReasonJobRejected ||
+		!strings.Contains(c.Message, "spec.template.spec.nodeSelector") || !strings.Contains(c.Message, `"not a label!"`) || !strings.Contains(c.Message, "is invalid") {
+		t.Fatalf("Ready %+v", c)
+	}
+	if meta.FindStatusCondition(mb.Status.Conditions, promptopsv1.ConditionReconciling) != nil || mb.Status.LastHandledRequest != "" || mb.Status.ActiveJob != "" {
+		t.Fatalf("status %+v", mb.Status)
+	}
+	if n := len(jobsOf(t, ns)); n != 0 {
+		t.Fatalf("%d Jobs", n)
+	}
+	update(t, mb, func() { mb.Spec.Consolidation.NodeSelector = map[string]string{"pool": "batch"} })
+	job := waitJobs(t, ns, 1)[0]
+	mb = waitMB(t, ns, "refused", hasCondition(promptopsv1.ConditionReady, metav1.ConditionTrue, promptopsv1.ReasonSucceeded))
+	if mb.Status.ActiveJob != job.Name || mb.Status.LastHandledRequest != "1" || meta.FindStatusCondition(mb.Status.Conditions, promptopsv1.ConditionStalled) != nil {
+		t.Fatalf("status %+v", mb.Status)
+	}
+}
+
+// TestReusedRequestValueStartsNewRun: A, B, A, B, A are five runs, each
+// shown active while it runs and never an earlier, finished Job; the bank's
+// name is as long as allowed, so the longest Job name is accepted too.
+func TestReusedRequestValueStartsNewRun(t *testing.T) {
+	ns := newNamespace(t)
+	name := strings.Repeat("r", 48)
+	createYAML(t, ns, bankYAML(name, ""))
+	waitMB(t, ns, name, hasCondition(promptopsv1.ConditionReady, metav1.ConditionTrue, ""))
+	seen := map[string]bool{}
+	var names []string
+	for i, value := range []string{"A", "B", "A", "B", "A"} {
+		request(t, ns, name, value)
+		var job batchv1.Job
+		eventually(t, func() error {
+			for _, j := range jobsOf(t, ns) {
+				if !seen[j.Name] {
+					job = j
+					return nil
+				}
+			}
+			return fmt.Errorf("request %d (%s): no new Job", i, value)
+		})
+		seen[job.Name] = true
+		names = append(names, job.Name)
+		waitMB(t, ns, name, func(mb *promptopsv1.MemoryBank) error {
+			if mb.Status.ActiveJob != job.Name || mb.Status.LastHandledRequest != value {
+				return fmt.Errorf("request %d (%s): activeJob %q lastHandledRequest %q, want %s", i, value, mb.Status.ActiveJob, mb.Status.LastHandledRequest, job.Name)
+			}
+			return nil
+		})
+		finishJob(t, &job, true, fmt.Sprintf(`{"factsConsolidated":1,"observations":%d,"missionHash":"sha256:x"}`, i+1))
+		waitMB(t, ns, name, func(mb *promptopsv1.MemoryBank) error {
+			if mb.Status.LastRun == nil || mb.Status.LastRun.JobName != job.Name || mb.Status.ActiveJob != "" {
+				return fmt.Errorf("request %d (%s): lastRun %+v active %q", i, value, mb.Status.LastRun, mb.Status.ActiveJob)
+			}
+			return nil
+		})
+	}
+	// The fifth request (B then A) is the third's again; the third's
+	// finished Job still holds that name, so the fifth takes the next one.
+	mb := &promptopsv1.MemoryBank{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if names[2] != requestJobName(mb, "B", "A", 0) || names[4] != requestJobName(mb, "B", "A", 1) || len(names[4]) > 63 {
+		t.Fatalf("job names %v", names)
+	}
+}
+
+// TestJobRejectionIsTerminalOnlyWhenPermanent: refusals that sending the
+// same Job again cannot change stall the bank; others are retried.
+func TestJobRejectionIsTerminalOnlyWhenPermanent(t *testing.T) {
+	gr := batchv1.Resource("jobs")
+	cases := []struct {
+		name      string
+		err       error
+		permanent bool
+	}{
+		{"invalid", apierrors.NewInvalid(batchv1.SchemeGroupVersion.WithKind("Job").GroupKind(), "b-1", nil), true},
+		{"forbidden", apierrors.NewForbidden(gr, "b-1", errors.New("exceeded quota")), true},
+		{"bad request", apierrors.NewBadRequest("bad"), true},
+		{"too large", apierrors.NewRequestEntityTooLargeError("limit is 3145728"), true},
+		{"unavailable", apierrors.NewServiceUnavailable("etcd is down"), false},
+		{"timeout", apierrors.NewTimeoutError("slow", 1), false},
+		{"internal", apierrors.NewInternalError(errors.New("webhook unreachable")), false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			mb := &promptopsv1.MemoryBank{ObjectMeta: metav1.ObjectMeta{Name: "b", Generation: 3}}
+			err := markJobRejected(mb, &jobRejectedError{name: "b-1", err: tc.err})
+			ready := meta.FindStatusCondition(mb.Status.Conditions, promptopsv1.ConditionReady)
+			stalled := meta.FindStatusCondition(mb.Status.Conditions, promptopsv1.ConditionStalled)
+			reconciling := meta.FindStatusCondition(mb.Status.Conditions, promptopsv1.ConditionReconciling)
+			if ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != promptopsv1.ReasonJobRejected || !strings.Contains(ready.Message, tc.err.Error()) {
+				t.Fatalf("Ready %+v", ready)
+			}
+			if got := errors.Is(err, reconcile.TerminalError(nil)); got != tc.permanent || !errors.Is(err, tc.err) {
+				t.Fatalf("terminal %v, want %v (%v)", got, tc.permanent, err)
+			}
+			if tc.permanent != (stalled != nil) || tc.permanent == (reconciling != nil) {
+				t.Fatalf("Stalled %+v Reconciling %+v", stalled, reconciling)
+			}
+			if wantGen := map[bool]int64{true: 3, false: 0}[tc.permanent]; mb.Status.ObservedGeneration != wantGen {
+				t.Fatalf("observedGeneration %d", mb.Status.ObservedGeneration)
+			}
+		})
+	}
+	// Other errors (a failed read) are returned as they are, with no condition.
+	mb := &promptopsv1.MemoryBank{}
+	if err := markJobRejected(mb, errors.New("read failed")); err == nil || len(mb.Status.Conditions) != 0 {
+		t.Fatalf("%v %+v", err, mb.Status.Conditions)
 	}
 }

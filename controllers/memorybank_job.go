@@ -17,7 +17,9 @@ import (
 
 const (
 	// configDir is where the consolidation ConfigMap's mission is mounted.
-	configDir   = "/etc/promptops"
+	configDir = "/etc/promptops"
+	// tmpDir is the pod's writable scratch directory (the root is read-only).
+	tmpDir      = "/tmp"
 	missionKey  = "mission.txt"
 	promptKey   = "prompt.txt"
 	settingsKey = "settings.json"
@@ -35,10 +37,22 @@ func scheduledJobName(mb *promptopsv1.MemoryBank, slot time.Time) string {
 	return fmt.Sprintf("%s-%d", mb.Name, slot.Unix()/60)
 }
 
-// requestJobName is derived from the annotation's value.
-func requestJobName(mb *promptopsv1.MemoryBank, request string) string {
-	sum := sha256.Sum256([]byte(request))
-	return fmt.Sprintf("%s-manual-%s", mb.Name, hex.EncodeToString(sum[:])[:8])
+// maxRequestJobNames bounds the names tried for one request.
+const maxRequestJobNames = 10
+
+// requestJobName is derived from the annotation's value and the value
+// handled before it: a restarted operator derives the name of the Job it
+// created for the current request, and reusing an earlier value (A, B, A)
+// gives a new name. attempt > 0 gives the alternatives tried while finished
+// Jobs of earlier requests hold the name. At most 63 characters for a
+// bank name of 48.
+func requestJobName(mb *promptopsv1.MemoryBank, previous, request string, attempt int) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%d:%s%d:%s", len(previous), previous, len(request), request)
+	if attempt > 0 {
+		fmt.Fprintf(h, "#%d", attempt)
+	}
+	return fmt.Sprintf("%s-manual-%s", mb.Name, hex.EncodeToString(h.Sum(nil))[:7])
 }
 
 func bankOwner(mb *promptopsv1.MemoryBank) owner {
@@ -66,6 +80,7 @@ func desiredJob(mb *promptopsv1.MemoryBank, name, image, missionHash string, ann
 		{Name: "PROMPTOPS_BATCH_SIZE", Value: itoa(orDefault(c.BatchSize, 8))},
 		{Name: "PROMPTOPS_MAX_FACTS", Value: itoa(orDefault(c.MaxFactsPerRun, 200))},
 		{Name: "PROMPTOPS_MAX_ATTEMPTS", Value: itoa(orDefault(c.MaxAttempts, 3))},
+		{Name: "PROMPTOPS_MAX_TOKENS_PER_RUN", Value: itoa(orDefault(c.MaxTokensPerRun, promptopsv1.DefaultMaxTokensPerRun))},
 		{Name: "PROMPTOPS_MISSION_FILE", Value: path.Join(configDir, missionKey)},
 		{Name: "PROMPTOPS_TERMINATION_LOG", Value: "/dev/termination-log"},
 	}
@@ -82,19 +97,31 @@ func desiredJob(mb *promptopsv1.MemoryBank, name, image, missionHash string, ann
 		// A subPath mount is not updated when the ConfigMap changes: a
 		// running Job keeps the mission it started with.
 		{Name: "config", MountPath: path.Join(configDir, missionKey), SubPath: missionKey, ReadOnly: true},
-		{Name: "tmp", MountPath: "/tmp"},
+		{Name: "tmp", MountPath: tmpDir},
 	}
 	switch s := mb.Spec.Store; {
 	case s.Postgres != nil:
 		env = append(env, corev1.EnvVar{Name: "PROMPTOPS_STORE", ValueFrom: secretEnv(s.Postgres.DSNSecretRef)})
 	case s.SQLite != nil:
 		env = append(env, corev1.EnvVar{Name: "PROMPTOPS_STORE", Value: "sqlite://" + s.SQLite.Path})
-		data := corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}
-		if s.SQLite.PersistentVolumeClaimName != "" {
-			data = corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: s.SQLite.PersistentVolumeClaimName}}
+		dir := path.Dir(s.SQLite.Path)
+		claim := s.SQLite.PersistentVolumeClaimName
+		switch {
+		case dir == tmpDir && claim == "":
+			// The pod's /tmp emptyDir holds the file; a second mount at
+			// /tmp would make the Job invalid.
+		case dir == tmpDir:
+			// The claim serves as /tmp.
+			volumes[1] = corev1.Volume{Name: "data", VolumeSource: claimVolume(claim)}
+			mounts[1] = corev1.VolumeMount{Name: "data", MountPath: tmpDir}
+		default:
+			data := corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}
+			if claim != "" {
+				data = claimVolume(claim)
+			}
+			volumes = append(volumes, corev1.Volume{Name: "data", VolumeSource: data})
+			mounts = append(mounts, corev1.VolumeMount{Name: "data", MountPath: dir})
 		}
-		volumes = append(volumes, corev1.Volume{Name: "data", VolumeSource: data})
-		mounts = append(mounts, corev1.VolumeMount{Name: "data", MountPath: path.Dir(s.SQLite.Path)})
 	}
 	if ref := mb.Spec.LLM.APIKeySecretRef; ref != nil {
 		env = append(env, corev1.EnvVar{Name: "OPENAI_API_KEY", ValueFrom: secretEnv(*ref)})
@@ -155,6 +182,10 @@ func desiredJob(mb *promptopsv1.MemoryBank, name, image, missionHash string, ann
 		},
 	}
 	return job
+}
+
+func claimVolume(name string) corev1.VolumeSource {
+	return corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: name}}
 }
 
 func secretEnv(ref promptopsv1.SecretKeyRef) *corev1.EnvVarSource {

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -12,8 +13,10 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	promptopsv1 "github.com/promptops/promptops/api/v1"
 	"github.com/promptops/promptops/internal/consolidation"
@@ -51,6 +54,11 @@ func (r *MemoryBankReconciler) recordLastRun(ctx context.Context, mb *promptopsv
 	if last != nil && last.JobName == job.Name && !strings.HasPrefix(last.Message, noSummary) {
 		return 0, nil
 	}
+	if last != nil && last.JobName != job.Name && last.CompletionTime != nil && jobTime(job).Before(last.CompletionTime.Time) {
+		// lastRun's own Job was pruned (a history limit of 0) or deleted;
+		// an older run must not replace it.
+		return 0, nil
+	}
 	succeeded, _ := jobFinished(job)
 	run := &promptopsv1.RunSummary{JobName: job.Name, StartTime: job.Status.StartTime, Succeeded: succeeded, MissionHash: job.Annotations[promptopsv1.AnnotationMissionHash]}
 	t := metav1.NewTime(jobTime(job))
@@ -63,6 +71,8 @@ func (r *MemoryBankReconciler) recordLastRun(ctx context.Context, mb *promptopsv
 		run.FactsConsolidated, run.FactsFailed = sum.FactsConsolidated, sum.FactsFailed
 		run.Created, run.Updated, run.Deleted = sum.Created, sum.Updated, sum.Deleted
 		run.PromptTokens, run.CompletionTokens, run.Observations = sum.PromptTokens, sum.CompletionTokens, sum.Observations
+		run.LLMCalls, run.Retries, run.DroppedItems = sum.LLMCalls, sum.Retries, sum.DroppedItems
+		run.PendingFacts, run.FailedFacts, run.CutShort = sum.PendingFacts, sum.FailedFacts, sum.CutShort
 		if sum.MissionHash != "" {
 			run.MissionHash = sum.MissionHash
 		}
@@ -149,8 +159,40 @@ func (r *MemoryBankReconciler) runSummary(ctx context.Context, mb *promptopsv1.M
 	return &s, "", nil
 }
 
+// markStalled reports a spec that cannot work until a user changes it.
+func markStalled(mb *promptopsv1.MemoryBank, reason, msg string) {
+	gen := mb.Generation
+	setReady(&mb.Status.Conditions, gen, false, true, reason, msg)
+	setReconciling(&mb.Status.Conditions, gen, false, "", "")
+	mb.Status.ObservedGeneration = gen
+}
+
+// markJobRejected reports a Job that could not be created and returns the
+// error for the reconcile: terminal when the API server refuses the Job for
+// good (only a spec change helps), else returned for a retry with backoff.
+func markJobRejected(mb *promptopsv1.MemoryBank, err error) error {
+	var rejected *jobRejectedError
+	if !errors.As(err, &rejected) {
+		return err
+	}
+	gen := mb.Generation
+	msg := fmt.Sprintf("The API server refused consolidation Job %s: %v", rejected.name, rejected.err)
+	if permanentRefusal(rejected.err) {
+		markStalled(mb, promptopsv1.ReasonJobRejected, msg+". Change spec.consolidation so that the Job is valid.")
+		return reconcile.TerminalError(err)
+	}
+	setReady(&mb.Status.Conditions, gen, false, false, promptopsv1.ReasonJobRejected, msg+". Retrying.")
+	setReconciling(&mb.Status.Conditions, gen, true, promptopsv1.ReasonJobRejected, msg+". Retrying.")
+	return err
+}
+
+// permanentRefusal tells whether sending the same object again cannot help.
+func permanentRefusal(err error) bool {
+	return apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsRequestEntityTooLargeError(err) || apierrors.IsBadRequest(err)
+}
+
 // setStatus sets Ready and Reconciling from the run state.
-func (r *MemoryBankReconciler) setStatus(mb *promptopsv1.MemoryBank, active *batchv1.Job, suspended bool) {
+func (r *MemoryBankReconciler) setStatus(mb *promptopsv1.MemoryBank, active *batchv1.Job, suspended, noImage bool) {
 	gen := mb.Generation
 	st := &mb.Status
 	if active != nil {
@@ -175,6 +217,9 @@ func (r *MemoryBankReconciler) setStatus(mb *promptopsv1.MemoryBank, active *bat
 			verdict = "failed"
 		}
 		parts = append(parts, fmt.Sprintf("Last run %s %s; the bank holds %d observations.", lr.JobName, verdict, lr.Observations))
+	}
+	if noImage {
+		parts = append(parts, "Runs need an image: start the manager with --job-image (or $PROMPTOPS_JOB_IMAGE), or set spec.consolidation.image.")
 	}
 	setReady(&st.Conditions, gen, true, false, reason, strings.Join(parts, " "))
 	st.ObservedGeneration = gen

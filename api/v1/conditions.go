@@ -32,7 +32,8 @@ const (
 	// ReasonReferenceNotFound: a referenced ConfigMap or key is missing and
 	// the section has no fallback text.
 	ReasonReferenceNotFound = "ReferenceNotFound"
-	// ReasonInvalidSchedule: the consolidation schedule does not parse.
+	// ReasonInvalidSchedule: the consolidation schedule does not parse, or
+	// never fires.
 	ReasonInvalidSchedule = "InvalidSchedule"
 	// ReasonSuspended: consolidation is suspended by spec.consolidation.suspend.
 	ReasonSuspended = "Suspended"
@@ -45,6 +46,9 @@ const (
 	// ReasonNoJobImage: the manager has no image for consolidation Jobs and
 	// the bank names none.
 	ReasonNoJobImage = "NoJobImage"
+	// ReasonJobRejected: the API server refused to create the consolidation
+	// Job; the condition message carries its answer.
+	ReasonJobRejected = "JobRejected"
 	// ReasonInvalidRunSummary: the finished pod's termination message was
 	// missing or not a run summary.
 	ReasonInvalidRunSummary = "InvalidRunSummary"

@@ -35,11 +35,17 @@ type PostgresStore struct {
 // SQLiteStore keeps the bank in a SQLite file.
 type SQLiteStore struct {
 	// path of the database file inside the consolidation pod. With
-	// persistentVolumeClaimName the claim is mounted at the file's directory.
+	// persistentVolumeClaimName the claim is mounted at the file's directory
+	// (for a file in /tmp, the claim is the pod's /tmp). It must be in a
+	// directory other than /, and not under /etc/promptops, /dev, /proc or /sys.
 	// +required
 	// +kubebuilder:validation:MinLength=2
 	// +kubebuilder:validation:MaxLength=1024
 	// +kubebuilder:validation:Pattern=`^/[^\x00]*[^/]$`
+	// +kubebuilder:validation:XValidation:rule="!self.contains('//') && !self.contains('/./') && !self.contains('/../') && !self.endsWith('/.') && !self.endsWith('/..')",message="store.sqlite.path must be a clean absolute path, without //, . or .. elements"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^/[^/]*$')",message="store.sqlite.path must be in a directory, not directly in /: the file's directory is mounted into the pod"
+	// +kubebuilder:validation:XValidation:rule="self != '/etc/promptops' && !self.startsWith('/etc/promptops/')",message="store.sqlite.path must not be under /etc/promptops, where the consolidation ConfigMap is mounted"
+	// +kubebuilder:validation:XValidation:rule="!['/dev', '/proc', '/sys'].exists(d, self == d || self.startsWith(d + '/'))",message="store.sqlite.path must not be under /dev, /proc or /sys"
 	Path string `json:"path"`
 
 	// persistentVolumeClaimName is a claim in the bank's namespace that holds
@@ -141,6 +147,15 @@ type ConsolidationSpec struct {
 	// +kubebuilder:validation:Maximum=10
 	MaxAttempts int32 `json:"maxAttempts,omitempty"`
 
+	// maxTokensPerRun bounds the prompt plus completion tokens of one run,
+	// retries and splits included; when reached the run starts no new LLM
+	// call and the remaining facts stay pending for the next run.
+	// +optional
+	// +kubebuilder:default=2000000
+	// +kubebuilder:validation:Minimum=1000
+	// +kubebuilder:validation:Maximum=10000000000
+	MaxTokensPerRun int64 `json:"maxTokensPerRun,omitempty"`
+
 	// activeDeadlineSeconds bounds one run's Job.
 	// +optional
 	// +kubebuilder:default=1800
@@ -195,6 +210,10 @@ type ConsolidationSpec struct {
 	// +listType=atomic
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
 }
+
+// DefaultMaxTokensPerRun is spec.consolidation.maxTokensPerRun when unset;
+// the CRD's default marker says the same, and a test ties the two.
+const DefaultMaxTokensPerRun int64 = 2000000
 
 // MemoryBankSpec is the desired state of a memory bank.
 type MemoryBankSpec struct {
@@ -261,6 +280,30 @@ type RunSummary struct {
 	// observations in the bank after the run.
 	// +optional
 	Observations int64 `json:"observations,omitempty"`
+	// llmCalls counts every chat completion the run sent, retries included.
+	// +optional
+	LLMCalls int64 `json:"llmCalls,omitempty"`
+	// retries counts calls sent again for the same facts after an answer
+	// that could not be used at all.
+	// +optional
+	Retries int64 `json:"retries,omitempty"`
+	// droppedItems counts the answer items the run left out, by reason
+	// (unknownObservation, notRecalled, noSource, badText, repeated,
+	// conflict, excessDeletes, overCapacity).
+	// +optional
+	// +kubebuilder:validation:MaxProperties=32
+	DroppedItems map[string]int64 `json:"droppedItems,omitempty"`
+	// pendingFacts is the bank's count of facts still pending after the run.
+	// +optional
+	PendingFacts int64 `json:"pendingFacts,omitempty"`
+	// failedFacts is the bank's count of failed facts after the run.
+	// +optional
+	FailedFacts int64 `json:"failedFacts,omitempty"`
+	// cutShort says why the run stopped before its facts were done (for
+	// example maxTokensPerRun reached); empty when it was not.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	CutShort string `json:"cutShort,omitempty"`
 	// missionHash of the mission the run used.
 	// +optional
 	MissionHash string `json:"missionHash,omitempty"`
