@@ -71,14 +71,14 @@ func (r *MemoryBankReconciler) recordLastRun(ctx context.Context, mb *promptopsv
 		run.FactsConsolidated, run.FactsFailed = sum.FactsConsolidated, sum.FactsFailed
 		run.Created, run.Updated, run.Deleted = sum.Created, sum.Updated, sum.Deleted
 		run.PromptTokens, run.CompletionTokens, run.Observations = sum.PromptTokens, sum.CompletionTokens, sum.Observations
-		run.LLMCalls, run.Retries, run.DroppedItems = sum.LLMCalls, sum.Retries, sum.DroppedItems
-		run.PendingFacts, run.FailedFacts, run.CutShort = sum.PendingFacts, sum.FailedFacts, sum.CutShort
+		run.LLMCalls, run.Retries, run.DroppedItems = sum.LLMCalls, sum.Retries, boundedCounts(sum.DroppedItems, 32)
+		run.PendingFacts, run.FailedFacts, run.CutShort = sum.PendingFacts, sum.FailedFacts, clipText(sum.CutShort, 1024)
 		if sum.MissionHash != "" {
 			run.MissionHash = sum.MissionHash
 		}
 		if sum.Error != "" {
 			run.Succeeded = false
-			run.Message = sum.Error
+			run.Message = clipText(sum.Error, 4096)
 		}
 	} else {
 		run.Message = noSummary + why
@@ -91,6 +91,7 @@ func (r *MemoryBankReconciler) recordLastRun(ctx context.Context, mb *promptopsv
 			run.Message = strings.TrimSpace(msg + ". " + run.Message)
 		}
 	}
+	run.Message = clipText(run.Message, 4096)
 	first := last == nil || last.JobName != job.Name
 	mb.Status.LastRun = run
 	gen := mb.Generation
@@ -223,4 +224,31 @@ func (r *MemoryBankReconciler) setStatus(mb *promptopsv1.MemoryBank, active *bat
 	}
 	setReady(&st.Conditions, gen, true, false, reason, strings.Join(parts, " "))
 	st.ObservedGeneration = gen
+}
+
+// boundedCounts keeps at most n entries of a summary's counts (the status
+// field's bound), the first by key, so a garbled summary cannot block every
+// status write.
+func boundedCounts(m map[string]int64, n int) map[string]int64 {
+	if len(m) <= n {
+		return m
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make(map[string]int64, n)
+	for _, k := range keys[:n] {
+		out[k] = m[k]
+	}
+	return out
+}
+
+// clipText shortens s to at most n bytes of whole characters.
+func clipText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n-3], "") + "..."
 }

@@ -309,6 +309,7 @@ type RunSummary struct {
 	MissionHash string `json:"missionHash,omitempty"`
 	// message explains a failure or a missing summary.
 	// +optional
+	// +kubebuilder:validation:MaxLength=4096
 	Message string `json:"message,omitempty"`
 }
 
