@@ -1,59 +1,157 @@
 package controllers
 
 import (
+	"errors"
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	promptopsv1 "github.com/promptops/promptops/api/v1"
 )
 
-// setCondition sets a condition with the object's generation; the
-// transition time moves only when the status does.
+// MaxConditionMessage bounds a condition's message, well under the API's
+// 32 KiB: a template with 64 over-budget intents must not block every
+// status write.
+const MaxConditionMessage = 4096
+
+// setCondition sets a condition with the object's generation, its message
+// clipped to MaxConditionMessage; the transition time moves only when the
+// status does.
 func setCondition(conds *[]metav1.Condition, gen int64, typ string, status metav1.ConditionStatus, reason, msg string) {
-	meta.SetStatusCondition(conds, metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: gen})
+	meta.SetStatusCondition(conds, metav1.Condition{Type: typ, Status: status, Reason: reason, Message: clipMessage(msg), ObservedGeneration: gen})
 }
 
-// setReady sets Ready, and Stalled only while True (kstatus). Reconciling is
-// never left behind once a reconcile finished.
-func setReady(conds *[]metav1.Condition, gen int64, ready bool, stalled bool, reason, msg string) {
-	status := metav1.ConditionFalse
-	if ready {
-		status = metav1.ConditionTrue
+// clipMessage shortens a message to MaxConditionMessage bytes of whole
+// characters.
+func clipMessage(msg string) string {
+	if len(msg) <= MaxConditionMessage {
+		return msg
 	}
-	setCondition(conds, gen, promptopsv1.ConditionReady, status, reason, msg)
-	if stalled {
-		setCondition(conds, gen, promptopsv1.ConditionStalled, metav1.ConditionTrue, reason, msg)
-	} else {
-		meta.RemoveStatusCondition(conds, promptopsv1.ConditionStalled)
-	}
+	const more = " [... message shortened]"
+	return strings.ToValidUTF8(msg[:MaxConditionMessage-len(more)], "") + more
 }
 
-// setReconciling marks work under way, or removes the condition.
-func setReconciling(conds *[]metav1.Condition, gen int64, on bool, reason, msg string) {
-	if on {
-		setCondition(conds, gen, promptopsv1.ConditionReconciling, metav1.ConditionTrue, reason, msg)
-		return
-	}
+// The three states kstatus reads (see STYLE.md), each with its helper.
+
+// markReady: reconciled. Ready=True; no Reconciling, no Stalled.
+func markReady(conds *[]metav1.Condition, gen int64, reason, msg string) {
+	setCondition(conds, gen, promptopsv1.ConditionReady, metav1.ConditionTrue, reason, msg)
+	meta.RemoveStatusCondition(conds, promptopsv1.ConditionReconciling)
+	meta.RemoveStatusCondition(conds, promptopsv1.ConditionStalled)
+}
+
+// markNotReady: waiting for something that will come, or retrying after a
+// transient error. Ready=False and Reconciling=True with the same reason.
+func markNotReady(conds *[]metav1.Condition, gen int64, reason, msg string) {
+	setCondition(conds, gen, promptopsv1.ConditionReady, metav1.ConditionFalse, reason, msg)
+	setCondition(conds, gen, promptopsv1.ConditionReconciling, metav1.ConditionTrue, reason, msg)
+	meta.RemoveStatusCondition(conds, promptopsv1.ConditionStalled)
+}
+
+// markStalled: nothing changes until the user changes something.
+// Ready=False and Stalled=True; no Reconciling.
+func markStalled(conds *[]metav1.Condition, gen int64, reason, msg string) {
+	setCondition(conds, gen, promptopsv1.ConditionReady, metav1.ConditionFalse, reason, msg)
+	setCondition(conds, gen, promptopsv1.ConditionStalled, metav1.ConditionTrue, reason, msg)
 	meta.RemoveStatusCondition(conds, promptopsv1.ConditionReconciling)
 }
 
-// readyEvent emits an event when Ready changed (status or reason): Warning
-// when it is not True. A first success emits none: it is in the status
-// already, and it would be a third write per object at scale.
-func readyEvent(rec events.EventRecorder, obj runtime.Object, old, cur []metav1.Condition, action string) {
-	oldStatus, oldReason := readyOf(old)
-	newStatus, newReason := readyOf(cur)
-	if rec == nil || (oldStatus == newStatus && oldReason == newReason) || (oldStatus == metav1.ConditionUnknown && newStatus == metav1.ConditionTrue) {
+// inStatus marks an error whose condition a phase already set, so that the
+// reconcile's deferred status write does not replace it with a generic one.
+type inStatus struct{ error }
+
+func (e inStatus) Unwrap() error { return e.error }
+
+// recorded wraps err as already in status.
+func recorded(err error) error {
+	if err == nil {
+		return nil
+	}
+	return inStatus{err}
+}
+
+// markError puts an error a reconcile returns into status, when no phase
+// did (kustomize-controller's ProgressingWithRetry): a refusal the API
+// server will repeat for the same object (Invalid, Forbidden, too large,
+// bad request) is Stalled; anything else (conflict, timeout, unreachable)
+// is retried with backoff, Reconciling=True. It returns the error for the
+// reconcile: terminal when Stalled, so controller-runtime stops retrying.
+func markError(conds *[]metav1.Condition, gen int64, observed *int64, err error) error {
+	var done inStatus
+	if err == nil || errors.As(err, &done) {
+		return err
+	}
+	reason := string(apierrors.ReasonForError(err))
+	if reason == "" || reason == string(metav1.StatusReasonUnknown) {
+		reason = promptopsv1.ReasonReconcileError
+	}
+	msg := capitalize(err.Error())
+	if !strings.HasSuffix(msg, ".") {
+		msg += "."
+	}
+	if permanentRefusal(err) {
+		markStalled(conds, gen, reason, msg+" Nothing is retried until the object or its inputs change.")
+		*observed = gen
+		return reconcile.TerminalError(err)
+	}
+	markNotReady(conds, gen, reason, msg+" Retrying.")
+	return err
+}
+
+// permanentRefusal tells whether sending the same object again cannot help.
+func permanentRefusal(err error) bool {
+	return apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsRequestEntityTooLargeError(err) || apierrors.IsBadRequest(err)
+}
+
+// eventConditions are the conditions whose transitions are events, with
+// the status that is worth a Warning.
+var eventConditions = []struct {
+	typ  string
+	warn metav1.ConditionStatus
+}{
+	{promptopsv1.ConditionReady, metav1.ConditionFalse},
+	{promptopsv1.ConditionBudgetExceeded, metav1.ConditionTrue},
+	{promptopsv1.ConditionTruncated, ""},
+}
+
+// conditionEvents emits one event per transition (status or reason) of
+// Ready, BudgetExceeded and Truncated (a run's end has its own event, with
+// the Job as related object): Warning for a failure
+// or an overrun, reason = the condition's reason. A first Ready=True, and a
+// domain condition that starts out False, emit none: they are in the status
+// already, and they would be a third write per object at scale.
+func conditionEvents(rec events.EventRecorder, obj runtime.Object, old, cur []metav1.Condition, action string) {
+	if rec == nil {
 		return
 	}
-	typ := corev1.EventTypeNormal
-	if newStatus != metav1.ConditionTrue {
-		typ = corev1.EventTypeWarning
+	for _, ec := range eventConditions {
+		c := meta.FindStatusCondition(cur, ec.typ)
+		if c == nil {
+			continue
+		}
+		o := meta.FindStatusCondition(old, ec.typ)
+		switch {
+		case o != nil && o.Status == c.Status && o.Reason == c.Reason:
+			continue
+		case o == nil && ec.typ == promptopsv1.ConditionReady && c.Status == metav1.ConditionTrue:
+			continue
+		case o == nil && ec.typ != promptopsv1.ConditionReady && c.Status == metav1.ConditionFalse:
+			continue
+		}
+		typ := corev1.EventTypeNormal
+		if c.Status == ec.warn {
+			typ = corev1.EventTypeWarning
+		}
+		rec.Eventf(obj, nil, typ, c.Reason, action, "%s", c.Message)
 	}
-	rec.Eventf(obj, nil, typ, newReason, action, "%s", conditionMessage(cur, promptopsv1.ConditionReady))
 }
 
 func conditionMessage(conds []metav1.Condition, typ string) string {
@@ -63,10 +161,32 @@ func conditionMessage(conds []metav1.Condition, typ string) string {
 	return ""
 }
 
-// readyOf returns the Ready condition's status and reason, for transition events.
-func readyOf(conds []metav1.Condition) (metav1.ConditionStatus, string) {
-	if c := meta.FindStatusCondition(conds, promptopsv1.ConditionReady); c != nil {
-		return c.Status, c.Reason
+// handleReconcileRequest records the force-reconcile annotation's value
+// (promptops.io/reconcile-requested-at, else Flux's) as handled.
+func handleReconcileRequest(annotations map[string]string, last *string) {
+	for _, k := range []string{promptopsv1.AnnotationReconcileRequestedAt, promptopsv1.AnnotationFluxReconcileRequestedAt} {
+		if v := annotations[k]; v != "" {
+			if len(v) > 256 {
+				v = v[:256]
+			}
+			*last = v
+			return
+		}
 	}
-	return metav1.ConditionUnknown, ""
+}
+
+// reconcileRequested passes updates that change a force-reconcile
+// annotation, which the generation predicate would drop.
+var reconcileRequested = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		if e.ObjectOld == nil || e.ObjectNew == nil {
+			return false
+		}
+		o, n := e.ObjectOld.GetAnnotations(), e.ObjectNew.GetAnnotations()
+		return o[promptopsv1.AnnotationReconcileRequestedAt] != n[promptopsv1.AnnotationReconcileRequestedAt] ||
+			o[promptopsv1.AnnotationFluxReconcileRequestedAt] != n[promptopsv1.AnnotationFluxReconcileRequestedAt]
+	},
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
 }

@@ -74,18 +74,46 @@ func (r *MemoryBankReconciler) init() {
 	}
 }
 
-// Reconcile handles one bank.
+// bankScope is what one reconcile of a bank works on, phase to phase.
+type bankScope struct {
+	mb          *promptopsv1.MemoryBank
+	now         time.Time
+	missionHash string
+	// active is the running Job, if any.
+	active *batchv1.Job
+	// sched is the parsed schedule; nil runs on demand only.
+	sched cron.Schedule
+	// noImage: the manager has no Job image and the bank names none.
+	noImage bool
+	result  ctrl.Result
+}
+
+// requeueAfter asks to be called again after d at the latest.
+func (s *bankScope) requeueAfter(d time.Duration) {
+	if d > 0 && (s.result.RequeueAfter == 0 || d < s.result.RequeueAfter) {
+		s.result.RequeueAfter = d
+	}
+}
+
+// Reconcile handles one bank in phases: render the consolidation ConfigMap,
+// observe Jobs, check the schedule and image, start a due run; the status
+// is written once, at the end, errors included.
 func (r *MemoryBankReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
 	r.init()
 	mb := &promptopsv1.MemoryBank{}
 	if err := r.Get(ctx, req.NamespacedName, mb); err != nil {
+		if apierrors.IsNotFound(err) {
+			forgetBankMetrics(req.Namespace, req.Name)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !mb.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
 	orig := mb.DeepCopy()
+	scope := &bankScope{mb: mb, now: r.Clock.Now().UTC()}
 	defer func() {
+		retErr = markError(&mb.Status.Conditions, mb.Generation, &mb.Status.ObservedGeneration, retErr)
 		if err := r.patchStatus(ctx, orig, mb); err != nil {
 			// The status was not written: retry, even after a terminal
 			// error, so that it is.
@@ -94,72 +122,104 @@ func (r *MemoryBankReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 			}
 			result, retErr = ctrl.Result{}, err
 		}
+		recordBankMetrics(mb)
 	}()
-	now := r.Clock.Now().UTC()
+	handleReconcileRequest(mb.Annotations, &mb.Status.LastHandledReconcileAt)
 
-	missionHash, err := r.renderConfigMap(ctx, mb)
-	if err != nil {
-		return ctrl.Result{}, err
+	for _, phase := range []func(context.Context, *bankScope) error{
+		r.reconcileConfigMap,
+		r.reconcileJobs,
+		r.reconcileSchedule,
+		r.reconcileRuns,
+	} {
+		if err := phase(ctx, scope); err != nil {
+			return scope.result, err
+		}
 	}
-	// Jobs are observed first, so that activeJob and lastRun stay current
-	// even while the spec keeps new runs from starting.
-	active, requeue, err := r.observeJobs(ctx, mb)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	sched, msg := parseSchedule(mb.Spec.Consolidation.Schedule, now)
+	r.setStatus(mb, scope.active, mb.Spec.Consolidation.Suspend, scope.noImage)
+	return scope.result, nil
+}
+
+func (r *MemoryBankReconciler) reconcileConfigMap(ctx context.Context, s *bankScope) error {
+	hash, err := r.renderConfigMap(ctx, s.mb)
+	s.missionHash = hash
+	return err
+}
+
+// reconcileJobs observes Jobs first, so that activeJob and lastRun stay
+// current even while the spec keeps new runs from starting.
+func (r *MemoryBankReconciler) reconcileJobs(ctx context.Context, s *bankScope) error {
+	active, requeue, err := r.observeJobs(ctx, s.mb)
+	s.active = active
+	s.requeueAfter(requeue)
+	return err
+}
+
+// reconcileSchedule parses the schedule and checks that a run can start
+// when one is due: a schedule that can never work, or no image while a run
+// is due, is Stalled.
+func (r *MemoryBankReconciler) reconcileSchedule(_ context.Context, s *bankScope) error {
+	mb := s.mb
+	sched, msg := parseSchedule(mb.Spec.Consolidation.Schedule, s.now)
 	if msg != "" {
-		markStalled(mb, promptopsv1.ReasonInvalidSchedule, msg)
+		stallBank(mb, promptopsv1.ReasonInvalidSchedule, msg)
 		mb.Status.NextScheduleTime = nil
-		return ctrl.Result{}, reconcile.TerminalError(errors.New(msg))
+		return recorded(reconcile.TerminalError(errors.New(msg)))
 	}
-	suspended := mb.Spec.Consolidation.Suspend
-	request := mb.Annotations[promptopsv1.AnnotationConsolidateRequestedAt]
-	pending := request != "" && request != mb.Status.LastHandledRequest
-	noImage := r.JobImage == "" && mb.Spec.Consolidation.Image == ""
-	if noImage && !suspended && (pending || sched != nil) {
+	s.sched = sched
+	s.noImage = r.JobImage == "" && mb.Spec.Consolidation.Image == ""
+	if s.noImage && !mb.Spec.Consolidation.Suspend && (requestPending(mb) || sched != nil) {
 		msg := "No image for consolidation Jobs: start the manager with --job-image (or $PROMPTOPS_JOB_IMAGE), or set spec.consolidation.image."
-		markStalled(mb, promptopsv1.ReasonNoJobImage, msg)
-		return ctrl.Result{}, reconcile.TerminalError(errors.New(msg))
+		stallBank(mb, promptopsv1.ReasonNoJobImage, msg)
+		return recorded(reconcile.TerminalError(errors.New(msg)))
 	}
+	return nil
+}
 
-	// Start at most one run, never while one is active.
-	if active == nil && !suspended && !noImage {
+func requestPending(mb *promptopsv1.MemoryBank) bool {
+	request := mb.Annotations[promptopsv1.AnnotationConsolidateRequestedAt]
+	return request != "" && request != mb.Status.LastHandledRequest
+}
+
+// reconcileRuns starts at most one run, never while one is active, and
+// sets when to look again for the next scheduled one.
+func (r *MemoryBankReconciler) reconcileRuns(ctx context.Context, s *bankScope) error {
+	mb := s.mb
+	suspended := mb.Spec.Consolidation.Suspend
+	if s.active == nil && !suspended && !s.noImage {
 		switch {
-		case pending:
-			if active, err = r.startRequestJob(ctx, mb, missionHash, request); err != nil {
-				return ctrl.Result{}, markJobRejected(mb, err)
+		case requestPending(mb):
+			request := mb.Annotations[promptopsv1.AnnotationConsolidateRequestedAt]
+			active, err := r.startRequestJob(ctx, mb, s.missionHash, request)
+			if err != nil {
+				return markJobRejected(mb, err)
 			}
+			s.active = active
 			mb.Status.LastHandledRequest = request
-		case sched != nil:
-			if slot, due := dueSlot(sched, scheduleRef(mb), now); due {
-				if active, err = r.startJob(ctx, mb, scheduledJobName(mb, slot), missionHash, map[string]string{annotationScheduledAt: slot.Format(time.RFC3339)}); err != nil {
-					return ctrl.Result{}, markJobRejected(mb, err)
+		case s.sched != nil:
+			if slot, due := dueSlot(s.sched, scheduleRef(mb), s.now); due {
+				active, err := r.startJob(ctx, mb, scheduledJobName(mb, slot), s.missionHash, map[string]string{annotationScheduledAt: slot.Format(time.RFC3339)})
+				if err != nil {
+					return markJobRejected(mb, err)
 				}
-				if _, done := jobFinished(active); done {
-					// The slot's run ended before a restart.
-					active = nil
-				}
+				if _, done := jobFinished(active); !done {
+					s.active = active
+				} // else the slot's run ended before a restart
 				mb.Status.LastScheduleTime = &metav1.Time{Time: slot}
 			}
 		}
 	}
-
 	mb.Status.ActiveJob = ""
-	if active != nil {
-		mb.Status.ActiveJob = active.Name
+	if s.active != nil {
+		mb.Status.ActiveJob = s.active.Name
 	}
 	mb.Status.NextScheduleTime = nil
-	if sched != nil && !suspended {
-		next := sched.Next(now)
+	if s.sched != nil && !suspended {
+		next := s.sched.Next(s.now)
 		mb.Status.NextScheduleTime = &metav1.Time{Time: next}
-		result.RequeueAfter = next.Sub(now) + time.Second
+		s.requeueAfter(next.Sub(s.now) + time.Second)
 	}
-	if requeue > 0 && (result.RequeueAfter == 0 || requeue < result.RequeueAfter) {
-		result.RequeueAfter = requeue
-	}
-	r.setStatus(mb, active, suspended, noImage)
-	return result, nil
+	return nil
 }
 
 // observeJobs records the last finished run, prunes the Job history and
@@ -422,6 +482,6 @@ func (r *MemoryBankReconciler) patchStatus(ctx context.Context, orig, mb *prompt
 	if err := r.Status().Patch(ctx, mb, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	readyEvent(r.Recorder, mb, orig.Status.Conditions, mb.Status.Conditions, "Reconcile")
+	conditionEvents(r.Recorder, mb, orig.Status.Conditions, mb.Status.Conditions, "Reconcile")
 	return nil
 }

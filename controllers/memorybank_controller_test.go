@@ -97,11 +97,19 @@ func waitJobs(t *testing.T, ns string, n int) []batchv1.Job {
 func poke(t *testing.T, ns, name string) {
 	t.Helper()
 	mb := &promptopsv1.MemoryBank{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	value := time.Now().Format(time.RFC3339Nano)
 	update(t, mb, func() {
 		if mb.Annotations == nil {
 			mb.Annotations = map[string]string{}
 		}
-		mb.Annotations["test/poke"] = time.Now().Format(time.RFC3339Nano)
+		mb.Annotations[promptopsv1.AnnotationReconcileRequestedAt] = value
+	})
+	// The forced reconcile is observable: it records the value it handled.
+	waitMB(t, ns, name, func(mb *promptopsv1.MemoryBank) error {
+		if mb.Status.LastHandledReconcileAt != value {
+			return fmt.Errorf("lastHandledReconcileAt %q, want %q", mb.Status.LastHandledReconcileAt, value)
+		}
+		return nil
 	})
 }
 
@@ -116,11 +124,26 @@ func request(t *testing.T, ns, name, value string) {
 	})
 }
 
+// lastFinish keeps the finish times finishJob writes apart: the API keeps
+// times to the second, and two Jobs of one bank finishing in the same
+// second would leave which one is the newest to their names.
+var lastFinish struct {
+	sync.Mutex
+	t time.Time
+}
+
 // finishJob plays the Job controller and the kubelet: the Job's status and
 // a terminated pod with the given termination message.
 func finishJob(t *testing.T, job *batchv1.Job, ok bool, message string) {
 	t.Helper()
-	now := metav1.Now()
+	lastFinish.Lock()
+	at := time.Now().Truncate(time.Second)
+	if !at.After(lastFinish.t) {
+		at = lastFinish.t.Add(time.Second)
+	}
+	lastFinish.t = at
+	lastFinish.Unlock()
+	now := metav1.NewTime(at)
 	start := metav1.NewTime(now.Add(-time.Minute))
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: job.Name + "-pod", Labels: map[string]string{}},
@@ -207,7 +230,7 @@ func TestScheduledRunsAtTheInjectedTimeOnlyOnce(t *testing.T) {
 	if next == nil || !next.After(start) || next.Sub(start) > 10*time.Minute {
 		t.Fatalf("nextScheduleTime %v", next)
 	}
-	time.Sleep(300 * time.Millisecond)
+	// The reconcile that wrote Ready would have created a Job before it.
 	if n := len(jobsOf(t, ns)); n != 0 {
 		t.Fatalf("%d Jobs before the schedule", n)
 	}
@@ -218,14 +241,24 @@ func TestScheduledRunsAtTheInjectedTimeOnlyOnce(t *testing.T) {
 	if job.Name != fmt.Sprintf("sched-%d", next.Unix()/60) || job.Annotations[annotationScheduledAt] != next.UTC().Format(time.RFC3339) {
 		t.Fatalf("job %s %v", job.Name, job.Annotations)
 	}
-	mb = waitMB(t, ns, "sched", hasCondition(promptopsv1.ConditionReconciling, metav1.ConditionTrue, promptopsv1.ReasonJobRunning))
-	if mb.Status.ActiveJob != job.Name || !mb.Status.LastScheduleTime.Equal(next) {
+	// A run is background work: the bank stays Ready and shows the run as
+	// Consolidating, never Reconciling.
+	mb = waitMB(t, ns, "sched", hasCondition(promptopsv1.ConditionConsolidating, metav1.ConditionTrue, promptopsv1.ReasonJobRunning))
+	if mb.Status.ActiveJob != job.Name || !mb.Status.LastScheduleTime.Equal(next) ||
+		meta.FindStatusCondition(mb.Status.Conditions, promptopsv1.ConditionReconciling) != nil || !meta.IsStatusConditionTrue(mb.Status.Conditions, promptopsv1.ConditionReady) {
 		t.Fatalf("status %+v", mb.Status)
 	}
-	// The next slot passes while the Job runs: no second Job.
+	// The next slot passes while the Job runs: no second Job. The reconcile
+	// that saw the new time moved nextScheduleTime; it would have started
+	// a Job before that.
 	testClock.Set(next.Add(10*time.Minute + time.Second))
 	poke(t, ns, "sched")
-	time.Sleep(500 * time.Millisecond)
+	waitMB(t, ns, "sched", func(mb *promptopsv1.MemoryBank) error {
+		if n := mb.Status.NextScheduleTime; n == nil || !n.Equal(&metav1.Time{Time: next.Add(20 * time.Minute)}) {
+			return fmt.Errorf("nextScheduleTime %v", n)
+		}
+		return nil
+	})
 	if n := len(jobsOf(t, ns)); n != 1 {
 		t.Fatalf("%d Jobs: concurrency must be forbidden", n)
 	}
@@ -302,7 +335,7 @@ func TestSuspendAndInvalidSchedule(t *testing.T) {
 		t.Fatal("a suspended bank has no next run")
 	}
 	request(t, ns, "paused", "now")
-	time.Sleep(500 * time.Millisecond)
+	poke(t, ns, "paused") // a reconcile after the request, observably
 	if n := len(jobsOf(t, ns)); n != 0 {
 		t.Fatalf("suspended bank started %d Jobs", n)
 	}

@@ -13,7 +13,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -161,11 +160,9 @@ func (r *MemoryBankReconciler) runSummary(ctx context.Context, mb *promptopsv1.M
 }
 
 // markStalled reports a spec that cannot work until a user changes it.
-func markStalled(mb *promptopsv1.MemoryBank, reason, msg string) {
-	gen := mb.Generation
-	setReady(&mb.Status.Conditions, gen, false, true, reason, msg)
-	setReconciling(&mb.Status.Conditions, gen, false, "", "")
-	mb.Status.ObservedGeneration = gen
+func stallBank(mb *promptopsv1.MemoryBank, reason, msg string) {
+	markStalled(&mb.Status.Conditions, mb.Generation, reason, msg)
+	mb.Status.ObservedGeneration = mb.Generation
 }
 
 // markJobRejected reports a Job that could not be created and returns the
@@ -176,30 +173,26 @@ func markJobRejected(mb *promptopsv1.MemoryBank, err error) error {
 	if !errors.As(err, &rejected) {
 		return err
 	}
-	gen := mb.Generation
 	msg := fmt.Sprintf("The API server refused consolidation Job %s: %v", rejected.name, rejected.err)
 	if permanentRefusal(rejected.err) {
-		markStalled(mb, promptopsv1.ReasonJobRejected, msg+". Change spec.consolidation so that the Job is valid.")
-		return reconcile.TerminalError(err)
+		stallBank(mb, promptopsv1.ReasonJobRejected, msg+". Change spec.consolidation so that the Job is valid.")
+		return recorded(reconcile.TerminalError(err))
 	}
-	setReady(&mb.Status.Conditions, gen, false, false, promptopsv1.ReasonJobRejected, msg+". Retrying.")
-	setReconciling(&mb.Status.Conditions, gen, true, promptopsv1.ReasonJobRejected, msg+". Retrying.")
-	return err
-}
-
-// permanentRefusal tells whether sending the same object again cannot help.
-func permanentRefusal(err error) bool {
-	return apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsRequestEntityTooLargeError(err) || apierrors.IsBadRequest(err)
+	markNotReady(&mb.Status.Conditions, mb.Generation, promptopsv1.ReasonJobRejected, msg+". Retrying.")
+	return recorded(err)
 }
 
 // setStatus sets Ready and Reconciling from the run state.
 func (r *MemoryBankReconciler) setStatus(mb *promptopsv1.MemoryBank, active *batchv1.Job, suspended, noImage bool) {
 	gen := mb.Generation
 	st := &mb.Status
+	// A run is background work: the bank stays Ready (kstatus Current) and
+	// the run shows as Consolidating, so that no GitOps wait overlapping a
+	// 30-minute run blocks.
 	if active != nil {
-		setReconciling(&st.Conditions, gen, true, promptopsv1.ReasonJobRunning, fmt.Sprintf("Consolidation Job %s is running.", active.Name))
+		setCondition(&st.Conditions, gen, promptopsv1.ConditionConsolidating, metav1.ConditionTrue, promptopsv1.ReasonJobRunning, fmt.Sprintf("Consolidation Job %s is running.", active.Name))
 	} else {
-		setReconciling(&st.Conditions, gen, false, "", "")
+		setCondition(&st.Conditions, gen, promptopsv1.ConditionConsolidating, metav1.ConditionFalse, promptopsv1.ReasonIdle, "No consolidation Job is running.")
 	}
 	var parts []string
 	reason := promptopsv1.ReasonSucceeded
@@ -222,7 +215,7 @@ func (r *MemoryBankReconciler) setStatus(mb *promptopsv1.MemoryBank, active *bat
 	if noImage {
 		parts = append(parts, "Runs need an image: start the manager with --job-image (or $PROMPTOPS_JOB_IMAGE), or set spec.consolidation.image.")
 	}
-	setReady(&st.Conditions, gen, true, false, reason, strings.Join(parts, " "))
+	markReady(&st.Conditions, gen, reason, strings.Join(parts, " "))
 	st.ObservedGeneration = gen
 }
 

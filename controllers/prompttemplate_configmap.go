@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"sort"
@@ -124,6 +125,9 @@ func (r *configMapWriter) ensure(ctx context.Context, o owner, name, role string
 			return nil
 		}
 	}
+	if err := r.dropForeignKeys(ctx, key, data); err != nil {
+		return err
+	}
 	ac := desiredConfigMap(o, name, role, data, rev, annotations)
 	if err := r.Apply(ctx, ac, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return fmt.Errorf("applying ConfigMap %s: %w", key, err)
@@ -166,6 +170,44 @@ func (r *configMapWriter) upToDate(ctx context.Context, uid types.UID, key types
 	}
 	r.verified.Store(key, cm.ResourceVersion)
 	return true, nil
+}
+
+// dropForeignKeys removes keys someone else added to a ConfigMap the
+// operator owns (data or binaryData): server-side apply removes only keys
+// its own field manager set, and applications must see exactly what was
+// rendered. Writes are rare (content changed), so the read is cheap.
+func (r *configMapWriter) dropForeignKeys(ctx context.Context, key types.NamespacedName, data map[string]string) error {
+	cm := &corev1.ConfigMap{}
+	if err := r.APIReader.Get(ctx, key, cm); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if cm.Immutable != nil && *cm.Immutable {
+		return nil
+	}
+	patch := map[string]any{}
+	drop := map[string]any{}
+	for k := range cm.Data {
+		if _, ok := data[k]; !ok {
+			drop[k] = nil
+		}
+	}
+	if len(drop) > 0 {
+		patch["data"] = drop
+	}
+	if len(cm.BinaryData) > 0 {
+		patch["binaryData"] = nil
+	}
+	if len(patch) == 0 {
+		return nil
+	}
+	body, err := json.Marshal(patch)
+	if err != nil {
+		return err
+	}
+	if err := r.Patch(ctx, cm, client.RawPatch(types.MergePatchType, body)); err != nil {
+		return client.IgnoreNotFound(fmt.Errorf("removing keys added to ConfigMap %s by hand: %w", key, err))
+	}
+	return nil
 }
 
 func isControlledBy(refs []metav1.OwnerReference, uid types.UID) bool {

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -59,7 +60,7 @@ func (r *PromptTemplateReconciler) SetupWithManager(mgr ctrl.Manager, opts contr
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&promptopsv1.PromptTemplate{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&promptopsv1.PromptTemplate{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, reconcileRequested))).
 		Owns(&corev1.ConfigMap{}, builder.OnlyMetadata).
 		WatchesMetadata(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.templatesReading)).
 		WithOptions(opts).
@@ -88,7 +89,22 @@ func (r *PromptTemplateReconciler) init() {
 	}
 }
 
-// Reconcile renders one template.
+// templateScope is what one reconcile of a template works on, phase to
+// phase.
+type templateScope struct {
+	pt      *promptopsv1.PromptTemplate
+	sources map[assembler.SourceKey]string
+	res     *assembler.Result
+	verdict verdict
+}
+
+// errDone ends a reconcile early without an error: the status says why and
+// a watch brings the next reconcile (a referenced ConfigMap appearing).
+var errDone = errors.New("done")
+
+// Reconcile renders one template in phases: read the referenced ConfigMaps,
+// render, write the ConfigMaps, prune history, set the status. The status is
+// written once, at the end, errors included.
 func (r *PromptTemplateReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
 	r.init()
 	pt := &promptopsv1.PromptTemplate{}
@@ -105,30 +121,71 @@ func (r *PromptTemplateReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	}
 	orig := pt.DeepCopy()
 	defer func() {
-		retErr = errors.Join(retErr, r.patchStatus(ctx, orig, pt))
+		retErr = markError(&pt.Status.Conditions, pt.Generation, &pt.Status.ObservedGeneration, retErr)
+		if err := r.patchStatus(ctx, orig, pt); err != nil {
+			if retErr != nil {
+				err = fmt.Errorf("%w (after: %v)", err, retErr)
+			}
+			result, retErr = ctrl.Result{}, err
+		}
+		setReadyGauge(templateReady, pt.Namespace, pt.Name, pt.Status.Conditions)
 	}()
+	handleReconcileRequest(pt.Annotations, &pt.Status.LastHandledReconcileAt)
 
-	sources, err := r.readSources(ctx, pt)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	res, err := assembler.Render(assembler.Input{Namespace: pt.Namespace, Name: pt.Name, Spec: &pt.Spec, Sources: sources})
-	if err != nil {
-		return r.stalled(pt, err)
-	}
-	verdict := judge(res)
-	if verdict.apply {
-		if err := r.applyConfigMaps(ctx, pt, res); err != nil {
+	scope := &templateScope{pt: pt}
+	for _, phase := range []func(context.Context, *templateScope) error{
+		r.reconcileSources,
+		r.reconcileRender,
+		r.reconcileConfigMaps,
+		r.reconcileHistory,
+	} {
+		if err := phase(ctx, scope); errors.Is(err, errDone) {
+			return ctrl.Result{}, nil
+		} else if err != nil {
 			return ctrl.Result{}, err
 		}
-		pt.Status.Revision = res.Plan.Revision
-		pt.Status.ConfigMapName = renderedName(pt)
 	}
-	if err := r.pruneHistory(ctx, pt); err != nil {
-		return ctrl.Result{}, err
-	}
-	setTemplateStatus(pt, res, verdict)
+	setTemplateStatus(pt, scope.res, scope.verdict)
 	return ctrl.Result{}, nil
+}
+
+func (r *PromptTemplateReconciler) reconcileSources(ctx context.Context, s *templateScope) error {
+	sources, err := r.readSources(ctx, s.pt)
+	s.sources = sources
+	return err
+}
+
+// reconcileRender renders the template. Content that cannot render is
+// Stalled, except a missing reference, which is waited for.
+func (r *PromptTemplateReconciler) reconcileRender(_ context.Context, s *templateScope) error {
+	pt := s.pt
+	res, err := assembler.Render(assembler.Input{Namespace: pt.Namespace, Name: pt.Name, Spec: &pt.Spec, Sources: s.sources})
+	if err != nil {
+		return notRendered(pt, err)
+	}
+	s.res, s.verdict = res, judge(res)
+	return nil
+}
+
+// reconcileConfigMaps writes the render when the verdict lets it.
+func (r *PromptTemplateReconciler) reconcileConfigMaps(ctx context.Context, s *templateScope) error {
+	if !s.verdict.apply {
+		return nil
+	}
+	if err := r.applyConfigMaps(ctx, s.pt, s.res); err != nil {
+		var tooLarge *assembler.TooLargeError
+		if errors.As(err, &tooLarge) {
+			return notRendered(s.pt, err)
+		}
+		return err
+	}
+	s.pt.Status.Revision = s.res.Plan.Revision
+	s.pt.Status.ConfigMapName = renderedName(s.pt)
+	return nil
+}
+
+func (r *PromptTemplateReconciler) reconcileHistory(ctx context.Context, s *templateScope) error {
+	return r.pruneHistory(ctx, s.pt)
 }
 
 // readSources reads the ConfigMap keys the template references, directly
@@ -161,23 +218,33 @@ func (r *PromptTemplateReconciler) readSources(ctx context.Context, pt *promptop
 	return out, nil
 }
 
-// stalled records content that cannot render until something changes. A
-// missing reference heals by itself through the ConfigMap watch; other
-// errors need a spec change.
-func (r *PromptTemplateReconciler) stalled(pt *promptopsv1.PromptTemplate, err error) (ctrl.Result, error) {
-	reason := promptopsv1.ReasonInvalidTemplate
+// notRendered records a template that did not render. A missing reference
+// is waited for (Reconciling): the ConfigMap watch brings the next
+// reconcile. Anything else needs a change of the spec, its variables or a
+// referenced ConfigMap (Stalled). The figures of the last render are
+// dropped with their metrics, so nothing stale is reported; the ConfigMap
+// keeps the last revision that rendered.
+func notRendered(pt *promptopsv1.PromptTemplate, err error) error {
+	gen := pt.Generation
+	st := &pt.Status
+	st.Intents, st.LargestTokens = nil, 0
+	forgetTemplateIntentMetrics(pt.Namespace, pt.Name)
+	meta.RemoveStatusCondition(&st.Conditions, promptopsv1.ConditionBudgetExceeded)
+	meta.RemoveStatusCondition(&st.Conditions, promptopsv1.ConditionTruncated)
+	msg := capitalize(err.Error()) + "."
 	var missing *assembler.MissingReferenceError
 	if errors.As(err, &missing) {
-		reason = promptopsv1.ReasonReferenceNotFound
+		markNotReady(&st.Conditions, gen, promptopsv1.ReasonReferenceNotFound, msg+" Waiting for it.")
+		return errDone
 	}
-	gen := pt.Generation
-	setReady(&pt.Status.Conditions, gen, false, true, reason, capitalize(err.Error())+".")
-	setReconciling(&pt.Status.Conditions, gen, false, "", "")
-	pt.Status.ObservedGeneration = gen
-	if reason == promptopsv1.ReasonReferenceNotFound {
-		return ctrl.Result{}, nil
+	reason := promptopsv1.ReasonInvalidTemplate
+	var tooLarge *assembler.TooLargeError
+	if errors.As(err, &tooLarge) {
+		reason = promptopsv1.ReasonTooLarge
 	}
-	return ctrl.Result{}, reconcile.TerminalError(err)
+	markStalled(&st.Conditions, gen, reason, msg)
+	st.ObservedGeneration = gen
+	return recorded(reconcile.TerminalError(err))
 }
 
 // patchStatus writes the status once, as a merge patch, and only when it
@@ -186,9 +253,12 @@ func (r *PromptTemplateReconciler) patchStatus(ctx context.Context, orig, pt *pr
 	if equality.Semantic.DeepEqual(orig.Status, pt.Status) {
 		return nil
 	}
-	if err := r.Status().Patch(ctx, pt, client.MergeFrom(orig)); err != nil {
+	// The optimistic lock refuses a patch based on a stale cached copy (a
+	// second reconcile before the cache saw the first one's write), which
+	// would otherwise repeat the first one's events.
+	if err := r.Status().Patch(ctx, pt, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	readyEvent(r.Recorder, pt, orig.Status.Conditions, pt.Status.Conditions, "Render")
+	conditionEvents(r.Recorder, pt, orig.Status.Conditions, pt.Status.Conditions, "Render")
 	return nil
 }

@@ -65,11 +65,19 @@ func getPT(t *testing.T, ns, name string) *promptopsv1.PromptTemplate {
 // reason and describes the current generation.
 func waitCondition(t *testing.T, ns, name, typ string, status metav1.ConditionStatus, reason string) *promptopsv1.PromptTemplate {
 	t.Helper()
+	return waitConditionAt(t, ns, name, typ, status, reason, true)
+}
+
+// waitConditionAt waits for a condition of the current generation; with
+// handled, status.observedGeneration must have reached it too (it does not
+// while a reconcile waits or retries).
+func waitConditionAt(t *testing.T, ns, name, typ string, status metav1.ConditionStatus, reason string, handled bool) *promptopsv1.PromptTemplate {
+	t.Helper()
 	var pt *promptopsv1.PromptTemplate
 	eventually(t, func() error {
 		pt = getPT(t, ns, name)
 		c := meta.FindStatusCondition(pt.Status.Conditions, typ)
-		if c == nil || c.Status != status || (reason != "" && c.Reason != reason) || c.ObservedGeneration != pt.Generation || pt.Status.ObservedGeneration != pt.Generation {
+		if c == nil || c.Status != status || (reason != "" && c.Reason != reason) || c.ObservedGeneration != pt.Generation || (handled && pt.Status.ObservedGeneration != pt.Generation) {
 			return fmt.Errorf("%s is %+v at generation %d (observed %d)", typ, c, pt.Generation, pt.Status.ObservedGeneration)
 		}
 		return nil
@@ -272,8 +280,11 @@ func TestRejectKeepsLastRevisionThatFit(t *testing.T) {
 	if v := testutil.ToFloat64(promptBudgetExceeded.WithLabelValues(ns, "tight", "analyze")); v != 1 {
 		t.Fatalf("promptops_prompt_budget_exceeded = %v", v)
 	}
-	if meta.FindStatusCondition(pt.Status.Conditions, promptopsv1.ConditionStalled) != nil {
-		t.Fatal("over budget is not stalled")
+	// Nothing changes until the spec does: Stalled, which GitOps waits read
+	// as Failed instead of waiting forever.
+	if c := meta.FindStatusCondition(pt.Status.Conditions, promptopsv1.ConditionStalled); c == nil || c.Reason != promptopsv1.ReasonBudgetExceeded ||
+		meta.FindStatusCondition(pt.Status.Conditions, promptopsv1.ConditionReconciling) != nil || pt.Status.ObservedGeneration != pt.Generation {
+		t.Fatalf("over budget under Reject is Stalled: %+v", pt.Status.Conditions)
 	}
 	// Raising the budget makes it Ready again with a new revision.
 	update(t, pt, func() { pt.Spec.Budget.MaxTokens = 2000 })
@@ -368,9 +379,11 @@ spec:
 		t.Fatal("Stalled must be removed once fixed")
 	}
 
-	pt = waitCondition(t, ns, "refs", promptopsv1.ConditionStalled, metav1.ConditionTrue, promptopsv1.ReasonReferenceNotFound)
-	if msg := meta.FindStatusCondition(pt.Status.Conditions, promptopsv1.ConditionReady).Message; !strings.Contains(msg, `key "ROLE" of ConfigMap "later"`) {
-		t.Fatalf("message %q", msg)
+	// A reference applied in the wrong order is waited for, not stalled.
+	pt = waitConditionAt(t, ns, "refs", promptopsv1.ConditionReconciling, metav1.ConditionTrue, promptopsv1.ReasonReferenceNotFound, false)
+	if msg := meta.FindStatusCondition(pt.Status.Conditions, promptopsv1.ConditionReady).Message; !strings.Contains(msg, `key "ROLE" of ConfigMap "later"`) ||
+		meta.FindStatusCondition(pt.Status.Conditions, promptopsv1.ConditionStalled) != nil {
+		t.Fatalf("message %q, conditions %+v", msg, pt.Status.Conditions)
 	}
 	// The ConfigMap appears: Ready by itself, with no spec change.
 	createYAML(t, ns, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: later}\ndata: {ROLE: You are late but here.}\n")

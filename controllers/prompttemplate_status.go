@@ -33,7 +33,7 @@ func setTemplateStatus(pt *promptopsv1.PromptTemplate, res *assembler.Result, v 
 	st.Encoding = promptopsv1.Encoding(res.Plan.Encoding)
 	st.LargestTokens = int32(res.Largest())
 	st.Intents = st.Intents[:0]
-	forgetTemplateMetrics(pt.Namespace, pt.Name)
+	forgetTemplateIntentMetrics(pt.Namespace, pt.Name)
 	for _, a := range res.Intents {
 		st.Intents = append(st.Intents, promptopsv1.IntentStatus{
 			Name: a.Intent, Tokens: int32(a.Tokens), FixedTokens: int32(a.FixedTokens), ReservedTokens: int32(a.ReservedTokens),
@@ -72,9 +72,11 @@ func setTemplateStatus(pt *promptopsv1.PromptTemplate, res *assembler.Result, v 
 		if st.Revision != "" {
 			keep = fmt.Sprintf("ConfigMap %s keeps the last revision that fit.", st.ConfigMapName)
 		}
-		setReady(&st.Conditions, gen, false, false, promptopsv1.ReasonBudgetExceeded, overMsg+" "+keep+notes)
+		// Nothing changes until the spec or a referenced ConfigMap does:
+		// Stalled, which GitOps waits read as Failed with this message.
+		markStalled(&st.Conditions, gen, promptopsv1.ReasonBudgetExceeded, overMsg+" "+keep+notes)
 	case len(v.over) > 0:
-		setReady(&st.Conditions, gen, true, false, promptopsv1.ReasonBudgetExceeded, "Rendered despite the budget (onExceed: Warn): "+lowerFirst(overMsg)+notes)
+		markReady(&st.Conditions, gen, promptopsv1.ReasonBudgetExceeded, "Rendered despite the budget (onExceed: Warn): "+lowerFirst(overMsg)+notes)
 	default:
 		largest := res.Intents[0]
 		for _, a := range res.Intents {
@@ -82,10 +84,13 @@ func setTemplateStatus(pt *promptopsv1.PromptTemplate, res *assembler.Result, v 
 				largest = a
 			}
 		}
-		setReady(&st.Conditions, gen, true, false, promptopsv1.ReasonSucceeded,
-			fmt.Sprintf("%d intent(s) within budget; largest is %s with %d of %d tokens.%s", len(res.Intents), largest.Intent, largest.Tokens, largest.MaxTokens, notes))
+		reason, what := promptopsv1.ReasonSucceeded, "within budget"
+		if len(v.truncated) > 0 {
+			reason, what = promptopsv1.ReasonTruncated, "within budget after cuts"
+		}
+		markReady(&st.Conditions, gen, reason,
+			fmt.Sprintf("%d intent(s) %s; largest is %s with %d of %d tokens.%s", len(res.Intents), what, largest.Intent, largest.Tokens, largest.MaxTokens, notes))
 	}
-	setReconciling(&st.Conditions, gen, false, "", "")
 	st.ObservedGeneration = gen
 }
 

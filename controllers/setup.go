@@ -69,6 +69,7 @@ func ctrlLog(ctx context.Context) logr.Logger { return ctrl.LoggerFrom(ctx) }
 // The manager reads and watches its own kinds and writes their status.
 // +kubebuilder:rbac:groups=promptops.io,resources=prompttemplates;memorybanks,verbs=get;list;watch
 // +kubebuilder:rbac:groups=promptops.io,resources=prompttemplates/status;memorybanks/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=promptops.io,resources=prompttemplates/finalizers;memorybanks/finalizers,verbs=update
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Setup registers every controller with the manager.

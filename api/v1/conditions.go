@@ -10,6 +10,10 @@ const (
 	ConditionBudgetExceeded = "BudgetExceeded"
 	ConditionTruncated      = "Truncated"
 	ConditionLastRunFailed  = "LastRunFailed"
+	// ConditionConsolidating is True while a consolidation Job runs. A run
+	// is background work, not a change of desired state: the bank stays
+	// Ready (kstatus Current) meanwhile.
+	ConditionConsolidating = "Consolidating"
 )
 
 // Condition reasons, shared by both kinds.
@@ -49,6 +53,14 @@ const (
 	// ReasonJobRejected: the API server refused to create the consolidation
 	// Job; the condition message carries its answer.
 	ReasonJobRejected = "JobRejected"
+	// ReasonReconcileError: a reconcile failed for a reason the API server
+	// did not name (the message says what); it is retried.
+	ReasonReconcileError = "ReconcileError"
+	// ReasonTooLarge: what the object renders to is over a limit the API
+	// server enforces (a ConfigMap's 1 MiB) or over a text's bound.
+	ReasonTooLarge = "TooLarge"
+	// ReasonIdle: no consolidation Job is running.
+	ReasonIdle = "Idle"
 	// ReasonInvalidRunSummary: the finished pod's termination message was
 	// missing or not a run summary.
 	ReasonInvalidRunSummary = "InvalidRunSummary"
@@ -59,6 +71,12 @@ const (
 	// AnnotationConsolidateRequestedAt starts one consolidation run for each
 	// new value (for example the output of `date -Iseconds`).
 	AnnotationConsolidateRequestedAt = "promptops.io/consolidate-requested-at"
+	// AnnotationReconcileRequestedAt asks for a reconcile now, whatever
+	// changed; its value is recorded in status.lastHandledReconcileAt.
+	AnnotationReconcileRequestedAt = "promptops.io/reconcile-requested-at"
+	// AnnotationFluxReconcileRequestedAt is Flux's equivalent (`flux
+	// reconcile` sets it), honoured the same way.
+	AnnotationFluxReconcileRequestedAt = "reconcile.fluxcd.io/requestedAt"
 	// AnnotationRevision on a rendered ConfigMap is the revision it holds.
 	AnnotationRevision = "promptops.io/revision"
 	// AnnotationMissionHash on a consolidation ConfigMap or Job is the hash

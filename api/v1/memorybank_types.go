@@ -320,7 +320,8 @@ type MemoryBankStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
 	// conditions: Ready always; Reconciling and Stalled only while True;
-	// BudgetExceeded; LastRunFailed.
+	// BudgetExceeded; Consolidating (True while a Job runs; the bank stays
+	// Ready meanwhile); LastRunFailed.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -355,6 +356,13 @@ type MemoryBankStatus struct {
 	// +optional
 	LastHandledRequest string `json:"lastHandledRequest,omitempty"`
 
+	// lastHandledReconcileAt is the last value of the annotation
+	// reconcile.fluxcd.io/requestedAt (or promptops.io/reconcile-requested-at)
+	// that a reconcile handled.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	LastHandledReconcileAt string `json:"lastHandledReconcileAt,omitempty"`
+
 	// lastRun is the summary of the last finished run.
 	// +optional
 	LastRun *RunSummary `json:"lastRun,omitempty"`
@@ -367,10 +375,14 @@ type MemoryBankStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=mb,categories=promptops
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
-// +kubebuilder:printcolumn:name="Schedule",type=string,JSONPath=`.spec.consolidation.schedule`
-// +kubebuilder:printcolumn:name="Last Run",type=date,JSONPath=`.status.lastRun.completionTime`
+// +kubebuilder:printcolumn:name="Last Run",type=string,JSONPath=`.status.conditions[?(@.type=="LastRunFailed")].reason`
+// +kubebuilder:printcolumn:name="Pending",type=integer,JSONPath=`.status.lastRun.pendingFacts`
 // +kubebuilder:printcolumn:name="Observations",type=integer,JSONPath=`.status.lastRun.observations`
+// +kubebuilder:printcolumn:name="Next Run",type=date,JSONPath=`.status.nextScheduleTime`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Active Job",type=string,priority=1,JSONPath=`.status.activeJob`
+// +kubebuilder:printcolumn:name="Schedule",type=string,priority=1,JSONPath=`.spec.consolidation.schedule`
+// +kubebuilder:printcolumn:name="Message",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=="Ready")].message`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 48",message="metadata.name must be at most 48 characters: it names the bank's Jobs, whose names are limited to 63"
 type MemoryBank struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -294,6 +294,13 @@ type PromptTemplateStatus struct {
 	// +listType=map
 	// +listMapKey=name
 	Intents []IntentStatus `json:"intents,omitempty"`
+
+	// lastHandledReconcileAt is the last value of the annotation
+	// reconcile.fluxcd.io/requestedAt (or promptops.io/reconcile-requested-at)
+	// that a reconcile handled.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	LastHandledReconcileAt string `json:"lastHandledReconcileAt,omitempty"`
 }
 
 // PromptTemplate is a system prompt as ordered sections, one instruction per
@@ -303,10 +310,11 @@ type PromptTemplateStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=pt,categories=promptops
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
-// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Max Tokens",type=integer,JSONPath=`.spec.budget.maxTokens`
 // +kubebuilder:printcolumn:name="Largest",type=integer,JSONPath=`.status.largestTokens`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Message",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=="Ready")].message`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63",message="metadata.name must be at most 63 characters: it names and labels the rendered ConfigMaps"
 type PromptTemplate struct {
 	metav1.TypeMeta   `json:",inline"`
