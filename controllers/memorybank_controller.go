@@ -279,22 +279,22 @@ func (r *MemoryBankReconciler) renderConfigMap(ctx context.Context, mb *promptop
 	}
 	prompt := consolidation.SystemPrompt(mission)
 	hash := consolidation.MissionHash(mission)
-	enc, err := tokens.Get(string(orDefault(mb.Spec.LLM.Encoding, promptopsv1.EncodingO200K)))
+	enc, err := tokens.Get(string(orDefault(mb.Spec.LLM.Encoding, promptopsv1.DefaultEncoding)))
 	if err != nil {
 		return "", err
 	}
-	maxPrompt := int(orDefault(mb.Spec.LLM.MaxPromptTokens, 16000))
+	maxPrompt := int(orDefault(mb.Spec.LLM.MaxPromptTokens, promptopsv1.DefaultMaxPromptTokens))
 	settings, _ := json.MarshalIndent(map[string]any{
 		"bank":            mb.Namespace + "/" + mb.Name,
 		"missionHash":     hash,
 		"model":           mb.Spec.LLM.Model,
 		"baseURL":         mb.Spec.LLM.BaseURL,
-		"encoding":        string(orDefault(mb.Spec.LLM.Encoding, promptopsv1.EncodingO200K)),
+		"encoding":        string(orDefault(mb.Spec.LLM.Encoding, promptopsv1.DefaultEncoding)),
 		"maxPromptTokens": maxPrompt,
 		"maxObservations": mb.Spec.MaxObservations,
-		"batchSize":       orDefault(mb.Spec.Consolidation.BatchSize, 8),
-		"maxFactsPerRun":  orDefault(mb.Spec.Consolidation.MaxFactsPerRun, 200),
-		"maxAttempts":     orDefault(mb.Spec.Consolidation.MaxAttempts, 3),
+		"batchSize":       orDefault(mb.Spec.Consolidation.BatchSize, promptopsv1.DefaultBatchSize),
+		"maxFactsPerRun":  orDefault(mb.Spec.Consolidation.MaxFactsPerRun, promptopsv1.DefaultMaxFactsPerRun),
+		"maxAttempts":     orDefault(mb.Spec.Consolidation.MaxAttempts, promptopsv1.DefaultMaxAttempts),
 		"maxTokensPerRun": orDefault(mb.Spec.Consolidation.MaxTokensPerRun, promptopsv1.DefaultMaxTokensPerRun),
 		"schedule":        mb.Spec.Consolidation.Schedule,
 		"note":            "The capacity note is added per run: it depends on the bank's current count of observations.",
@@ -418,7 +418,7 @@ func (r *MemoryBankReconciler) pruneJobs(ctx context.Context, mb *promptopsv1.Me
 	for _, g := range []struct {
 		jobs  []*batchv1.Job
 		limit int
-	}{{ok, int(valueOr(c.SuccessfulJobsHistoryLimit, 3))}, {failed, int(valueOr(c.FailedJobsHistoryLimit, 1))}} {
+	}{{ok, int(valueOr(c.SuccessfulJobsHistoryLimit, promptopsv1.DefaultSuccessfulJobsHistoryLimit))}, {failed, int(valueOr(c.FailedJobsHistoryLimit, promptopsv1.DefaultFailedJobsHistoryLimit))}} {
 		sortNewestFirst(g.jobs)
 		for i := g.limit; i < len(g.jobs); i++ {
 			j := g.jobs[i]

@@ -584,10 +584,19 @@ spec:
 	// Nothing the operator wrote carries a secret's value.
 	var blobs []any
 	var cms corev1.ConfigMapList
-	_ = k8sClient.List(ctx, &cms, client.InNamespace(ns))
+	if err := k8sClient.List(ctx, &cms, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
 	var evs corev1.EventList
-	_ = k8sClient.List(ctx, &evs, client.InNamespace(ns))
-	blobs = append(blobs, cms, evs, jobsOf(t, ns), getMB(t, ns, "secure").Status)
+	if err := k8sClient.List(ctx, &evs, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	jobs := jobsOf(t, ns)
+	// Looked at what is there: the consolidation ConfigMap and the Job.
+	if len(cms.Items) == 0 || len(jobs) == 0 {
+		t.Fatalf("nothing to check: %d ConfigMaps, %d Jobs", len(cms.Items), len(jobs))
+	}
+	blobs = append(blobs, cms, evs, jobs, getMB(t, ns, "secure").Status)
 	for _, b := range blobs {
 		data, _ := json.Marshal(b)
 		if strings.Contains(string(data), "s3cr3t-pa55") || strings.Contains(string(data), key) {

@@ -440,7 +440,9 @@ spec:
 	// Limit 0 removes the copies.
 	update(t, pt, func() { pt.Spec.RevisionHistoryLimit = ptr(int32(0)) })
 	eventually(t, func() error {
-		_ = k8sClient.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{labelRole: roleHistory})
+		if err := k8sClient.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{labelRole: roleHistory}); err != nil {
+			return err
+		}
 		if len(list.Items) != 0 {
 			return fmt.Errorf("%d history copies left", len(list.Items))
 		}

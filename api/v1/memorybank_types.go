@@ -211,10 +211,6 @@ type ConsolidationSpec struct {
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
 }
 
-// DefaultMaxTokensPerRun is spec.consolidation.maxTokensPerRun when unset;
-// the CRD's default marker says the same, and a test ties the two.
-const DefaultMaxTokensPerRun int64 = 2000000
-
 // MemoryBankSpec is the desired state of a memory bank.
 type MemoryBankSpec struct {
 	// mission says what consolidation should track. Empty uses the default

@@ -173,11 +173,11 @@ func Render(in Input) (*Result, error) {
 	}
 	enc := string(spec.Encoding)
 	if enc == "" {
-		enc = string(promptopsv1.EncodingO200K)
+		enc = string(promptopsv1.DefaultEncoding)
 	}
 	onExceed := spec.Budget.OnExceed
 	if onExceed == "" {
-		onExceed = promptopsv1.OnExceedReject
+		onExceed = promptopsv1.DefaultOnExceed
 	}
 	encoder, err := tokens.Get(enc)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	promptopsv1 "github.com/promptops/promptops/api/v1"
 	"github.com/promptops/promptops/internal/consolidation"
 	"github.com/promptops/promptops/internal/consolidation/llm"
 	"github.com/promptops/promptops/internal/consolidation/sqlstore"
@@ -72,16 +73,16 @@ func runConsolidate(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs.StringVar(&baseURL, "llm-base-url", envDefault(lookupEnv, "PROMPTOPS_LLM_BASE_URL", ""), "Base URL of an OpenAI-compatible API, e.g. http://vllm:8000/v1 ($PROMPTOPS_LLM_BASE_URL).")
 	fs.StringVar(&model, "model", envDefault(lookupEnv, "PROMPTOPS_MODEL", ""), "Model name ($PROMPTOPS_MODEL).")
 	fs.StringVar(&missionFile, "mission-file", envDefault(lookupEnv, "PROMPTOPS_MISSION_FILE", ""), "File holding the bank's mission; empty uses the default mission ($PROMPTOPS_MISSION_FILE).")
-	fs.StringVar(&encoding, "encoding", envDefault(lookupEnv, "PROMPTOPS_ENCODING", "o200k_base"), "Token encoding for sizing prompts ($PROMPTOPS_ENCODING).")
+	fs.StringVar(&encoding, "encoding", envDefault(lookupEnv, "PROMPTOPS_ENCODING", string(promptopsv1.DefaultEncoding)), "Token encoding for sizing prompts ($PROMPTOPS_ENCODING).")
 	fs.StringVar(&terminationLog, "termination-log", envDefault(lookupEnv, "PROMPTOPS_TERMINATION_LOG", ""), "Also write the JSON summary here, within 4 KiB, e.g. /dev/termination-log ($PROMPTOPS_TERMINATION_LOG).")
 	fs.StringVar(&apiKeyFile, "api-key-file", envDefault(lookupEnv, "PROMPTOPS_API_KEY_FILE", ""), "File holding the API key; otherwise $OPENAI_API_KEY; neither sends no key.")
 	intFlag(fs, &envErrs, &set.MaxObservations, "max-observations", "PROMPTOPS_MAX_OBSERVATIONS", 0, "Capacity of the bank; 0 for none.")
-	intFlag(fs, &envErrs, &set.BatchSize, "batch-size", "PROMPTOPS_BATCH_SIZE", 8, "Facts per LLM call.")
-	intFlag(fs, &envErrs, &set.MaxFacts, "max-facts", "PROMPTOPS_MAX_FACTS", 200, "Facts consolidated in this run at most.")
-	intFlag(fs, &envErrs, &set.MaxPromptTokens, "max-prompt-tokens", "PROMPTOPS_MAX_PROMPT_TOKENS", 16000, "Token budget of one LLM call.")
+	intFlag(fs, &envErrs, &set.BatchSize, "batch-size", "PROMPTOPS_BATCH_SIZE", consolidation.DefaultBatchSize, "Facts per LLM call.")
+	intFlag(fs, &envErrs, &set.MaxFacts, "max-facts", "PROMPTOPS_MAX_FACTS", consolidation.DefaultMaxFacts, "Facts consolidated in this run at most.")
+	intFlag(fs, &envErrs, &set.MaxPromptTokens, "max-prompt-tokens", "PROMPTOPS_MAX_PROMPT_TOKENS", consolidation.DefaultMaxPromptTokens, "Token budget of one LLM call.")
 	intFlag(fs, &envErrs, &set.MaxAttempts, "max-attempts", "PROMPTOPS_MAX_ATTEMPTS", consolidation.DefaultMaxAttempts, "LLM calls per batch (and per half of a split batch) at most.")
 	intFlag(fs, &envErrs, &maxTokensPerRun, "max-tokens-per-run", "PROMPTOPS_MAX_TOKENS_PER_RUN", int(consolidation.DefaultMaxTokensPerRun), "Prompt plus completion tokens of the run at most, retries included; then no new call starts and the rest stays pending.")
-	intFlag(fs, &envErrs, &timeoutSeconds, "llm-timeout-seconds", "PROMPTOPS_LLM_TIMEOUT_SECONDS", 120, "Timeout of one LLM call.")
+	intFlag(fs, &envErrs, &timeoutSeconds, "llm-timeout-seconds", "PROMPTOPS_LLM_TIMEOUT_SECONDS", int(promptopsv1.DefaultLLMTimeoutSeconds), "Timeout of one LLM call.")
 	intFlag(fs, &envErrs, &retries, "llm-retries", "PROMPTOPS_LLM_RETRIES", 3, "Retries of an LLM call on 429, 5xx and connection errors, with backoff.")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
@@ -108,7 +109,8 @@ func runConsolidate(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		}
 		set.Mission = strings.TrimSpace(string(data))
 	}
-	apiKey := strings.TrimSpace(os.Getenv("OPENAI_API_KEY"))
+	apiKey, _ := lookupEnv("OPENAI_API_KEY")
+	apiKey = strings.TrimSpace(apiKey)
 	if apiKeyFile != "" {
 		data, err := os.ReadFile(apiKeyFile)
 		if err != nil {

@@ -3,10 +3,10 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/promptops/promptops/internal/consolidation"
@@ -16,18 +16,30 @@ import (
 
 var pg *pgtest.Server
 
+// TestMain runs the verbs in an empty environment: they read it only
+// through lookupEnv, so a developer's own OPENAI_API_KEY or PROMPTOPS_*
+// cannot change a result. PostgreSQL starts only for the tests that use a
+// store, never for the pure render and assemble tests.
 func TestMain(m *testing.M) {
-	var err error
-	if pg, err = pgtest.Start(); err != nil {
-		fmt.Fprintln(os.Stderr, "pgtest:", err)
-		os.Exit(1)
-	}
+	lookupEnv = func(string) (string, bool) { return "", false }
 	code := m.Run()
-	pg.Stop()
+	if pg != nil {
+		pg.Stop()
+	}
 	os.Exit(code)
 }
 
+var (
+	pgOnce sync.Once
+	pgErr  error
+)
+
 func storeURLs(t *testing.T) map[string]string {
+	t.Helper()
+	pgOnce.Do(func() { pg, pgErr = pgtest.Start() })
+	if pgErr != nil {
+		t.Fatalf("pgtest: %v", pgErr)
+	}
 	dsn, err := pg.NewDatabase(context.Background())
 	if err != nil {
 		t.Fatal(err)

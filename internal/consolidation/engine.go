@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	promptopsv1 "github.com/promptops/promptops/api/v1"
 	"github.com/promptops/promptops/internal/tokens"
 )
 
@@ -25,14 +26,15 @@ type Engine struct {
 	Progress func(line string)
 }
 
-// Defaults of the settings a run leaves zero.
+// Defaults of the settings a run leaves zero: a MemoryBank's, defined in
+// api/v1, and the engine's own.
 const (
-	DefaultBatchSize           = 8
-	DefaultMaxFacts            = 200
-	DefaultMaxPromptTokens     = 16000
-	DefaultMaxAttempts         = 3
+	DefaultBatchSize           = int(promptopsv1.DefaultBatchSize)
+	DefaultMaxFacts            = int(promptopsv1.DefaultMaxFactsPerRun)
+	DefaultMaxPromptTokens     = int(promptopsv1.DefaultMaxPromptTokens)
+	DefaultMaxAttempts         = int(promptopsv1.DefaultMaxAttempts)
 	DefaultRecallPerFact       = 5
-	DefaultMaxTokensPerRun     = int64(2_000_000)
+	DefaultMaxTokensPerRun     = promptopsv1.DefaultMaxTokensPerRun
 	DefaultMaxCompletionTokens = 16384
 	DefaultClaimLease          = 10 * time.Minute
 )
@@ -55,7 +57,7 @@ func (s *Settings) Defaults() {
 		s.MaxAttempts = DefaultMaxAttempts
 	}
 	if s.Encoding == "" {
-		s.Encoding = tokens.O200K
+		s.Encoding = string(promptopsv1.DefaultEncoding)
 	}
 	if s.RecallPerFact <= 0 {
 		s.RecallPerFact = DefaultRecallPerFact

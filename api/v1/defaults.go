@@ -1,0 +1,22 @@
+package v1
+
+// Defaults of optional fields, defined once: the controllers and the Job's
+// command line fall back on these, the CRD's +kubebuilder:default markers
+// say the same, and TestCRDDefaultsMatchConstants ties the two.
+const (
+	DefaultEncoding                   = EncodingO200K
+	DefaultOnExceed                   = OnExceedReject
+	DefaultTruncationPolicy           = TruncationPriority
+	DefaultRevisionHistoryLimit int32 = 0
+
+	DefaultMaxPromptTokens            int32 = 16000
+	DefaultLLMTimeoutSeconds          int32 = 120
+	DefaultBatchSize                  int32 = 8
+	DefaultMaxFactsPerRun             int32 = 200
+	DefaultMaxAttempts                int32 = 3
+	DefaultMaxTokensPerRun            int64 = 2000000
+	DefaultActiveDeadlineSeconds      int64 = 1800
+	DefaultBackoffLimit               int32 = 1
+	DefaultSuccessfulJobsHistoryLimit int32 = 3
+	DefaultFailedJobsHistoryLimit     int32 = 1
+)
