@@ -47,6 +47,9 @@ func Start() (*envtest.Environment, *rest.Config, error) {
 		CRDDirectoryPaths:     []string{filepath.Join(Root(), "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
 	}
+	// As on OpenShift: setting blockOwnerDeletion on a child needs update
+	// on the owner's finalizers, so the tests prove the RBAC grants it.
+	env.ControlPlane.GetAPIServer().Configure().Append("enable-admission-plugins", "OwnerReferencesPermissionEnforcement")
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, nil, errors.Join(fmt.Errorf("starting envtest: %w", err), env.Stop())
