@@ -5,9 +5,16 @@ import (
 	"testing"
 
 	"github.com/pkoukk/tiktoken-go"
+	tiktokenloader "github.com/pkoukk/tiktoken-go-loader"
 
 	"github.com/promptops/promptops/internal/tokens/corpus"
 )
+
+func init() {
+	// tiktoken-go serves as a second reference in tests and benchmarks; its
+	// default loader would download rank files.
+	tiktoken.SetBpeLoader(tiktokenloader.NewOfflineLoader())
+}
 
 var (
 	corpusOnce   sync.Once

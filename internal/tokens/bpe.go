@@ -1,0 +1,180 @@
+package tokens
+
+import "sync"
+
+// The merge rule is tiktoken's: repeatedly merge the adjacent pair whose
+// merged token has the lowest rank, the leftmost among equals, until no
+// pair merges. Short pieces use tiktoken's own linear scan over a small
+// array; long ones a min-heap of (rank, position) over a linked list, which
+// makes the same choices in O(n log n) instead of O(n²).
+
+// shortPiece is the longest piece merged by linear scans.
+const shortPiece = 64
+
+// appendPiece appends the tokens of one piece to dst.
+func (v *vocab) appendPiece(dst []int, piece string) []int {
+	if len(piece) == 1 {
+		return append(dst, int(v.byteToken[piece[0]]))
+	}
+	if id, ok := v.whole[piece]; ok {
+		return append(dst, int(id))
+	}
+	if len(piece) <= shortPiece {
+		return v.mergeShort(dst, piece)
+	}
+	return v.mergeLong(dst, piece)
+}
+
+func (v *vocab) mergeShort(dst []int, piece string) []int {
+	var toks, ranks [shortPiece]uint32
+	n := len(piece)
+	for k := 0; k < n; k++ {
+		toks[k] = v.byteToken[piece[k]]
+	}
+	for k := 0; k < n-1; k++ {
+		ranks[k] = v.pairs.get(toks[k], toks[k+1])
+	}
+	ranks[n-1] = noRank
+	for {
+		best, at := noRank, 0
+		for k := 0; k < n-1; k++ {
+			if ranks[k] < best {
+				best, at = ranks[k], k
+			}
+		}
+		if best == noRank {
+			break
+		}
+		toks[at] = best
+		copy(toks[at+1:n-1], toks[at+2:n])
+		copy(ranks[at+1:n-1], ranks[at+2:n])
+		n--
+		ranks[at] = noRank
+		if at+1 < n {
+			ranks[at] = v.pairs.get(toks[at], toks[at+1])
+		}
+		if at > 0 {
+			ranks[at-1] = v.pairs.get(toks[at-1], toks[at])
+		}
+	}
+	for k := 0; k < n; k++ {
+		dst = append(dst, int(toks[k]))
+	}
+	return dst
+}
+
+// mergeScratch is the reusable memory of mergeLong.
+type mergeScratch struct {
+	toks, ranks []uint32
+	next, prev  []int32
+	heap        []uint64
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(mergeScratch) }}
+
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+func (v *vocab) mergeLong(dst []int, piece string) []int {
+	sc := scratchPool.Get().(*mergeScratch)
+	defer scratchPool.Put(sc)
+	n := len(piece)
+	toks, ranks := grow(sc.toks, n), grow(sc.ranks, n)
+	next, prev := grow(sc.next, n), grow(sc.prev, n)
+	h := sc.heap[:0]
+	for k := 0; k < n; k++ {
+		toks[k] = v.byteToken[piece[k]]
+		next[k], prev[k] = int32(k+1), int32(k-1)
+	}
+	next[n-1] = -1
+	for k := 0; k < n-1; k++ {
+		r := v.pairs.get(toks[k], toks[k+1])
+		ranks[k] = r
+		if r != noRank {
+			h = append(h, uint64(r)<<32|uint64(k))
+		}
+	}
+	ranks[n-1] = noRank
+	// A heap entry packs rank over position, so the smallest word is the
+	// lowest rank and, among equal ranks, the leftmost pair. Entries go stale
+	// when a neighbour merges; a stale one no longer matches ranks[k].
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		siftDown(h, i)
+	}
+	for len(h) > 0 {
+		top := h[0]
+		last := len(h) - 1
+		h[0] = h[last]
+		h = h[:last]
+		if last > 0 {
+			siftDown(h, 0)
+		}
+		r, k := uint32(top>>32), int32(uint32(top))
+		if ranks[k] != r || next[k] == -2 {
+			continue
+		}
+		j := next[k]
+		toks[k] = r
+		nj := next[j]
+		next[j] = -2 // j is gone
+		next[k] = nj
+		ranks[k] = noRank
+		if nj >= 0 {
+			prev[nj] = k
+			if r2 := v.pairs.get(r, toks[nj]); r2 != noRank {
+				ranks[k] = r2
+				h = push(h, uint64(r2)<<32|uint64(k))
+			}
+		}
+		if p := prev[k]; p >= 0 {
+			ranks[p] = v.pairs.get(toks[p], r)
+			if ranks[p] != noRank {
+				h = push(h, uint64(ranks[p])<<32|uint64(p))
+			}
+		}
+	}
+	for k := int32(0); k >= 0; k = next[k] {
+		dst = append(dst, int(toks[k]))
+	}
+	sc.toks, sc.ranks, sc.next, sc.prev, sc.heap = toks, ranks, next, prev, h
+	return dst
+}
+
+func push(h []uint64, x uint64) []uint64 {
+	h = append(h, x)
+	i := len(h) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if h[p] <= x {
+			break
+		}
+		h[i] = h[p]
+		i = p
+	}
+	h[i] = x
+	return h
+}
+
+func siftDown(h []uint64, i int) {
+	n := len(h)
+	x := h[i]
+	for {
+		c := 2*i + 1
+		if c >= n {
+			break
+		}
+		if c+1 < n && h[c+1] < h[c] {
+			c++
+		}
+		if x <= h[c] {
+			break
+		}
+		h[i] = h[c]
+		i = c
+	}
+	h[i] = x
+}
