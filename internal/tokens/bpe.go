@@ -9,14 +9,14 @@ import "sync"
 // makes the same choices in O(n log n) instead of O(n²).
 
 // shortPiece is the longest piece merged by linear scans.
-const shortPiece = 64
+const shortPiece = 12
 
 // appendPiece appends the tokens of one piece to dst.
 func (v *vocab) appendPiece(dst []int, piece string) []int {
 	if len(piece) == 1 {
 		return append(dst, int(v.byteToken[piece[0]]))
 	}
-	if id, ok := v.whole[piece]; ok {
+	if id, ok := v.lookup(piece); ok {
 		return append(dst, int(id))
 	}
 	if len(piece) <= shortPiece {
@@ -32,7 +32,7 @@ func (v *vocab) mergeShort(dst []int, piece string) []int {
 		toks[k] = v.byteToken[piece[k]]
 	}
 	for k := 0; k < n-1; k++ {
-		ranks[k] = v.pairs.get(toks[k], toks[k+1])
+		ranks[k] = v.bytePairs[uint16(piece[k])<<8|uint16(piece[k+1])]
 	}
 	ranks[n-1] = noRank
 	for {
@@ -92,7 +92,7 @@ func (v *vocab) mergeLong(dst []int, piece string) []int {
 	}
 	next[n-1] = -1
 	for k := 0; k < n-1; k++ {
-		r := v.pairs.get(toks[k], toks[k+1])
+		r := v.bytePairs[uint16(piece[k])<<8|uint16(piece[k+1])]
 		ranks[k] = r
 		if r != noRank {
 			h = append(h, uint64(r)<<32|uint64(k))

@@ -14,11 +14,11 @@ import (
 // byte strings looked up in the rank table, a linear scan for the lowest
 // rank at every step. Quadratic, so only for the short inputs of the fuzz.
 func referenceMerge(v *vocab, piece string) []int {
-	if id, ok := v.whole[piece]; ok {
+	if id, ok := v.lookup(piece); ok {
 		return []int{int(id)}
 	}
 	rank := func(s string) uint32 {
-		if id, ok := v.whole[s]; ok {
+		if id, ok := v.lookup(s); ok {
 			return id
 		}
 		return noRank
@@ -56,7 +56,8 @@ func referenceMerge(v *vocab, piece string) []int {
 	}
 	ids := make([]int, 0, len(parts)-1)
 	for i := 0; i+1 < len(parts); i++ {
-		ids = append(ids, int(v.whole[piece[parts[i].start:parts[i+1].start]]))
+		id, _ := v.lookup(piece[parts[i].start:parts[i+1].start])
+		ids = append(ids, int(id))
 	}
 	return ids
 }

@@ -43,7 +43,7 @@ type encoderOnce struct {
 }
 
 // Get returns the shared encoder for name, building its tables on first use
-// (about 0.2 s for o200k_base).
+// (about 0.1 s and 16 MB for o200k_base).
 func Get(name string) (*Encoder, error) {
 	e, ok := encoders[name]
 	if !ok {

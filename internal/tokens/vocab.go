@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"fmt"
+	"hash/maphash"
 	"strconv"
 
 	"github.com/pkoukk/tiktoken-go-loader/assets"
@@ -14,10 +15,18 @@ import (
 type vocab struct {
 	// byteToken is the token of each single byte (all 256 are tokens).
 	byteToken [256]uint32
-	// whole finds the token that a whole piece is, when it is one: tiktoken
+	// pieces finds the token that a whole piece is, when it is one: tiktoken
 	// checks this before merging, and some tokens are not reachable by
-	// merges. Keys are substrings of text.
-	whole map[string]uint32
+	// merges. It is the one lookup most pieces need, so it is a flat
+	// open-addressing table; a slot is hash-tag<<32 | id+1, zero when empty.
+	pieces     []uint64
+	pieceShift uint
+	pieceSeed  maphash.Seed
+	maxLen     int // of any token
+	// bytePairs is pairs for two single-byte tokens, indexed by the two
+	// bytes: the first round of every merge reads it, from 256 KB instead of
+	// a random place in the pair table.
+	bytePairs []uint32
 	// pairs gives the token of two adjacent tokens' bytes, so merging works
 	// on ids and never hashes byte strings.
 	pairs pairTable
@@ -66,14 +75,14 @@ func loadVocab(name string) (*vocab, error) {
 	if len(entries) >= 1<<pairIDBits {
 		return nil, fmt.Errorf("%s: %d tokens do not fit the pair table", name, len(entries))
 	}
-	v := &vocab{text: string(buf), offs: make([]uint32, len(entries)+1), whole: make(map[string]uint32, len(entries))}
+	v := &vocab{text: string(buf), offs: make([]uint32, len(entries)+1)}
 	for id, e := range entries {
 		v.offs[id] = e.start
 		v.offs[id+1] = e.end
-		v.whole[v.text[e.start:e.end]] = uint32(id)
 	}
+	v.buildPieces()
 	for b := 0; b < 256; b++ {
-		id, ok := v.whole[string([]byte{byte(b)})]
+		id, ok := v.lookup(string([]byte{byte(b)}))
 		if !ok {
 			return nil, fmt.Errorf("%s: byte %#x is not a token", name, b)
 		}
@@ -87,11 +96,11 @@ func loadVocab(name string) (*vocab, error) {
 	for id := range entries {
 		t := v.token(uint32(id))
 		for k := 1; k < len(t); k++ {
-			a, ok := v.whole[t[:k]]
+			a, ok := v.lookup(t[:k])
 			if !ok {
 				continue
 			}
-			if b, ok := v.whole[t[k:]]; ok {
+			if b, ok := v.lookup(t[k:]); ok {
 				pairs = append(pairs, pair{a, b, uint32(id)})
 			}
 		}
@@ -100,7 +109,54 @@ func loadVocab(name string) (*vocab, error) {
 	for _, p := range pairs {
 		v.pairs.put(p.a, p.b, p.merged)
 	}
+	v.bytePairs = make([]uint32, 1<<16)
+	for x := 0; x < 1<<16; x++ {
+		v.bytePairs[x] = v.pairs.get(v.byteToken[x>>8], v.byteToken[x&0xff])
+	}
 	return v, nil
+}
+
+func (v *vocab) buildPieces() {
+	n := len(v.offs) - 1
+	size, bits := 1, uint(0)
+	for size < 2*n+1 {
+		size <<= 1
+		bits++
+	}
+	v.pieces, v.pieceShift, v.pieceSeed = make([]uint64, size), 64-bits, maphash.MakeSeed()
+	mask := uint64(size - 1)
+	for id := 0; id < n; id++ {
+		t := v.token(uint32(id))
+		v.maxLen = max(v.maxLen, len(t))
+		h := maphash.String(v.pieceSeed, t)
+		for i := h >> v.pieceShift; ; i = (i + 1) & mask {
+			if v.pieces[i] == 0 {
+				v.pieces[i] = h&^(1<<32-1) | uint64(id+1)
+				break
+			}
+		}
+	}
+}
+
+// lookup returns the token that piece is, if it is one.
+func (v *vocab) lookup(piece string) (uint32, bool) {
+	if len(piece) > v.maxLen {
+		return 0, false
+	}
+	h := maphash.String(v.pieceSeed, piece)
+	tag := h &^ (1<<32 - 1)
+	mask := uint64(len(v.pieces) - 1)
+	for i := h >> v.pieceShift; ; i = (i + 1) & mask {
+		s := v.pieces[i]
+		if s == 0 {
+			return 0, false
+		}
+		if s&^(1<<32-1) == tag {
+			if id := uint32(s) - 1; v.token(id) == piece {
+				return id, true
+			}
+		}
+	}
 }
 
 // token returns the bytes of token id.
@@ -116,9 +172,15 @@ const pairIDBits = 18
 // id of their concatenation. A slot packs key and value in one word:
 // a<<38 | b<<20 | merged+1, zero when empty; lookups cost one multiply and,
 // almost always, one cache line.
+//
+// Most lookups while merging are of pairs that do not merge, so a one-bit
+// filter small enough for the L2 cache answers most of them without
+// touching the table.
 type pairTable struct {
-	slots []uint64
-	shift uint
+	slots  []uint64
+	shift  uint
+	filter []uint64
+	fshift uint
 }
 
 func newPairTable(n int) pairTable {
@@ -127,11 +189,20 @@ func newPairTable(n int) pairTable {
 		size <<= 1
 		bits++
 	}
-	return pairTable{slots: make([]uint64, size), shift: 64 - bits}
+	fbits := bits + 2 // about 8 filter bits per pair: one in ten misses gets through
+	return pairTable{slots: make([]uint64, size), shift: 64 - bits, filter: make([]uint64, 1<<fbits/64), fshift: 64 - fbits}
+}
+
+// filterBit is the filter bit of key, from a hash independent of the slot's.
+func (t *pairTable) filterBit(key uint64) (word uint64, bit uint64) {
+	h := (key * 0xc2b2ae3d27d4eb4f) >> t.fshift
+	return h >> 6, 1 << (h & 63)
 }
 
 func (t *pairTable) put(a, b, merged uint32) {
 	key := uint64(a)<<pairIDBits | uint64(b)
+	w, bit := t.filterBit(key)
+	t.filter[w] |= bit
 	mask := uint64(len(t.slots) - 1)
 	for i := (key * 0x9e3779b97f4a7c15) >> t.shift; ; i = (i + 1) & mask {
 		if t.slots[i] == 0 {
@@ -144,6 +215,9 @@ func (t *pairTable) put(a, b, merged uint32) {
 // get returns the token that a followed by b merges into, or noRank.
 func (t *pairTable) get(a, b uint32) uint32 {
 	key := uint64(a)<<pairIDBits | uint64(b)
+	if w, bit := t.filterBit(key); t.filter[w]&bit == 0 {
+		return noRank
+	}
 	mask := uint64(len(t.slots) - 1)
 	for i := (key * 0x9e3779b97f4a7c15) >> t.shift; ; i = (i + 1) & mask {
 		s := t.slots[i]
