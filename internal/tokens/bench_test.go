@@ -65,7 +65,7 @@ func BenchmarkCountCold(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
-				e.cache = newLRU(DefaultCacheEntries)
+				e.cache = newCountCache(DefaultCacheEntries)
 				b.StartTimer()
 				for _, c := range cs {
 					_ = e.Count(c)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // Encodings supported by promptops.
@@ -26,7 +27,7 @@ type Encoder struct {
 	name  string
 	vocab *vocab
 	split splitFunc
-	cache *lru
+	cache *countCache
 }
 
 var encoders = map[string]*encoderOnce{
@@ -55,7 +56,7 @@ func Get(name string) (*Encoder, error) {
 			e.err = fmt.Errorf("loading encoding %s: %w", name, err)
 			return
 		}
-		e.enc = &Encoder{name: name, vocab: v, split: e.split, cache: newLRU(DefaultCacheEntries)}
+		e.enc = &Encoder{name: name, vocab: v, split: e.split, cache: newCountCache(DefaultCacheEntries)}
 	})
 	return e.enc, e.err
 }
@@ -129,13 +130,20 @@ func (e *Encoder) Count(text string) int {
 	if text == "" {
 		return 0
 	}
-	key := sha256.Sum256([]byte(text))
+	key := textKey(text)
 	if n, ok := e.cache.get(key); ok {
 		return n
 	}
 	n, _ := e.count(text, -1)
 	e.cache.put(key, n)
 	return n
+}
+
+// textKey is the cache key of text. Sum256 only reads its input, so the
+// text's bytes are hashed in place instead of copied: a cache hit then
+// allocates nothing.
+func textKey(text string) [32]byte {
+	return sha256.Sum256(unsafe.Slice(unsafe.StringData(text), len(text)))
 }
 
 // CountUncached counts without the cache, for benchmarks and for text that
