@@ -65,83 +65,91 @@ func (v *vocab) mergeShort(dst []int, piece string) []int {
 
 // mergeScratch is the reusable memory of mergeLong.
 type mergeScratch struct {
-	toks, ranks []uint32
-	next, prev  []int32
-	heap        []uint64
+	nodes []node
+	heap  []uint64
+}
+
+// node is one part of a piece being merged: its token, the rank of merging
+// it with the next part (noRank if none), and the list links; next is -2
+// once the node is merged into its left neighbour.
+type node struct {
+	tok, rank  uint32
+	next, prev int32
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(mergeScratch) }}
-
-func grow[T any](s []T, n int) []T {
-	if cap(s) < n {
-		return make([]T, n)
-	}
-	return s[:n]
-}
 
 func (v *vocab) mergeLong(dst []int, piece string) []int {
 	sc := scratchPool.Get().(*mergeScratch)
 	defer scratchPool.Put(sc)
 	n := len(piece)
-	toks, ranks := grow(sc.toks, n), grow(sc.ranks, n)
-	next, prev := grow(sc.next, n), grow(sc.prev, n)
-	h := sc.heap[:0]
-	for k := 0; k < n; k++ {
-		toks[k] = v.byteToken[piece[k]]
-		next[k], prev[k] = int32(k+1), int32(k-1)
+	if cap(sc.nodes) < n {
+		sc.nodes = make([]node, n)
 	}
-	next[n-1] = -1
+	nodes := sc.nodes[:n]
+	h := sc.heap[:0]
 	for k := 0; k < n-1; k++ {
 		r := v.bytePairs[uint16(piece[k])<<8|uint16(piece[k+1])]
-		ranks[k] = r
+		nodes[k] = node{tok: v.byteToken[piece[k]], rank: r, next: int32(k + 1), prev: int32(k - 1)}
 		if r != noRank {
 			h = append(h, uint64(r)<<32|uint64(k))
 		}
 	}
-	ranks[n-1] = noRank
+	nodes[n-1] = node{tok: v.byteToken[piece[n-1]], rank: noRank, next: -1, prev: int32(n - 2)}
 	// A heap entry packs rank over position, so the smallest word is the
 	// lowest rank and, among equal ranks, the leftmost pair. Entries go stale
-	// when a neighbour merges; a stale one no longer matches ranks[k].
+	// when a neighbour merges; a stale one no longer matches its node.
 	for i := len(h)/2 - 1; i >= 0; i-- {
 		siftDown(h, i)
 	}
 	for len(h) > 0 {
 		top := h[0]
-		last := len(h) - 1
-		h[0] = h[last]
-		h = h[:last]
-		if last > 0 {
-			siftDown(h, 0)
-		}
 		r, k := uint32(top>>32), int32(uint32(top))
-		if ranks[k] != r || next[k] == -2 {
+		nk := &nodes[k]
+		if nk.rank != r || nk.next == -2 {
+			h = pop(h)
 			continue
 		}
-		j := next[k]
-		toks[k] = r
-		nj := next[j]
-		next[j] = -2 // j is gone
-		next[k] = nj
-		ranks[k] = noRank
+		j := nk.next
+		nj := nodes[j].next
+		nodes[j].next = -2
+		nk.tok, nk.next, nk.rank = r, nj, noRank
 		if nj >= 0 {
-			prev[nj] = k
-			if r2 := v.pairs.get(r, toks[nj]); r2 != noRank {
-				ranks[k] = r2
-				h = push(h, uint64(r2)<<32|uint64(k))
-			}
+			nodes[nj].prev = k
+			nk.rank = v.pairs.get(r, nodes[nj].tok)
 		}
-		if p := prev[k]; p >= 0 {
-			ranks[p] = v.pairs.get(toks[p], r)
-			if ranks[p] != noRank {
-				h = push(h, uint64(ranks[p])<<32|uint64(p))
+		// The merged token outranks its parts, so its new pair can take the
+		// popped entry's place: one sift instead of a pop and a push.
+		if nk.rank != noRank {
+			h[0] = uint64(nk.rank)<<32 | uint64(k)
+			siftDown(h, 0)
+		} else {
+			h = pop(h)
+		}
+		if p := nk.prev; p >= 0 {
+			np := &nodes[p]
+			np.rank = v.pairs.get(np.tok, r)
+			if np.rank != noRank {
+				h = push(h, uint64(np.rank)<<32|uint64(p))
 			}
 		}
 	}
-	for k := int32(0); k >= 0; k = next[k] {
-		dst = append(dst, int(toks[k]))
+	for k := int32(0); k >= 0; k = nodes[k].next {
+		dst = append(dst, int(nodes[k].tok))
 	}
-	sc.toks, sc.ranks, sc.next, sc.prev, sc.heap = toks, ranks, next, prev, h
+	sc.heap = h
 	return dst
+}
+
+// pop removes the heap's smallest entry.
+func pop(h []uint64) []uint64 {
+	last := len(h) - 1
+	h[0] = h[last]
+	h = h[:last]
+	if last > 0 {
+		siftDown(h, 0)
+	}
+	return h
 }
 
 func push(h []uint64, x uint64) []uint64 {
