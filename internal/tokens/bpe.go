@@ -118,8 +118,8 @@ func (v *vocab) mergeLong(dst []int, piece string) []int {
 			nodes[nj].prev = k
 			nk.rank = v.pairs.get(r, nodes[nj].tok)
 		}
-		// The merged token outranks its parts, so its new pair can take the
-		// popped entry's place: one sift instead of a pop and a push.
+		// The merged node's new pair takes the popped entry's place: one
+		// sift instead of a pop and a push.
 		if nk.rank != noRank {
 			h[0] = uint64(nk.rank)<<32 | uint64(k)
 			siftDown(h, 0)
