@@ -35,7 +35,15 @@ func chunks() []string {
 	return corpusChunks
 }
 
-// BenchmarkRawTiktokenEncode is the library alone, for comparison.
+// The figures side by side, in one run:
+//
+//	go test -run '^$' -bench 'RawTiktoken|EncodeUncached|CountCold|LongRun' -benchmem ./internal/tokens/
+//
+// and the npm reference on the same corpus:
+//
+//	go run ./hack/tokencorpus > /tmp/corpus.txt && node hack/tokenfixtures/bench.mjs /tmp/corpus.txt
+
+// BenchmarkRawTiktokenEncode is tiktoken-go alone, for comparison.
 func BenchmarkRawTiktokenEncode(b *testing.B) {
 	for _, name := range []string{CL100K, O200K} {
 		b.Run(name, func(b *testing.B) {

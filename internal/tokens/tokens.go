@@ -155,7 +155,8 @@ func (e *Encoder) CountUncached(text string) int {
 
 // CountUpTo counts the tokens of text but stops soon after the count passes
 // limit: a budget check on a long text then costs about limit tokens of
-// work. over reports n > limit; n is exact only when over is false.
+// work. over reports n > limit; n is exact only when over is false. A
+// negative limit counts as 0.
 func (e *Encoder) CountUpTo(text string, limit int) (n int, over bool) {
 	if limit < 0 {
 		limit = 0
