@@ -193,12 +193,13 @@ func (e *Encoder) Decode(ids []int) string {
 // ends in, so the pieces before these are the same in the prefix.
 const restartBack = 3
 
-// Truncate returns the longest prefix of text that has at most maxTokens
-// tokens and ends on a character boundary, and its token count. It encodes
-// text once, only as far as the cut: the cut falls where token maxTokens
-// ends, backed off to the start of the character it may split. Since a cut
-// piece can pre-tokenize differently at its new end, the last few pieces
-// are re-counted; should they no longer fit, the cut moves back one token.
+// Truncate returns the prefix of text that keeps its first maxTokens tokens,
+// ending on a character boundary, and the prefix's own token count, which
+// is at most maxTokens. It encodes text once, only as far as the cut: the
+// cut falls where token maxTokens ends, backed off to the start of the
+// character it may split. Since a cut piece can pre-tokenize differently at
+// its new end, the last few pieces are re-counted; should they no longer
+// fit, the cut moves back one token.
 func (e *Encoder) Truncate(text string, maxTokens int) (string, int) {
 	if maxTokens <= 0 || text == "" {
 		return "", 0
