@@ -24,11 +24,20 @@ manifests: controller-gen ## Generate CRDs and RBAC from markers.
 generate: controller-gen ## Generate deepcopy code.
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./..."
 
+UNICODE_TABLES := internal/tokens/unicode_tables.go
+GENERATED_PATHS := config api controllers $(UNICODE_TABLES)
+
+.PHONY: tables
+tables: ## Generate the Unicode 16 class tables of internal/tokens from the pinned npm package.
+	cd hack/unicodetables && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	node hack/unicodetables/generate.mjs
+	gofmt -w $(UNICODE_TABLES)
+
 .PHONY: verify-generated
-verify-generated: manifests generate ## Fail when generated files are stale.
-	@if [ -n "$$(git status --porcelain -- config api controllers)" ]; then \
-	  echo "Generated files are stale; run 'make manifests generate' and commit:"; \
-	  git status --porcelain -- config api controllers; git --no-pager diff --stat -- config api controllers; exit 1; \
+verify-generated: manifests generate tables ## Fail when generated files are stale.
+	@if [ -n "$$(git status --porcelain -- $(GENERATED_PATHS))" ]; then \
+	  echo "Generated files are stale; run 'make manifests generate tables' and commit:"; \
+	  git status --porcelain -- $(GENERATED_PATHS); git --no-pager diff --stat -- $(GENERATED_PATHS); exit 1; \
 	fi
 
 .PHONY: fmt

@@ -217,7 +217,11 @@ func (r *run) batch(ctx context.Context, facts []Fact) error {
 	for _, f := range facts {
 		ok, known := r.alone[f.ID]
 		if !known {
-			ok = r.systemTokens+r.enc.Count(UserPrompt(note, []Fact{f}, nil))+messageOverhead <= r.Settings.MaxPromptTokens
+			// A budget check: counting stops soon after the limit, so a huge
+			// fact costs no more than one that just fits.
+			limit := r.Settings.MaxPromptTokens - r.systemTokens - messageOverhead
+			_, over := r.enc.CountUpTo(UserPrompt(note, []Fact{f}, nil), max(limit, 0))
+			ok = limit >= 0 && !over
 			r.alone[f.ID] = ok
 		}
 		if ok {

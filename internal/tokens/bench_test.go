@@ -1,13 +1,22 @@
 package tokens
 
 import (
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/pkoukk/tiktoken-go"
+	tiktokenloader "github.com/pkoukk/tiktoken-go-loader"
 
 	"github.com/promptops/promptops/internal/tokens/corpus"
 )
+
+func init() {
+	// tiktoken-go serves as a second reference in tests and benchmarks; its
+	// default loader would download rank files.
+	tiktoken.SetBpeLoader(tiktokenloader.NewOfflineLoader())
+}
 
 var (
 	corpusOnce   sync.Once
@@ -26,7 +35,15 @@ func chunks() []string {
 	return corpusChunks
 }
 
-// BenchmarkRawTiktokenEncode is the library alone, for comparison.
+// The figures side by side, in one run:
+//
+//	go test -run '^$' -bench 'RawTiktoken|EncodeUncached|CountCold|LongRun' -benchmem ./internal/tokens/
+//
+// and the npm reference on the same corpus:
+//
+//	go run ./hack/tokencorpus > /tmp/corpus.txt && node hack/tokenfixtures/bench.mjs /tmp/corpus.txt
+
+// BenchmarkRawTiktokenEncode is tiktoken-go alone, for comparison.
 func BenchmarkRawTiktokenEncode(b *testing.B) {
 	for _, name := range []string{CL100K, O200K} {
 		b.Run(name, func(b *testing.B) {
@@ -56,7 +73,7 @@ func BenchmarkCountCold(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
-				e.cache = newLRU(DefaultCacheEntries)
+				e.cache = newCountCache(DefaultCacheEntries)
 				b.StartTimer()
 				for _, c := range cs {
 					_ = e.Count(c)
@@ -83,5 +100,48 @@ func BenchmarkCountCached(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkEncodeUncached is the core alone on the same corpus: pre-tokenize
+// and merge, no hashing and no cache, beside BenchmarkRawTiktokenEncode.
+func BenchmarkEncodeUncached(b *testing.B) {
+	for _, name := range []string{CL100K, O200K} {
+		b.Run(name, func(b *testing.B) {
+			e := MustGet(name)
+			cs := chunks()
+			b.SetBytes(corpusBytes)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				for _, c := range cs {
+					_ = e.CountUncached(c)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkLongRun counts one run of Chinese characters with no space or
+// punctuation, a single piece: time per character should stay flat as the
+// run grows ten- and a hundredfold, where a quadratic merge grows with it.
+func BenchmarkLongRun(b *testing.B) {
+	const chars = "统计分析数据变量均值标准差置信区间检验用户研究结果方法模型样本分布缺失"
+	rs := []rune(chars)
+	for _, n := range []int{5_000, 50_000, 500_000} {
+		var sb strings.Builder
+		for i := 0; i < n; i++ {
+			sb.WriteRune(rs[(i*7+i/len(rs))%len(rs)])
+		}
+		text := sb.String()
+		for _, name := range []string{CL100K, O200K} {
+			b.Run(fmt.Sprintf("%s/%dk", name, n/1000), func(b *testing.B) {
+				e := MustGet(name)
+				b.SetBytes(int64(len(text)))
+				for i := 0; i < b.N; i++ {
+					_ = e.CountUncached(text)
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/char")
+			})
+		}
 	}
 }

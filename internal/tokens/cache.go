@@ -6,8 +6,8 @@ import (
 )
 
 // lru is a bounded least-recently-used cache of token counts keyed by the
-// SHA-256 of the text. One lru belongs to one encoding, so the key is the
-// encoding plus the hash.
+// SHA-256 of the text. It is one shard of an encoder's countCache, so the
+// key needs no encoding.
 type lru struct {
 	mu    sync.Mutex
 	max   int
@@ -54,6 +54,31 @@ func (c *lru) put(k [32]byte, n int) {
 	}
 }
 
+// cacheShards splits an encoder's cache so that concurrent counts rarely
+// wait on the same lock.
+const cacheShards = 16
+
+// countCache is the count cache of one encoder: LRU shards picked by the
+// key's first byte (a SHA-256 byte, so evenly), each bounded by its share.
+type countCache struct {
+	shards [cacheShards]*lru
+	max    int
+}
+
+func newCountCache(max int) *countCache {
+	c := &countCache{max: max}
+	for i := range c.shards {
+		c.shards[i] = newLRU(max/cacheShards + 1)
+	}
+	return c
+}
+
+func (c *countCache) shard(k [32]byte) *lru { return c.shards[int(k[0])%cacheShards] }
+
+func (c *countCache) get(k [32]byte) (int, bool) { return c.shard(k).get(k) }
+
+func (c *countCache) put(k [32]byte, n int) { c.shard(k).put(k, n) }
+
 // CacheStats reports the count cache's size, hits and misses.
 type CacheStats struct {
 	Entries, Max int
@@ -62,7 +87,13 @@ type CacheStats struct {
 
 // CacheStats returns the encoder's cache figures.
 func (e *Encoder) CacheStats() CacheStats {
-	e.cache.mu.Lock()
-	defer e.cache.mu.Unlock()
-	return CacheStats{Entries: e.cache.ll.Len(), Max: e.cache.max, Hits: e.cache.hits, Misses: e.cache.miss}
+	st := CacheStats{Max: e.cache.max}
+	for _, s := range e.cache.shards {
+		s.mu.Lock()
+		st.Entries += s.ll.Len()
+		st.Hits += s.hits
+		st.Misses += s.miss
+		s.mu.Unlock()
+	}
+	return st
 }

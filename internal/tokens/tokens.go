@@ -1,16 +1,15 @@
-// Package tokens counts tokens exactly with tiktoken encodings, offline: the
-// rank files are compiled into the binary and nothing is ever downloaded.
-// Encoders are built once per encoding and shared; counts are cached.
+// Package tokens counts, cuts and decodes tokens of the tiktoken encodings
+// cl100k_base and o200k_base exactly and offline. It owns its own
+// pre-tokenizer (Unicode 16 tables), rank tables and merge; counts are cached.
 package tokens
 
 import (
 	"crypto/sha256"
 	"fmt"
+	"strings"
 	"sync"
 	"unicode/utf8"
-
-	"github.com/pkoukk/tiktoken-go"
-	tiktokenloader "github.com/pkoukk/tiktoken-go-loader"
+	"unsafe"
 )
 
 // Encodings supported by promptops.
@@ -22,53 +21,42 @@ const (
 // DefaultCacheEntries bounds the count cache of each encoder.
 const DefaultCacheEntries = 16384
 
-func init() {
-	// Set before any encoding is built: the default loader downloads rank
-	// files at run time, which must never happen.
-	tiktoken.SetBpeLoader(tiktokenloader.NewOfflineLoader())
-}
-
-// Encoder counts and cuts text in one encoding. It is safe for concurrent use.
+// Encoder counts, cuts and decodes text in one encoding. It is safe for
+// concurrent use: everything but the count cache is read-only once built.
 type Encoder struct {
 	name  string
-	enc   *tiktoken.Tiktoken
-	cache *lru
-	// enc needs no lock: tiktoken-go's CoreBPE is read-only after it is
-	// built and regexp2 guards its own runner cache. TestParallelSharing
-	// checks this under -race.
+	vocab *vocab
+	split splitFunc
+	cache *countCache
 }
 
-var (
-	encodersMu sync.Mutex
-	encoders   = map[string]*encoderOnce{}
-)
+var encoders = map[string]*encoderOnce{
+	CL100K: {file: "cl100k_base.tiktoken", split: splitCL100K},
+	O200K:  {file: "o200k_base.tiktoken", split: splitO200K},
+}
 
 type encoderOnce struct {
-	once sync.Once
-	enc  *Encoder
-	err  error
+	file  string
+	split splitFunc
+	once  sync.Once
+	enc   *Encoder
+	err   error
 }
 
-// Get returns the shared encoder for name, building it on first use
-// (about 0.5 s for o200k_base).
+// Get returns the shared encoder for name, building its tables on first use
+// (about 0.1 s and 16 MB for o200k_base).
 func Get(name string) (*Encoder, error) {
-	if name != CL100K && name != O200K {
-		return nil, fmt.Errorf("unsupported encoding %q: use %s or %s", name, CL100K, O200K)
-	}
-	encodersMu.Lock()
 	e, ok := encoders[name]
 	if !ok {
-		e = &encoderOnce{}
-		encoders[name] = e
+		return nil, fmt.Errorf("unsupported encoding %q: use %s or %s", name, CL100K, O200K)
 	}
-	encodersMu.Unlock()
 	e.once.Do(func() {
-		t, err := tiktoken.GetEncoding(name)
+		v, err := loadVocab(e.file)
 		if err != nil {
 			e.err = fmt.Errorf("loading encoding %s: %w", name, err)
 			return
 		}
-		e.enc = &Encoder{name: name, enc: t, cache: newLRU(DefaultCacheEntries)}
+		e.enc = &Encoder{name: name, vocab: v, split: e.split, cache: newCountCache(DefaultCacheEntries)}
 	})
 	return e.enc, e.err
 }
@@ -85,15 +73,55 @@ func MustGet(name string) *Encoder {
 // Name is the encoding's name.
 func (e *Encoder) Name() string { return e.name }
 
-// Encode returns the tokens of text. Special-token strings such as
-// <|endoftext|> in the text are encoded as plain text: user text can never
-// inject a control token, and the library's panic on disallowed special
-// tokens can never be reached.
+// Encode returns the tokens of text, as tiktoken's encode_ordinary does.
+// Special-token strings such as <|endoftext|> are encoded as plain text, so
+// user text can never inject a control token. Bytes that are not valid UTF-8
+// are kept as byte tokens, so Decode(Encode(s)) == s for every s.
 func (e *Encoder) Encode(text string) []int {
 	if text == "" {
 		return nil
 	}
-	return e.enc.EncodeOrdinary(text)
+	toks, _ := e.encode(make([]int, 0, len(text)/4+1), text, -1)
+	return toks
+}
+
+// encode appends the tokens of text to dst. With limit >= 0 it stops after
+// the piece that takes the count past limit and reports over.
+func (e *Encoder) encode(dst []int, text string, limit int) (toks []int, over bool) {
+	v, split := e.vocab, e.split
+	for i := 0; i < len(text); {
+		end := split(text, i)
+		dst = v.appendPiece(dst, text[i:end])
+		i = end
+		if limit >= 0 && len(dst) > limit {
+			return dst, true
+		}
+	}
+	return dst, false
+}
+
+// countBufs recycles the token buffers of counts, which keep no tokens.
+var countBufs = sync.Pool{New: func() any { b := make([]int, 0, 1024); return &b }}
+
+// count counts the tokens of text, stopping past limit when limit >= 0.
+// Tokens are flushed piece by piece, so the buffer stays small.
+func (e *Encoder) count(text string, limit int) (int, bool) {
+	bp := countBufs.Get().(*[]int)
+	buf := (*bp)[:0]
+	v, split := e.vocab, e.split
+	n := 0
+	for i := 0; i < len(text); {
+		end := split(text, i)
+		buf = v.appendPiece(buf[:0], text[i:end])
+		n += len(buf)
+		i = end
+		if limit >= 0 && n > limit {
+			break
+		}
+	}
+	*bp = buf[:0]
+	countBufs.Put(bp)
+	return n, limit >= 0 && n > limit
 }
 
 // Count returns the number of tokens of text, from the cache when the same
@@ -102,48 +130,124 @@ func (e *Encoder) Count(text string) int {
 	if text == "" {
 		return 0
 	}
-	key := sha256.Sum256([]byte(text))
+	key := textKey(text)
 	if n, ok := e.cache.get(key); ok {
 		return n
 	}
-	n := len(e.Encode(text))
+	n, _ := e.count(text, -1)
 	e.cache.put(key, n)
 	return n
 }
 
-// CountUncached counts without the cache, for benchmarks.
-func (e *Encoder) CountUncached(text string) int { return len(e.Encode(text)) }
+// textKey is the cache key of text. Sum256 only reads its input, so the
+// text's bytes are hashed in place instead of copied: a cache hit then
+// allocates nothing.
+func textKey(text string) [32]byte {
+	return sha256.Sum256(unsafe.Slice(unsafe.StringData(text), len(text)))
+}
 
-// Truncate returns the longest prefix of text that has at most maxTokens
-// tokens and is valid UTF-8, and its token count. A cut between two tokens
-// can fall inside a multi-byte character; the cut then backs off to the
-// character's start.
+// CountUncached counts without the cache, for benchmarks and for text that
+// is counted once.
+func (e *Encoder) CountUncached(text string) int {
+	n, _ := e.count(text, -1)
+	return n
+}
+
+// CountUpTo counts the tokens of text but stops soon after the count passes
+// limit: a budget check on a long text then costs about limit tokens of
+// work. over reports n > limit; n is exact only when over is false. A
+// negative limit counts as 0.
+func (e *Encoder) CountUpTo(text string, limit int) (n int, over bool) {
+	if limit < 0 {
+		limit = 0
+	}
+	return e.count(text, limit)
+}
+
+// Decode returns the text of tokens. Ids that are not in the encoding decode
+// to U+FFFD, so a foreign id shows instead of vanishing.
+func (e *Encoder) Decode(ids []int) string {
+	v := e.vocab
+	size := 0
+	for _, id := range ids {
+		if uint(id) < uint(len(v.offs)-1) {
+			size += v.tokenLen(uint32(id))
+		} else {
+			size += utf8.RuneLen(utf8.RuneError)
+		}
+	}
+	var b strings.Builder
+	b.Grow(size)
+	for _, id := range ids {
+		if uint(id) < uint(len(v.offs)-1) {
+			b.WriteString(v.token(uint32(id)))
+		} else {
+			b.WriteRune(utf8.RuneError)
+		}
+	}
+	return b.String()
+}
+
+// restartBack is how many pieces before the cut Truncate re-counts from. A
+// piece's match looks at most one character past the white-space run it
+// ends in, so the pieces before these are the same in the prefix.
+const restartBack = 3
+
+// Truncate returns the prefix of text that keeps its first maxTokens tokens,
+// ending on a character boundary, and the prefix's own token count, which
+// is at most maxTokens. It encodes text once, only as far as the cut: the
+// cut falls where token maxTokens ends, backed off to the start of the
+// character it may split. Since a cut piece can pre-tokenize differently at
+// its new end, the last few pieces are re-counted; should they no longer
+// fit, the cut moves back one token.
 func (e *Encoder) Truncate(text string, maxTokens int) (string, int) {
 	if maxTokens <= 0 || text == "" {
 		return "", 0
 	}
-	toks := e.Encode(text)
+	v, split := e.vocab, e.split
+	// recent[k%restartBack] is the start of piece k and the tokens before it.
+	type mark struct{ at, before int }
+	var recent [restartBack]mark
+	pieces := 0
+	bp := countBufs.Get().(*[]int)
+	defer countBufs.Put(bp)
+	toks := (*bp)[:0]
+	i := 0
+	for i < len(text) {
+		recent[pieces%restartBack] = mark{i, len(toks)}
+		pieces++
+		end := split(text, i)
+		toks = v.appendPiece(toks, text[i:end])
+		i = end
+		if len(toks) > maxTokens {
+			break
+		}
+	}
+	*bp = toks[:0]
 	if len(toks) <= maxTokens {
 		return text, len(toks)
 	}
-	prefixLen := e.decodedLen(toks[:maxTokens])
-	for prefixLen > 0 {
-		cut := backOffToRune(text, prefixLen)
-		prefix := text[:cut]
-		// Re-encoding a prefix may merge differently at its end; shrink
-		// until the prefix itself fits. Prefixes are not cached: most are
-		// thrown away.
-		if n := e.CountUncached(prefix); n <= maxTokens {
-			return prefix, n
+	restart := recent[0]
+	if pieces >= restartBack {
+		restart = recent[pieces%restartBack] // the oldest of the last few
+	}
+	// cut is the end of token maxTokens, walking from the restart point.
+	cut := restart.at
+	for _, id := range toks[restart.before:maxTokens] {
+		cut += v.tokenLen(uint32(id))
+	}
+	for kept := maxTokens; kept > 0; kept-- {
+		c := backOffToRune(text, cut)
+		if c < restart.at {
+			restart = mark{0, 0}
 		}
-		prefixLen = cut - 1
+		n := restart.before + e.CountUncached(text[restart.at:c])
+		if n <= maxTokens {
+			return text[:c], n
+		}
+		cut -= v.tokenLen(uint32(toks[kept-1]))
 	}
 	return "", 0
-}
-
-// decodedLen is the byte length of the text the tokens decode to.
-func (e *Encoder) decodedLen(toks []int) int {
-	return len(e.enc.Decode(toks))
 }
 
 // backOffToRune moves a byte offset back to the start of the character it

@@ -142,7 +142,7 @@ func TestTruncateKeepsValidUTF8(t *testing.T) {
 		for _, text := range texts {
 			toks := e.Encode(text)
 			for i := 1; i < len(toks); i++ {
-				split = split || !utf8.ValidString(e.enc.Decode(toks[:i]))
+				split = split || !utf8.ValidString(e.Decode(toks[:i]))
 			}
 		}
 		if !split {

@@ -1,0 +1,250 @@
+package tokens
+
+import "unicode/utf8"
+
+// The pre-tokenizers split text into the pieces that tiktoken's regular
+// expressions match, written out by hand: a regex engine costs most of the
+// encoding time, and Go's has no look-ahead. Each function returns the end of
+// the piece that starts at s[i], trying the pattern's alternatives in order
+// with the backtracking (leftmost-first) semantics of the reference engine.
+// Every character is matched by some alternative, so pieces tile the text.
+
+// splitFunc returns the end of the piece starting at s[i], i < len(s).
+type splitFunc func(s string, i int) int
+
+// splitCL100K implements cl100k_base's pattern:
+//
+//	(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+func splitCL100K(s string, i int) int {
+	b := s[i]
+	if b == '\'' {
+		if n := contraction(s, i); n > 0 {
+			return i + n
+		}
+	}
+	c, n := classAt(s, i)
+	if c&cL != 0 {
+		return runEnd(s, i+n, cL)
+	}
+	if b != '\r' && b != '\n' && c&cN == 0 && i+n < len(s) {
+		if c2, _ := classAt(s, i+n); c2&cL != 0 {
+			return runEnd(s, i+n, cL)
+		}
+	}
+	if c&cN != 0 {
+		return digitsEnd(s, i+n)
+	}
+	if end := punctEnd(s, i, c, false); end > 0 {
+		return end
+	}
+	return spaceEnd(s, i)
+}
+
+// splitO200K implements o200k_base's pattern:
+//
+//	[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?
+//	|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?
+//	|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+//
+// The optional first character may be a mark (\p{M} is not \p{L}), so both
+// "with it" and "without it" are tried, as the engine would.
+func splitO200K(s string, i int) int {
+	b := s[i]
+	c, n := classAt(s, i)
+	lead := b != '\r' && b != '\n' && c&(cL|cN) == 0 && i+n < len(s)
+	if c&(cU|cW) != 0 || lead {
+		if lead {
+			if end := upperLower(s, i+n); end > 0 {
+				return end
+			}
+		}
+		if end := upperLower(s, i); end > 0 {
+			return end
+		}
+		if lead {
+			if end := upperThenLower(s, i+n); end > 0 {
+				return end
+			}
+		}
+		if end := upperThenLower(s, i); end > 0 {
+			return end
+		}
+	}
+	if c&cN != 0 {
+		return digitsEnd(s, i+n)
+	}
+	if end := punctEnd(s, i, c, true); end > 0 {
+		return end
+	}
+	return spaceEnd(s, i)
+}
+
+// upperLower matches [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+
+// and the optional contraction at s[p], returning its end or 0. The first
+// star is greedy: when no lower-class character follows the upper run, the
+// engine gives back characters until the last one of the run that is also
+// in the lower class (Lm, Lo, M) can serve as the plus.
+func upperLower(s string, p int) int {
+	q, lastLower := p, 0
+	for q < len(s) {
+		c, n := classAt(s, q)
+		if c&cU == 0 {
+			break
+		}
+		q += n
+		if c&cW != 0 {
+			lastLower = q
+		}
+	}
+	end := 0
+	if q < len(s) {
+		if c, _ := classAt(s, q); c&cW != 0 {
+			end = runEnd(s, q, cW)
+		}
+	}
+	if end == 0 {
+		end = lastLower
+	}
+	if end == 0 {
+		return 0
+	}
+	return end + contraction(s, end)
+}
+
+// upperThenLower matches [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*
+// and the optional contraction at s[p], returning its end or 0.
+func upperThenLower(s string, p int) int {
+	q := runEnd(s, p, cU)
+	if q == p {
+		return 0
+	}
+	end := runEnd(s, q, cW)
+	return end + contraction(s, end)
+}
+
+// contraction returns the length of (?i:'s|'t|'re|'ve|'m|'ll|'d) at s[i], or
+// 0. Case-insensitive means simple case folding, so 'ſ (long s) counts.
+func contraction(s string, i int) int {
+	if i >= len(s) || s[i] != '\'' {
+		return 0
+	}
+	l1, n1 := foldedLetter(s, i+1)
+	switch l1 {
+	case 's', 't', 'm', 'd':
+		return 1 + n1
+	case 'r', 'v', 'l':
+		want := byte('e')
+		if l1 == 'l' {
+			want = 'l'
+		}
+		if l2, n2 := foldedLetter(s, i+1+n1); l2 == want {
+			return 1 + n1 + n2
+		}
+	}
+	return 0
+}
+
+// foldedLetter returns the lower-case ASCII letter that the character at s[i]
+// case-folds to, or 0, and the character's width.
+func foldedLetter(s string, i int) (byte, int) {
+	if i >= len(s) {
+		return 0, 0
+	}
+	if b := s[i]; b < utf8.RuneSelf {
+		if 'A' <= b && b <= 'Z' {
+			b += 'a' - 'A'
+		}
+		return b, 1
+	}
+	r, n := utf8.DecodeRuneInString(s[i:])
+	return foldedContractionLetters[r], n
+}
+
+// runEnd returns the end of the run of characters with any of the bits
+// starting at s[p].
+func runEnd(s string, p int, bits uint8) int {
+	for p < len(s) {
+		if b := s[p]; b < utf8.RuneSelf {
+			if bmpClass[b]&bits == 0 {
+				return p
+			}
+			p++
+			continue
+		}
+		c, n := classAt(s, p)
+		if c&bits == 0 {
+			return p
+		}
+		p += n
+	}
+	return p
+}
+
+// digitsEnd ends \p{N}{1,3} whose first digit ends at p.
+func digitsEnd(s string, p int) int {
+	for k := 1; k < 3 && p < len(s); k++ {
+		c, n := classAt(s, p)
+		if c&cN == 0 {
+			break
+		}
+		p += n
+	}
+	return p
+}
+
+// punctEnd matches ` ?[^\s\p{L}\p{N}]+[\r\n]*` (with '/' in the trailing set
+// for o200k_base) at s[i], whose first character has class c; 0 when it does
+// not match.
+func punctEnd(s string, i int, c uint8, slash bool) int {
+	var p int
+	switch {
+	case c&(cS|cL|cN) == 0:
+		p = i
+	case s[i] == ' ' && i+1 < len(s):
+		if c2, _ := classAt(s, i+1); c2&(cS|cL|cN) != 0 {
+			return 0
+		}
+		p = i + 1
+	default:
+		return 0
+	}
+	for p < len(s) {
+		c, n := classAt(s, p)
+		if c&(cS|cL|cN) != 0 {
+			break
+		}
+		p += n
+	}
+	for p < len(s) && (s[p] == '\r' || s[p] == '\n' || (slash && s[p] == '/')) {
+		p++
+	}
+	return p
+}
+
+// spaceEnd matches \s*[\r\n]+|\s+(?!\S)|\s+ at s[i], a white-space character.
+// Over the maximal white-space run: up to its last line break if it has one;
+// else all of it at the end of the text; else all but its last character
+// (which then leads the next piece); else the single character.
+func spaceEnd(s string, i int) int {
+	p, lastBreak, lastStart := i, 0, i
+	for p < len(s) {
+		c, n := classAt(s, p)
+		if c&cS == 0 {
+			break
+		}
+		if s[p] == '\r' || s[p] == '\n' {
+			lastBreak = p + 1
+		}
+		lastStart = p
+		p += n
+	}
+	switch {
+	case lastBreak > 0:
+		return lastBreak
+	case p == len(s):
+		return p
+	case lastStart > i:
+		return lastStart
+	}
+	return p
+}

@@ -1,0 +1,51 @@
+package tokens
+
+import (
+	"slices"
+	"testing"
+)
+
+func pieces(split splitFunc, s string) []string {
+	var out []string
+	for i := 0; i < len(s); {
+		end := split(s, i)
+		out = append(out, s[i:end])
+		i = end
+	}
+	return out
+}
+
+// TestPreTokenizers pins the pattern corners that the reference corpus
+// exercises in bulk, one readable case each.
+func TestPreTokenizers(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		split splitFunc
+		in    string
+		want  []string
+	}{
+		{"cl100k contraction", splitCL100K, "don't", []string{"don", "'t"}},
+		{"cl100k contraction case-folds", splitCL100K, "I'LL we'Re", []string{"I", "'LL", " we", "'Re"}},
+		{"cl100k long s folds to s", splitCL100K, "it'ſ", []string{"it", "'ſ"}},
+		{"cl100k typographic apostrophe is punctuation", splitCL100K, "it’s", []string{"it", "’s"}},
+		{"cl100k space leads a word", splitCL100K, "a  b", []string{"a", " ", " b"}},
+		{"cl100k tab leads a word", splitCL100K, "\tb", []string{"\tb"}},
+		{"cl100k digits in threes", splitCL100K, "1234567", []string{"123", "456", "7"}},
+		{"cl100k space before digits stays alone", splitCL100K, "x 12", []string{"x", " ", "12"}},
+		{"cl100k punctuation takes line breaks", splitCL100K, "x.\n\ny", []string{"x", ".\n\n", "y"}},
+		{"cl100k white space up to the last line break", splitCL100K, "x \n \n  y", []string{"x", " \n \n", " ", " y"}},
+		{"cl100k trailing white space is one piece", splitCL100K, "x   ", []string{"x", "   "}},
+		{"cl100k mark is not a letter", splitCL100K, "\u0301ab", []string{"\u0301ab"}},
+		{"o200k contraction joins the word", splitO200K, "don't", []string{"don't"}},
+		{"o200k upper run then lower", splitO200K, "HTMLParser", []string{"HTMLParser"}},
+		{"o200k lower then upper splits", splitO200K, "camelCase", []string{"camel", "Case"}},
+		{"o200k all caps with contraction", splitO200K, "HELLO'S", []string{"HELLO'S"}},
+		{"o200k modifier letter ends the upper run", splitO200K, "ABʰC", []string{"ABʰ", "C"}},
+		{"o200k slash after punctuation", splitO200K, "a+/b", []string{"a", "+/", "b"}},
+		{"o200k CJK run is one piece", splitO200K, "统计分析。", []string{"统计分析", "。"}},
+	} {
+		if got := pieces(tc.split, tc.in); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %q splits into %q, want %q", tc.name, tc.in, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,231 @@
+package tokens
+
+import (
+	"bytes"
+	"encoding/base64"
+	"fmt"
+	"hash/maphash"
+	"strconv"
+
+	"github.com/pkoukk/tiktoken-go-loader/assets"
+)
+
+// vocab is one encoding's rank table, built once and shared read-only by
+// every goroutine. A token's id is its merge rank.
+type vocab struct {
+	// byteToken is the token of each single byte (all 256 are tokens).
+	byteToken [256]uint32
+	// pieces finds the token that a whole piece is, when it is one: tiktoken
+	// checks this before merging, and some tokens are not reachable by
+	// merges. It is the one lookup most pieces need, so it is a flat
+	// open-addressing table; a slot is hash-tag<<32 | id+1, zero when empty.
+	pieces     []uint64
+	pieceShift uint
+	pieceSeed  maphash.Seed
+	maxLen     int // of any token
+	// bytePairs is pairs for two single-byte tokens, indexed by the two
+	// bytes: the first round of every merge reads it, from 256 KB instead of
+	// a random place in the pair table.
+	bytePairs []uint32
+	// pairs gives the token of two adjacent tokens' bytes, so merging works
+	// on ids and never hashes byte strings.
+	pairs pairTable
+	// text holds every token's bytes; token id spans text[offs[id]:offs[id+1]].
+	text string
+	offs []uint32
+}
+
+// noRank marks a pair of tokens that does not merge.
+const noRank = ^uint32(0)
+
+// loadVocab parses the rank file that tiktoken-go-loader embeds (name is
+// e.g. "o200k_base.tiktoken"): one "base64-bytes rank" per line, ranks dense
+// from 0. Nothing is downloaded.
+func loadVocab(name string) (*vocab, error) {
+	data, err := assets.Assets.ReadFile(name)
+	if err != nil {
+		return nil, fmt.Errorf("reading embedded rank file %s: %w", name, err)
+	}
+	n := bytes.Count(data, []byte{'\n'}) + 1
+	type entry struct{ start, end uint32 }
+	entries := make([]entry, 0, n)
+	buf := make([]byte, 0, len(data))
+	for line := range bytes.Lines(data) {
+		line = bytes.TrimRight(line, "\r\n")
+		if len(line) == 0 {
+			continue
+		}
+		sp := bytes.IndexByte(line, ' ')
+		if sp < 0 {
+			return nil, fmt.Errorf("%s: malformed line %q", name, line)
+		}
+		rank, err := strconv.Atoi(string(line[sp+1:]))
+		if err != nil || rank != len(entries) {
+			return nil, fmt.Errorf("%s: rank %q out of order", name, line[sp+1:])
+		}
+		start := len(buf)
+		buf = buf[:start+base64.StdEncoding.DecodedLen(sp)]
+		m, err := base64.StdEncoding.Decode(buf[start:], line[:sp])
+		if err != nil {
+			return nil, fmt.Errorf("%s: rank %d: %w", name, rank, err)
+		}
+		buf = buf[:start+m]
+		entries = append(entries, entry{uint32(start), uint32(start + m)})
+	}
+	if len(entries) >= 1<<pairIDBits {
+		return nil, fmt.Errorf("%s: %d tokens do not fit the pair table", name, len(entries))
+	}
+	v := &vocab{text: string(buf), offs: make([]uint32, len(entries)+1)}
+	for id, e := range entries {
+		v.offs[id] = e.start
+		v.offs[id+1] = e.end
+	}
+	v.buildPieces()
+	for b := 0; b < 256; b++ {
+		id, ok := v.lookup(string([]byte{byte(b)}))
+		if !ok {
+			return nil, fmt.Errorf("%s: byte %#x is not a token", name, b)
+		}
+		v.byteToken[b] = id
+	}
+	// Every way to split a token into two tokens is a merge that can produce
+	// it; this covers exactly the lookups tiktoken makes while merging,
+	// since both sides of a pair are always tokens.
+	type pair struct{ a, b, merged uint32 }
+	var pairs []pair
+	for id := range entries {
+		t := v.token(uint32(id))
+		for k := 1; k < len(t); k++ {
+			a, ok := v.lookup(t[:k])
+			if !ok {
+				continue
+			}
+			if b, ok := v.lookup(t[k:]); ok {
+				pairs = append(pairs, pair{a, b, uint32(id)})
+			}
+		}
+	}
+	v.pairs = newPairTable(len(pairs))
+	for _, p := range pairs {
+		v.pairs.put(p.a, p.b, p.merged)
+	}
+	v.bytePairs = make([]uint32, 1<<16)
+	for x := 0; x < 1<<16; x++ {
+		v.bytePairs[x] = v.pairs.get(v.byteToken[x>>8], v.byteToken[x&0xff])
+	}
+	return v, nil
+}
+
+func (v *vocab) buildPieces() {
+	n := len(v.offs) - 1
+	size, bits := 1, uint(0)
+	for size < 2*n+1 {
+		size <<= 1
+		bits++
+	}
+	v.pieces, v.pieceShift, v.pieceSeed = make([]uint64, size), 64-bits, maphash.MakeSeed()
+	mask := uint64(size - 1)
+	for id := 0; id < n; id++ {
+		t := v.token(uint32(id))
+		v.maxLen = max(v.maxLen, len(t))
+		h := maphash.String(v.pieceSeed, t)
+		for i := h >> v.pieceShift; ; i = (i + 1) & mask {
+			if v.pieces[i] == 0 {
+				v.pieces[i] = h&^(1<<32-1) | uint64(id+1)
+				break
+			}
+		}
+	}
+}
+
+// lookup returns the token that piece is, if it is one.
+func (v *vocab) lookup(piece string) (uint32, bool) {
+	if len(piece) > v.maxLen {
+		return 0, false
+	}
+	h := maphash.String(v.pieceSeed, piece)
+	tag := h &^ (1<<32 - 1)
+	mask := uint64(len(v.pieces) - 1)
+	for i := h >> v.pieceShift; ; i = (i + 1) & mask {
+		s := v.pieces[i]
+		if s == 0 {
+			return 0, false
+		}
+		if s&^(1<<32-1) == tag {
+			if id := uint32(s) - 1; v.token(id) == piece {
+				return id, true
+			}
+		}
+	}
+}
+
+// token returns the bytes of token id.
+func (v *vocab) token(id uint32) string { return v.text[v.offs[id]:v.offs[id+1]] }
+
+// tokenLen returns the byte length of token id.
+func (v *vocab) tokenLen(id uint32) int { return int(v.offs[id+1] - v.offs[id]) }
+
+// pairIDBits bounds token ids in the pair table's packed keys.
+const pairIDBits = 18
+
+// pairTable is an open-addressing hash table from a pair of token ids to the
+// id of their concatenation. A slot packs key and value in one word:
+// a<<38 | b<<20 | merged+1, zero when empty; lookups cost one multiply and,
+// almost always, one cache line.
+//
+// Most lookups while merging are of pairs that do not merge, so a one-bit
+// filter small enough for the L2 cache answers most of them without
+// touching the table.
+type pairTable struct {
+	slots  []uint64
+	shift  uint
+	filter []uint64
+	fshift uint
+}
+
+func newPairTable(n int) pairTable {
+	size, bits := 1, uint(0)
+	for size < 2*n+1 {
+		size <<= 1
+		bits++
+	}
+	fbits := bits + 2 // about 8 filter bits per pair: one in ten misses gets through
+	return pairTable{slots: make([]uint64, size), shift: 64 - bits, filter: make([]uint64, 1<<fbits/64), fshift: 64 - fbits}
+}
+
+// filterBit is the filter bit of key, from a hash independent of the slot's.
+func (t *pairTable) filterBit(key uint64) (word uint64, bit uint64) {
+	h := (key * 0xc2b2ae3d27d4eb4f) >> t.fshift
+	return h >> 6, 1 << (h & 63)
+}
+
+func (t *pairTable) put(a, b, merged uint32) {
+	key := uint64(a)<<pairIDBits | uint64(b)
+	w, bit := t.filterBit(key)
+	t.filter[w] |= bit
+	mask := uint64(len(t.slots) - 1)
+	for i := (key * 0x9e3779b97f4a7c15) >> t.shift; ; i = (i + 1) & mask {
+		if t.slots[i] == 0 {
+			t.slots[i] = key<<20 | uint64(merged+1)
+			return
+		}
+	}
+}
+
+// get returns the token that a followed by b merges into, or noRank.
+func (t *pairTable) get(a, b uint32) uint32 {
+	key := uint64(a)<<pairIDBits | uint64(b)
+	if w, bit := t.filterBit(key); t.filter[w]&bit == 0 {
+		return noRank
+	}
+	mask := uint64(len(t.slots) - 1)
+	for i := (key * 0x9e3779b97f4a7c15) >> t.shift; ; i = (i + 1) & mask {
+		s := t.slots[i]
+		if s == 0 {
+			return noRank
+		}
+		if s>>20 == key {
+			return uint32(s&(1<<20-1)) - 1
+		}
+	}
+}
