@@ -10,7 +10,10 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	promptopsv1 "github.com/promptops/promptops/api/v1"
 	"github.com/promptops/promptops/internal/assembler"
@@ -183,6 +186,39 @@ spec:
 	if v := testutil.ToFloat64(templateReady.WithLabelValues(ns, "tight", "False")); v != 1 {
 		t.Fatalf("promptops_prompttemplate_ready{condition=False} = %v", v)
 	}
+	// Deleted: its series go.
+	if err := k8sClient.Delete(ctx, pt); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, func() error {
+		if n := seriesOf(t, ns, "tight"); n != 0 {
+			return fmt.Errorf("%d series left for a deleted template", n)
+		}
+		return nil
+	})
+}
+
+// seriesOf counts the metric series labelled with one object.
+func seriesOf(t *testing.T, ns, name string) int {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			var gotNS, gotName bool
+			for _, l := range m.GetLabel() {
+				gotNS = gotNS || (l.GetName() == "namespace" && l.GetValue() == ns)
+				gotName = gotName || (l.GetName() == "name" && l.GetValue() == name)
+			}
+			if gotNS && gotName {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // TestBankMetricsFromRunSummary: a finished run's summary becomes the
@@ -221,4 +257,68 @@ func TestBankMetricsFromRunSummary(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestPrintColumnsFitATerminal reads the API server's own table (what
+// kubectl get prints) for the samples: the default columns of pt and mb
+// fit 120 columns, the long message is left to -o wide.
+func TestPrintColumnsFitATerminal(t *testing.T) {
+	ns := newNamespace(t)
+	for _, f := range []string{"ssa-prompts-configmap.yaml", "promptops_v1_prompttemplate_ssa.yaml", "promptops_v1_prompttemplate_support.yaml", "promptops_v1_prompttemplate_overbudget.yaml", "promptops_v1_memorybank.yaml"} {
+		applySample(t, ns, f)
+	}
+	rc, err := rest.RESTClientFor(restConfigFor(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, resource := range []string{"prompttemplates", "memorybanks"} {
+		eventually(t, func() error {
+			var table metav1.Table
+			err := rc.Get().AbsPath("/apis/promptops.io/v1/namespaces/"+ns+"/"+resource).
+				SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").Do(ctx).Into(&table)
+			if err != nil {
+				return err
+			}
+			// kubectl's layout: each column as wide as its widest cell,
+			// three spaces between columns.
+			var widths []int
+			var names []string
+			for i, c := range table.ColumnDefinitions {
+				if c.Priority != 0 {
+					continue
+				}
+				w := len(strings.ToUpper(c.Name))
+				for _, row := range table.Rows {
+					w = max(w, len(fmt.Sprint(row.Cells[i])))
+				}
+				widths = append(widths, w)
+				names = append(names, c.Name)
+			}
+			total := 0
+			for _, w := range widths {
+				total += w + 3
+			}
+			if len(table.Rows) == 0 {
+				return fmt.Errorf("%s: no rows yet", resource)
+			}
+			for _, row := range table.Rows {
+				if fmt.Sprint(row.Cells[1]) == "" {
+					return fmt.Errorf("%s: not reconciled yet", resource)
+				}
+			}
+			if total-3 > 120 {
+				return fmt.Errorf("%s: default columns %v are %d wide", resource, names, total-3)
+			}
+			return nil
+		})
+	}
+}
+
+// restConfigFor is cfg set up for a plain REST client of the API root.
+func restConfigFor(c *rest.Config) *rest.Config {
+	rc := rest.CopyConfig(c)
+	rc.APIPath = "/apis"
+	rc.GroupVersion = &promptopsv1.GroupVersion
+	rc.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	return rc
 }
