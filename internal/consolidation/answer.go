@@ -99,7 +99,7 @@ func duplicateKey(s string) error {
 			if top.expectKey {
 				k, _ := tok.(string)
 				if top.keys[k] {
-					return fmt.Errorf("answer gives the key %q twice in one object", k)
+					return fmt.Errorf("answer gives the key %q twice in one object", clipID(k))
 				}
 				top.keys[k] = true
 				top.expectKey = false
