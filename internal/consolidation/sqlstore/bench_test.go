@@ -64,7 +64,7 @@ func BenchmarkEngine(b *testing.B) {
 					if _, err := s.ImportFacts(context.Background(), bank, benchFacts(n)); err != nil {
 						b.Fatal(err)
 					}
-					e := engine(s, srv, func(st *consolidation.Settings) { st.BatchSize, st.MaxFacts = batch, n })
+					e := engine(s, srv, func(st *consolidation.Settings) { st.BatchSize, st.MaxFacts, st.MaxTokensPerRun = batch, n, 1<<40 })
 					b.StartTimer()
 					start := time.Now()
 					sum, err := e.Run(context.Background())
@@ -125,7 +125,7 @@ func BenchmarkEngineFaulty(b *testing.B) {
 					if _, err := s.ImportFacts(context.Background(), bank, benchFacts(n)); err != nil {
 						b.Fatal(err)
 					}
-					e := engine(s, srv, func(st *consolidation.Settings) { st.BatchSize, st.MaxFacts = batch, n })
+					e := engine(s, srv, func(st *consolidation.Settings) { st.BatchSize, st.MaxFacts, st.MaxTokensPerRun = batch, n, 1<<40 })
 					b.StartTimer()
 					start := time.Now()
 					sum, err := e.Run(context.Background())
