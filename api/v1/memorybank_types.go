@@ -374,7 +374,7 @@ type MemoryBankStatus struct {
 // +kubebuilder:printcolumn:name="Last Run",type=string,JSONPath=`.status.conditions[?(@.type=="LastRunFailed")].reason`
 // +kubebuilder:printcolumn:name="Pending",type=integer,JSONPath=`.status.lastRun.pendingFacts`
 // +kubebuilder:printcolumn:name="Observations",type=integer,JSONPath=`.status.lastRun.observations`
-// +kubebuilder:printcolumn:name="Next Run",type=date,JSONPath=`.status.nextScheduleTime`
+// +kubebuilder:printcolumn:name="Next Run",type=string,JSONPath=`.status.nextScheduleTime`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Active Job",type=string,priority=1,JSONPath=`.status.activeJob`
 // +kubebuilder:printcolumn:name="Schedule",type=string,priority=1,JSONPath=`.spec.consolidation.schedule`
