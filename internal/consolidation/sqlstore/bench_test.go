@@ -47,23 +47,7 @@ func BenchmarkEngine(b *testing.B) {
 				for i := 0; i < b.N; i++ {
 					srv := llmtest.New(llmtest.OnePerFact)
 					b.StopTimer()
-					var url string
-					if storeName == "postgres" {
-						dsn, err := pg.NewDatabase(context.Background())
-						if err != nil {
-							b.Fatal(err)
-						}
-						url = dsn
-					} else {
-						url = "sqlite://" + filepath.Join(b.TempDir(), "bank.db")
-					}
-					s, err := Open(context.Background(), url)
-					if err != nil {
-						b.Fatal(err)
-					}
-					if _, err := s.ImportFacts(context.Background(), bank, benchFacts(n)); err != nil {
-						b.Fatal(err)
-					}
+					s := benchStore(b, storeName, n)
 					e := engine(s, srv, func(st *consolidation.Settings) { st.BatchSize, st.MaxFacts, st.MaxTokensPerRun = batch, n, 1<<40 })
 					b.StartTimer()
 					start := time.Now()
@@ -110,21 +94,7 @@ func BenchmarkEngineFaulty(b *testing.B) {
 				for i := 0; i < b.N; i++ {
 					b.StopTimer()
 					srv := llmtest.New(m.script)
-					url := "sqlite://" + filepath.Join(b.TempDir(), "bank.db")
-					if storeName == "postgres" {
-						dsn, err := pg.NewDatabase(context.Background())
-						if err != nil {
-							b.Fatal(err)
-						}
-						url = dsn
-					}
-					s, err := Open(context.Background(), url)
-					if err != nil {
-						b.Fatal(err)
-					}
-					if _, err := s.ImportFacts(context.Background(), bank, benchFacts(n)); err != nil {
-						b.Fatal(err)
-					}
+					s := benchStore(b, storeName, n)
 					e := engine(s, srv, func(st *consolidation.Settings) { st.BatchSize, st.MaxFacts, st.MaxTokensPerRun = batch, n, 1<<40 })
 					b.StartTimer()
 					start := time.Now()
@@ -158,4 +128,26 @@ func BenchmarkEngineFaulty(b *testing.B) {
 			})
 		}
 	}
+}
+
+// benchStore is a fresh bank of n facts in a new PostgreSQL database or
+// SQLite file.
+func benchStore(b *testing.B, storeName string, n int) *Store {
+	b.Helper()
+	url := "sqlite://" + filepath.Join(b.TempDir(), "bank.db")
+	if storeName == "postgres" {
+		dsn, err := pg.NewDatabase(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		url = dsn
+	}
+	s, err := Open(context.Background(), url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := s.ImportFacts(context.Background(), bank, benchFacts(n)); err != nil {
+		b.Fatal(err)
+	}
+	return s
 }
