@@ -17,8 +17,8 @@ all: build
 ##@ Development
 
 .PHONY: manifests
-manifests: controller-gen ## Generate CRDs and RBAC from markers.
-	$(CONTROLLER_GEN) rbac:roleName=promptops-manager crd paths="./..." output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+manifests: controller-gen ## Generate CRDs, RBAC and the webhook configuration from markers.
+	$(CONTROLLER_GEN) rbac:roleName=promptops-manager crd webhook paths="./..." output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac output:webhook:artifacts:config=config/webhook
 
 .PHONY: generate
 generate: controller-gen ## Generate deepcopy code.
