@@ -1,7 +1,8 @@
-// Package charttest checks the Helm chart in charts/promptops: helm lint,
-// what helm template renders for the values platform teams set, that its
-// RBAC, CRDs and webhooks are the generated ones, and that it applies to a
-// real API server (server-side, dry run).
+// Package charttest checks what platform teams install: the Helm chart in
+// charts/promptops (helm lint; helm template for the values they set; its
+// RBAC, CRDs and webhooks equal to the generated ones) and config/default
+// with its kustomize components, each applied to a real API server
+// server-side with dry run.
 package charttest
 
 import (
