@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -52,10 +53,7 @@ func (k *certKeeper) Start(ctx context.Context) error {
 
 // patch writes the caBundle, retrying until it succeeds: the configuration
 // may be applied after the manager starts.
-func (k *certKeeper) patch(ctx context.Context, log interface {
-	Info(string, ...any)
-	Error(error, string, ...any)
-}) {
+func (k *certKeeper) patch(ctx context.Context, log logr.Logger) {
 	if k.configuration == "" {
 		return
 	}

@@ -23,9 +23,6 @@ import (
 	"github.com/promptops/promptops/internal/assembler"
 )
 
-// Path is where the API server sends PromptTemplate admission reviews.
-const Path = "/validate-promptops-io-v1-prompttemplate"
-
 // readTimeout bounds the ConfigMap reads of one review: an apply waits for
 // the answer, and the webhook's failurePolicy is Ignore, so a slow read only
 // loses the warnings.
