@@ -6,6 +6,9 @@ SHELL := /usr/bin/env bash -o pipefail
 BIN ?= $(CURDIR)/bin
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
 CONTROLLER_GEN ?= $(BIN)/controller-gen
+HELM_VERSION ?= v3.22.0
+HELM ?= $(BIN)/helm
+CHART := charts/promptops
 ENVTEST_DIR ?= $(BIN)/k8s
 export KUBEBUILDER_ASSETS ?= $(ENVTEST_DIR)
 GO_TEST_FLAGS ?=
@@ -17,15 +20,19 @@ all: build
 ##@ Development
 
 .PHONY: manifests
-manifests: controller-gen ## Generate CRDs and RBAC from markers.
-	$(CONTROLLER_GEN) rbac:roleName=promptops-manager crd paths="./..." output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+manifests: controller-gen ## Generate CRDs, RBAC and the webhook configuration from markers.
+	$(CONTROLLER_GEN) rbac:roleName=promptops-manager crd webhook paths="./..." output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac output:webhook:artifacts:config=config/webhook
+	@# The chart installs the same CRDs, RBAC rules and webhooks.
+	rm -f $(CHART)/crds/*.yaml && cp config/crd/bases/*.yaml $(CHART)/crds/
+	sed -n '/^rules:/,$$p' config/rbac/role.yaml > $(CHART)/files/manager-rules.yaml
+	cp config/webhook/manifests.yaml $(CHART)/files/webhooks.yaml
 
 .PHONY: generate
 generate: controller-gen ## Generate deepcopy code.
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./..."
 
 UNICODE_TABLES := internal/tokens/unicode_tables.go
-GENERATED_PATHS := config api controllers $(UNICODE_TABLES)
+GENERATED_PATHS := config api controllers $(UNICODE_TABLES) $(CHART)/crds $(CHART)/files
 
 .PHONY: tables
 tables: ## Generate the Unicode 16 class tables of internal/tokens from the pinned npm package.
@@ -54,7 +61,7 @@ envtest: ## Build kube-apiserver and etcd from the Go module proxy into bin/k8s.
 	hack/build-envtest-binaries.sh
 
 .PHONY: test
-test: envtest lint ## Run every test against a real kube-apiserver, PostgreSQL and SQLite.
+test: envtest lint helm ## Run every test against a real kube-apiserver, PostgreSQL and SQLite.
 	go test $(GO_TEST_FLAGS) -race -count=1 ./...
 
 .PHONY: bench
@@ -75,6 +82,15 @@ demo: build envtest ## Local control plane, the operator and the samples (KEEP=1
 controller-gen: $(CONTROLLER_GEN)
 $(CONTROLLER_GEN):
 	GOBIN=$(BIN) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)
+
+.PHONY: helm
+helm: $(HELM) ## Build bin/helm (the chart test runs it).
+$(HELM):
+	GOBIN=$(BIN) go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+
+.PHONY: helm-lint
+helm-lint: helm ## helm lint the chart.
+	$(HELM) lint --strict $(CHART)
 
 .PHONY: help
 help: ## Show this help.

@@ -49,10 +49,39 @@ free_port() {
 }
 METRICS_PORT=$(free_port 18080)
 PROBE_PORT=$(free_port $((METRICS_PORT + 1)))
+WEBHOOK_PORT=$(free_port $((PROBE_PORT + 1)))
 
-say "Starting the operator (bin/promptops manager on ports $METRICS_PORT/$PROBE_PORT, log in bin/demo/manager.log)"
+# The budget webhook: the API server calls the local manager at a URL; the
+# manager keeps a self-signed certificate for 127.0.0.1 and writes its CA
+# into this configuration's caBundle. failurePolicy: Ignore, so applies go
+# through while the manager starts.
+say "Registering the PromptTemplate webhook at https://127.0.0.1:$WEBHOOK_PORT"
+k apply -f - <<EOF_WEBHOOK
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata:
+  name: promptops-validating-webhook
+webhooks:
+- name: vprompttemplate.promptops.io
+  admissionReviewVersions: ["v1"]
+  clientConfig:
+    url: https://127.0.0.1:$WEBHOOK_PORT/validate-promptops-io-v1-prompttemplate
+  failurePolicy: Ignore
+  sideEffects: None
+  timeoutSeconds: 5
+  rules:
+  - apiGroups: ["promptops.io"]
+    apiVersions: ["v1"]
+    operations: ["CREATE", "UPDATE"]
+    resources: ["prompttemplates"]
+EOF_WEBHOOK
+
+say "Starting the operator (bin/promptops manager on ports $METRICS_PORT/$PROBE_PORT/$WEBHOOK_PORT, log in bin/demo/manager.log)"
 "$ROOT/bin/promptops" manager --kubeconfig "$KUBECONFIG" --job-image promptops:dev --metrics-bind-address="127.0.0.1:$METRICS_PORT" \
-  --health-probe-bind-address="127.0.0.1:$PROBE_PORT" >"$DEMO/manager.log" 2>&1 &
+  --health-probe-bind-address="127.0.0.1:$PROBE_PORT" \
+  --enable-webhook --webhook-host=127.0.0.1 --webhook-port="$WEBHOOK_PORT" --webhook-cert-dir="$DEMO/webhook-certs" \
+  --webhook-self-signed --webhook-cert-hosts=127.0.0.1 --webhook-configuration=promptops-validating-webhook \
+  >"$DEMO/manager.log" 2>&1 &
 manager=$!
 pids+=($manager)
 ready=
@@ -64,6 +93,18 @@ for _ in $(seq 1 120); do
   sleep 0.5
 done
 [[ -n "$ready" ]] || { echo "the operator did not become ready in 60 s; its log:"; tail -50 "$DEMO/manager.log"; exit 1; }
+# Ready includes the webhook server; wait for the caBundle too, or the API
+# server would not trust it and (failurePolicy: Ignore) warn of nothing.
+ca=
+for _ in $(seq 1 60); do
+  if ! kill -0 "$manager" 2>/dev/null; then
+    echo "the operator exited; its log:"; cat "$DEMO/manager.log"; exit 1
+  fi
+  ca=$(k get validatingwebhookconfiguration promptops-validating-webhook -o jsonpath='{.webhooks[0].clientConfig.caBundle}')
+  [[ -n "$ca" ]] && break
+  sleep 0.5
+done
+[[ -n "$ca" ]] || { echo "the operator did not set the webhook's caBundle in 30 s; its log:"; tail -50 "$DEMO/manager.log"; exit 1; }
 
 say "Applying the samples into namespace $NS"
 k create namespace "$NS" >/dev/null

@@ -7,6 +7,11 @@ say "The over-budget sample: kubectl wait --for=condition=BudgetExceeded pt/over
 k wait -n "$NS" --for=condition=BudgetExceeded --timeout=60s pt/over-budget-demo
 k get pt over-budget-demo -n "$NS" -o jsonpath='{range .status.conditions[?(@.type=="BudgetExceeded")]}{.message}{"\n"}{end}'
 
+say "Budgets at admission: kubectl apply --dry-run=server -f config/samples/promptops_v1_prompttemplate_overbudget.yaml"
+out=$(k apply -n "$NS" --dry-run=server -f config/samples/promptops_v1_prompttemplate_overbudget.yaml 2>&1)
+echo "$out"
+grep -q '^Warning: intent chat needs ' <<<"$out" || { echo "the webhook printed no budget warning; the manager's log:"; tail -50 "$DEMO/manager.log"; exit 1; }
+
 say "kubectl get pt -n $NS (token columns)"
 k get pt -n "$NS"
 

@@ -1,19 +1,19 @@
 package cli
 
 import (
-	"crypto/tls"
 	"fmt"
 	"io"
+	"strings"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/promptops/promptops/controllers"
+	"github.com/promptops/promptops/internal/operator"
+	"github.com/promptops/promptops/internal/webhook"
 )
 
 func init() {
@@ -23,16 +23,25 @@ func init() {
 func runManager(args []string, _ io.Reader, _, stderr io.Writer) int {
 	fs := newFlagSet("manager", stderr)
 	var (
-		metricsAddr, probeAddr, kubeconfig, jobImage string
-		leaderElect, secureMetrics, enableHTTP2      bool
-		concurrency, burst                           int
-		qps                                          float64
+		metricsAddr, probeAddr, kubeconfig, jobImage                       string
+		webhookHost, webhookCertDir, webhookConfiguration, webhookDNSNames string
+		leaderElect, secureMetrics, enableHTTP2                            bool
+		enableWebhook, webhookSelfSigned                                   bool
+		concurrency, burst, webhookPort                                    int
+		qps                                                                float64
 	)
 	fs.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address the metrics endpoint binds to; 0 disables it.")
 	fs.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the health and readiness probes bind to.")
 	fs.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so that only one manager of several replicas is active.")
-	fs.BoolVar(&secureMetrics, "metrics-secure", false, "Serve metrics over HTTPS with authentication and authorization.")
-	fs.BoolVar(&enableHTTP2, "enable-http2", false, "Allow HTTP/2 on the metrics server (off by default: HTTP/2 rapid reset).")
+	fs.BoolVar(&secureMetrics, "metrics-secure", false, "Serve metrics over HTTPS, only to callers the API server authenticates and authorizes for get on /metrics.")
+	fs.BoolVar(&enableHTTP2, "enable-http2", false, "Allow HTTP/2 on the metrics and webhook servers (off by default: HTTP/2 rapid reset).")
+	fs.BoolVar(&enableWebhook, "enable-webhook", false, "Serve the PromptTemplate validating webhook (budgets as warnings at kubectl apply).")
+	fs.StringVar(&webhookHost, "webhook-host", "", "Address the webhook server binds to; empty is every address.")
+	fs.IntVar(&webhookPort, "webhook-port", 9443, "Port of the webhook server.")
+	fs.StringVar(&webhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory with the webhook server's tls.crt and tls.key.")
+	fs.BoolVar(&webhookSelfSigned, "webhook-self-signed", false, "Keep a self-signed CA and serving certificate in --webhook-cert-dir (without cert-manager) and put the CA into --webhook-configuration's caBundle.")
+	fs.StringVar(&webhookDNSNames, "webhook-cert-hosts", "promptops-webhook.promptops-system.svc", "Comma-separated DNS names or IP addresses of a self-signed certificate.")
+	fs.StringVar(&webhookConfiguration, "webhook-configuration", "promptops-validating-webhook", "ValidatingWebhookConfiguration whose caBundle a self-signed manager sets; empty leaves it alone.")
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "Path to a kubeconfig; by default $KUBECONFIG, the in-cluster config, then ~/.kube/config.")
 	fs.StringVar(&jobImage, "job-image", envDefault(lookupEnv, "PROMPTOPS_JOB_IMAGE", ""), "Image of consolidation Jobs: the operator's own image ($PROMPTOPS_JOB_IMAGE).")
 	fs.IntVar(&concurrency, "max-concurrent-reconciles", 4, "Reconciles run in parallel per controller.")
@@ -60,23 +69,21 @@ func runManager(args []string, _ io.Reader, _, stderr io.Writer) int {
 
 	cfg.QPS, cfg.Burst = float32(qps), burst
 
-	var tlsOpts []func(*tls.Config)
-	if !enableHTTP2 {
-		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
+	opts := operator.Options{
+		MetricsAddr:    metricsAddr,
+		SecureMetrics:  secureMetrics,
+		EnableHTTP2:    enableHTTP2,
+		ProbeAddr:      probeAddr,
+		LeaderElection: leaderElect,
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme: controllers.NewScheme(),
-		Metrics: metricsserver.Options{
-			BindAddress:   metricsAddr,
-			SecureServing: secureMetrics,
-			TLSOpts:       tlsOpts,
-		},
-		HealthProbeBindAddress:        probeAddr,
-		LeaderElection:                leaderElect,
-		LeaderElectionID:              "promptops.promptops.io",
-		LeaderElectionReleaseOnCancel: true,
-		Cache:                         controllers.CacheOptions(),
-	})
+	if enableWebhook {
+		opts.Webhook = &operator.WebhookServerOptions{Host: webhookHost, Port: webhookPort, CertDir: webhookCertDir}
+		if webhookSelfSigned {
+			opts.Webhook.SelfSigned = &webhook.SelfSigned{Hosts: splitList(webhookDNSNames)}
+			opts.Webhook.ConfigurationName = webhookConfiguration
+		}
+	}
+	mgr, err := operator.NewManager(cfg, opts)
 	if err != nil {
 		log.Error(err, "Unable to create the manager")
 		return ExitFailed
@@ -85,18 +92,20 @@ func runManager(args []string, _ io.Reader, _, stderr io.Writer) int {
 		log.Error(err, "Unable to set up the controllers")
 		return ExitFailed
 	}
-	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		log.Error(err, "Unable to set up the health check")
-		return ExitFailed
-	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
-		log.Error(err, "Unable to set up the readiness check")
-		return ExitFailed
-	}
-	log.Info("Starting the manager")
+	log.Info("Starting the manager", "webhook", enableWebhook, "secureMetrics", secureMetrics)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		log.Error(err, "The manager stopped with an error")
 		return ExitFailed
 	}
 	return ExitOK
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }

@@ -37,7 +37,9 @@ func AssetsDir() (string, error) {
 }
 
 // Start starts the control plane with the CRDs of config/crd/bases installed.
-func Start() (*envtest.Environment, *rest.Config, error) {
+// Each option changes the environment before it starts (webhooks to
+// install, more API server flags).
+func Start(opts ...func(*envtest.Environment)) (*envtest.Environment, *rest.Config, error) {
 	dir, err := AssetsDir()
 	if err != nil {
 		return nil, nil, err
@@ -50,6 +52,9 @@ func Start() (*envtest.Environment, *rest.Config, error) {
 	// As on OpenShift: setting blockOwnerDeletion on a child needs update
 	// on the owner's finalizers, so the tests prove the RBAC grants it.
 	env.ControlPlane.GetAPIServer().Configure().Append("enable-admission-plugins", "OwnerReferencesPermissionEnforcement")
+	for _, o := range opts {
+		o(env)
+	}
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, nil, errors.Join(fmt.Errorf("starting envtest: %w", err), env.Stop())

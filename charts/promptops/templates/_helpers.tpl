@@ -1,0 +1,62 @@
+{{/* The chart's name. */}}
+{{- define "promptops.name" -}}
+{{- .Chart.Name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The prefix of every object's name: the release name, with the chart's name unless it contains it. */}}
+{{- define "promptops.fullname" -}}
+{{- if contains .Chart.Name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+
+{{- define "promptops.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/name: {{ include "promptops.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "promptops.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "promptops.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "promptops.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (printf "%s-manager" (include "promptops.fullname" .)) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "promptops.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{/* Consolidation Jobs run the manager's image unless jobImage says otherwise. */}}
+{{- define "promptops.jobImage" -}}
+{{- printf "%s:%s" (default .Values.image.repository .Values.jobImage.repository) (default (default .Chart.AppVersion .Values.image.tag) .Values.jobImage.tag) }}
+{{- end }}
+
+{{- define "promptops.webhookName" -}}
+{{- printf "%s-webhook" (include "promptops.fullname" .) }}
+{{- end }}
+
+{{- define "promptops.webhookConfigurationName" -}}
+{{- printf "%s-validating-webhook" (include "promptops.fullname" .) }}
+{{- end }}
+
+{{- define "promptops.webhookSecretName" -}}
+{{- printf "%s-webhook-cert" (include "promptops.fullname" .) }}
+{{- end }}
+
+{{/* Fail early on combinations that cannot work. */}}
+{{- define "promptops.validate" -}}
+{{- if and .Values.webhook.enabled (not .Values.certManager.enabled) (gt (int .Values.replicaCount) 1) }}
+{{- fail "webhook.enabled with more than one replica needs certManager.enabled: each replica would keep a self-signed CA of its own" }}
+{{- end }}
+{{- end }}

@@ -1,0 +1,352 @@
+// Package charttest checks what platform teams install: the Helm chart in
+// charts/promptops (helm lint; helm template for the values they set; its
+// RBAC, CRDs and webhooks equal to the generated ones) and config/default
+// with its kustomize components, each applied to a real API server
+// server-side with dry run.
+package charttest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/promptops/promptops/controllers"
+	"github.com/promptops/promptops/internal/testenv"
+)
+
+const namespace = "promptops-system"
+
+func chartDir() string { return filepath.Join(testenv.Root(), "charts", "promptops") }
+
+// helm runs bin/helm (or $HELM); it fails, never skips, without it.
+func helm(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	bin := os.Getenv("HELM")
+	if bin == "" {
+		bin = filepath.Join(testenv.Root(), "bin", "helm")
+	}
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("helm not found at %s: run 'make helm' (builds it from the Go module proxy) or set HELM", bin)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	// No repositories, plugins or cache of the developer's own.
+	home := t.TempDir()
+	cmd.Env = append(os.Environ(), "HELM_CONFIG_HOME="+home, "HELM_CACHE_HOME="+home, "HELM_DATA_HOME="+home)
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("helm %s: %w: %s", strings.Join(args, " "), err, stderr.String())
+	}
+	return stdout.String(), nil
+}
+
+// valueSets are what the tests render: the defaults, and every option on.
+var valueSets = map[string][]string{
+	"defaults":    nil,
+	"webhook":     {"webhook.enabled=true", "serve.enabled=true", "logLevel=debug", "extraArgs={--max-concurrent-reconciles=8}"},
+	"everything":  {"webhook.enabled=true", "certManager.enabled=true", "metrics.serviceMonitor.enabled=true", "serve.enabled=true", "replicaCount=2", "nodeSelector.kubernetes\\.io/os=linux", "tolerations[0].operator=Exists"},
+	"no-extras":   {"rbac.aggregateToDefaultRoles=false", "leaderElection.enabled=false", "metrics.secure=false"},
+	"job-image":   {"image.repository=registry.example/promptops", "image.tag=v9", "jobImage.tag=v9-jobs"},
+	"issuer":      {"webhook.enabled=true", "certManager.enabled=true", "certManager.issuerRef.kind=ClusterIssuer", "certManager.issuerRef.name=corp-ca"},
+	"serviceacct": {"serviceAccount.create=false", "serviceAccount.name=existing"},
+}
+
+func setArgs(set []string) []string {
+	var args []string
+	for _, s := range set {
+		args = append(args, "--set", s)
+	}
+	return args
+}
+
+func TestHelmLint(t *testing.T) {
+	for name, set := range valueSets {
+		t.Run(name, func(t *testing.T) {
+			if out, err := helm(t, append([]string{"lint", "--strict", chartDir()}, setArgs(set)...)...); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+		})
+	}
+}
+
+// render returns the objects helm template renders with set.
+func render(t *testing.T, set ...string) []*unstructured.Unstructured {
+	t.Helper()
+	out, err := helm(t, append([]string{"template", "promptops", chartDir(), "--namespace", namespace, "--include-crds"}, setArgs(set)...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return decode(t, []byte(out))
+}
+
+func decode(t *testing.T, data []byte) []*unstructured.Unstructured {
+	t.Helper()
+	var out []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out
+			}
+			t.Fatalf("decoding: %v", err)
+		}
+		if len(u.Object) > 0 {
+			out = append(out, u)
+		}
+	}
+}
+
+func find(t *testing.T, objs []*unstructured.Unstructured, kind, name string, into any) bool {
+	t.Helper()
+	for _, u := range objs {
+		if u.GetKind() == kind && u.GetName() == name {
+			if into != nil {
+				if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(u.Object, into, true); err != nil {
+					t.Fatalf("%s %s: %v", kind, name, err)
+				}
+			}
+			return true
+		}
+	}
+	return false
+}
+
+func readFile(t *testing.T, path string, into any) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(testenv.Root(), path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, into); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func managerContainer(t *testing.T, objs []*unstructured.Unstructured) (*appsv1.Deployment, *corev1.Container) {
+	t.Helper()
+	d := &appsv1.Deployment{}
+	if !find(t, objs, "Deployment", "promptops-manager", d) {
+		t.Fatal("no Deployment promptops-manager")
+	}
+	return d, &d.Spec.Template.Spec.Containers[0]
+}
+
+func env(c *corev1.Container, name string) string {
+	for _, e := range c.Env {
+		if e.Name == name {
+			return e.Value
+		}
+	}
+	return ""
+}
+
+func TestChartIsTheGeneratedManifests(t *testing.T) {
+	objs := render(t, "webhook.enabled=true")
+
+	// RBAC from the same markers as config/rbac/role.yaml.
+	want := &rbacv1.ClusterRole{}
+	readFile(t, "config/rbac/role.yaml", want)
+	got := &rbacv1.ClusterRole{}
+	if !find(t, objs, "ClusterRole", "promptops-manager", got) {
+		t.Fatal("no ClusterRole promptops-manager")
+	}
+	if !equality.Semantic.DeepEqual(got.Rules, want.Rules) {
+		t.Errorf("the chart's manager rules differ from config/rbac/role.yaml (run make manifests):\n%v\n%v", got.Rules, want.Rules)
+	}
+
+	// The same CRDs as config/crd/bases.
+	crds, _ := filepath.Glob(filepath.Join(testenv.Root(), "config", "crd", "bases", "*.yaml"))
+	if len(crds) == 0 {
+		t.Fatal("no CRDs in config/crd/bases")
+	}
+	for _, f := range crds {
+		a, _ := os.ReadFile(f)
+		b, err := os.ReadFile(filepath.Join(chartDir(), "crds", filepath.Base(f)))
+		if err != nil || !bytes.Equal(a, b) {
+			t.Errorf("charts/promptops/crds/%s differs from config/crd/bases (run make manifests): %v", filepath.Base(f), err)
+		}
+	}
+
+	// The webhooks of config/webhook, pointed at the chart's Service.
+	gen := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	readFile(t, "config/webhook/manifests.yaml", gen)
+	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	if !find(t, objs, "ValidatingWebhookConfiguration", "promptops-validating-webhook", vwc) {
+		t.Fatal("no ValidatingWebhookConfiguration")
+	}
+	if len(vwc.Webhooks) != len(gen.Webhooks) {
+		t.Fatalf("%d webhooks, generated %d", len(vwc.Webhooks), len(gen.Webhooks))
+	}
+	for i, w := range vwc.Webhooks {
+		g := gen.Webhooks[i]
+		if w.Name != g.Name || !equality.Semantic.DeepEqual(w.Rules, g.Rules) || *w.SideEffects != *g.SideEffects ||
+			*w.ClientConfig.Service.Path != *g.ClientConfig.Service.Path || *w.FailurePolicy != admissionregistrationv1.Ignore {
+			t.Errorf("webhook %d: %+v, generated %+v", i, w, g)
+		}
+		if s := w.ClientConfig.Service; s.Name != "promptops-webhook" || s.Namespace != namespace {
+			t.Errorf("webhook %d goes to %s/%s", i, s.Namespace, s.Name)
+		}
+	}
+	if !find(t, objs, "Service", "promptops-webhook", nil) || !find(t, objs, "ClusterRole", "promptops-webhook-cabundle", nil) {
+		t.Error("webhook Service or caBundle role missing")
+	}
+}
+
+func TestChartValues(t *testing.T) {
+	t.Run("defaults", func(t *testing.T) {
+		objs := render(t)
+		d, c := managerContainer(t, objs)
+		for _, a := range []string{"manager", "--leader-elect", "--metrics-secure", "--metrics-bind-address=:8443", "--zap-log-level=info"} {
+			if !slices.Contains(c.Args, a) {
+				t.Errorf("args %q lack %s", c.Args, a)
+			}
+		}
+		if slices.Contains(c.Args, "--enable-webhook") || find(t, objs, "ValidatingWebhookConfiguration", "promptops-validating-webhook", nil) {
+			t.Error("the webhook is on by default")
+		}
+		if c.Image != "promptops/promptops:0.1.0" || env(c, "PROMPTOPS_JOB_IMAGE") != c.Image {
+			t.Errorf("image %s, job image %s: want one image", c.Image, env(c, "PROMPTOPS_JOB_IMAGE"))
+		}
+		// The Restricted Pod Security Standard.
+		ps, cs := d.Spec.Template.Spec.SecurityContext, c.SecurityContext
+		if ps == nil || ps.RunAsNonRoot == nil || !*ps.RunAsNonRoot || ps.SeccompProfile == nil || ps.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault ||
+			cs == nil || cs.AllowPrivilegeEscalation == nil || *cs.AllowPrivilegeEscalation || cs.Capabilities == nil || !slices.Equal(cs.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+			t.Errorf("not Restricted: pod %+v, container %+v", ps, cs)
+		}
+		svc := &corev1.Service{}
+		if !find(t, objs, "Service", "promptops-metrics", svc) || svc.Spec.Ports[0].Port != 8443 || svc.Spec.Ports[0].Name != "https" {
+			t.Errorf("metrics Service: %+v", svc.Spec.Ports)
+		}
+		for _, name := range []string{"promptops-editor", "promptops-viewer", "promptops-metrics-reader"} {
+			if !find(t, objs, "ClusterRole", name, nil) {
+				t.Errorf("no ClusterRole %s", name)
+			}
+		}
+		editor, viewer := &rbacv1.ClusterRole{}, &rbacv1.ClusterRole{}
+		find(t, objs, "ClusterRole", "promptops-editor", editor)
+		find(t, objs, "ClusterRole", "promptops-viewer", viewer)
+		if editor.Labels["rbac.authorization.k8s.io/aggregate-to-edit"] != "true" || viewer.Labels["rbac.authorization.k8s.io/aggregate-to-view"] != "true" {
+			t.Errorf("aggregation labels: %v, %v", editor.Labels, viewer.Labels)
+		}
+		if find(t, objs, "ServiceMonitor", "promptops-metrics", nil) || find(t, objs, "Deployment", "promptops-serve", nil) {
+			t.Error("ServiceMonitor or serve on by default")
+		}
+	})
+	t.Run("everything", func(t *testing.T) {
+		objs := render(t, valueSets["everything"]...)
+		d, c := managerContainer(t, objs)
+		if *d.Spec.Replicas != 2 || !slices.Contains(c.Args, "--leader-elect") || !slices.Contains(c.Args, "--enable-webhook") || slices.Contains(c.Args, "--webhook-self-signed") {
+			t.Errorf("replicas %d, args %q", *d.Spec.Replicas, c.Args)
+		}
+		if d.Spec.Template.Spec.NodeSelector["kubernetes.io/os"] != "linux" || len(d.Spec.Template.Spec.Tolerations) != 1 {
+			t.Errorf("scheduling: %+v", d.Spec.Template.Spec)
+		}
+		if v := d.Spec.Template.Spec.Volumes; len(v) != 1 || v[0].Secret == nil || v[0].Secret.SecretName != "promptops-webhook-cert" {
+			t.Errorf("webhook certificate volume: %+v", v)
+		}
+		vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+		find(t, objs, "ValidatingWebhookConfiguration", "promptops-validating-webhook", vwc)
+		if vwc.Annotations["cert-manager.io/inject-ca-from"] != namespace+"/promptops-webhook" {
+			t.Errorf("annotations %v", vwc.Annotations)
+		}
+		for _, k := range [][2]string{{"ServiceMonitor", "promptops-metrics"}, {"Certificate", "promptops-webhook"}, {"Issuer", "promptops-selfsigned"}} {
+			if !find(t, objs, k[0], k[1], nil) {
+				t.Errorf("no %s %s", k[0], k[1])
+			}
+		}
+		serve := &appsv1.Deployment{}
+		if !find(t, objs, "Deployment", "promptops-serve", serve) || !slices.Equal(serve.Spec.Template.Spec.Containers[0].Args, []string{"serve", "--watch"}) {
+			t.Errorf("serve: %+v", serve.Spec.Template.Spec.Containers)
+		}
+		role := &rbacv1.ClusterRole{}
+		find(t, objs, "ClusterRole", "promptops-serve", role)
+		if len(role.Rules) != 1 || !slices.Equal(role.Rules[0].Resources, []string{"configmaps"}) || !slices.Equal(role.Rules[0].Verbs, []string{"get", "list", "watch"}) {
+			t.Errorf("serve role: %+v", role.Rules)
+		}
+	})
+	t.Run("job image", func(t *testing.T) {
+		_, c := managerContainer(t, render(t, valueSets["job-image"]...))
+		if c.Image != "registry.example/promptops:v9" || env(c, "PROMPTOPS_JOB_IMAGE") != "registry.example/promptops:v9-jobs" {
+			t.Errorf("image %s, job image %s", c.Image, env(c, "PROMPTOPS_JOB_IMAGE"))
+		}
+	})
+	t.Run("extra args and log level", func(t *testing.T) {
+		_, c := managerContainer(t, render(t, valueSets["webhook"]...))
+		for _, a := range []string{"--zap-log-level=debug", "--max-concurrent-reconciles=8", "--webhook-self-signed", "--webhook-cert-hosts=promptops-webhook.promptops-system.svc"} {
+			if !slices.Contains(c.Args, a) {
+				t.Errorf("args %q lack %s", c.Args, a)
+			}
+		}
+	})
+	t.Run("no extras", func(t *testing.T) {
+		objs := render(t, valueSets["no-extras"]...)
+		_, c := managerContainer(t, objs)
+		if slices.Contains(c.Args, "--leader-elect") || slices.Contains(c.Args, "--metrics-secure") || find(t, objs, "ClusterRole", "promptops-editor", nil) {
+			t.Errorf("args %q", c.Args)
+		}
+	})
+	t.Run("self-signed webhook needs one replica", func(t *testing.T) {
+		_, err := helm(t, "template", "promptops", chartDir(), "--set", "webhook.enabled=true", "--set", "replicaCount=2")
+		if err == nil || !strings.Contains(err.Error(), "needs certManager.enabled") {
+			t.Errorf("want a failure naming certManager.enabled, got %v", err)
+		}
+	})
+}
+
+// TestChartAppliesToTheAPIServer applies what the chart renders (CRDs
+// included) with server-side apply and dry run, as
+// `helm template | kubectl apply --server-side --dry-run=server` does. Kinds
+// of other operators (ServiceMonitor, cert-manager) are left out: the test
+// control plane has no CRDs for them.
+func TestChartAppliesToTheAPIServer(t *testing.T) {
+	env, cfg, err := testenv.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	c, err := client.New(cfg, client.Options{Scheme: controllers.NewScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"defaults", "webhook", "no-extras", "job-image", "serviceacct"} {
+		t.Run(name, func(t *testing.T) {
+			objs := render(t, valueSets[name]...)
+			if len(objs) < 10 {
+				t.Fatalf("only %d objects", len(objs))
+			}
+			for _, u := range objs {
+				if strings.HasSuffix(u.GroupVersionKind().Group, "coreos.com") || strings.HasSuffix(u.GroupVersionKind().Group, "cert-manager.io") {
+					continue
+				}
+				if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.DryRunAll, client.ForceOwnership, client.FieldOwner("helm")); err != nil {
+					t.Errorf("%s %s: %v", u.GetKind(), u.GetName(), err)
+				}
+			}
+		})
+	}
+}
