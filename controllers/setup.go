@@ -56,10 +56,19 @@ func (realClock) Now() time.Time { return time.Now() }
 // grow with unrelated objects in the cluster: managed fields are dropped,
 // ConfigMaps are cached as metadata only (their content is read directly
 // when needed), and Jobs and Pods only when they belong to a MemoryBank.
-func CacheOptions() cache.Options {
+//
+// watch, when not nil, limits the PromptTemplates and MemoryBanks this
+// manager sees to those it selects (Flux's --watch-label-selector, for
+// sharding objects across managers); nil sees all.
+func CacheOptions(watch labels.Selector) cache.Options {
+	by := byObjectCache()
+	if watch != nil && !watch.Empty() {
+		by[&promptopsv1.PromptTemplate{}] = cache.ByObject{Label: watch}
+		by[&promptopsv1.MemoryBank{}] = cache.ByObject{Label: watch}
+	}
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
-		ByObject:         byObjectCache(),
+		ByObject:         by,
 	}
 }
 

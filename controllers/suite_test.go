@@ -16,6 +16,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -111,7 +113,9 @@ func TestMain(m *testing.M) {
 			Scheme:                 NewScheme(),
 			Metrics:                metricsserver.Options{BindAddress: "0"},
 			HealthProbeBindAddress: "0",
-			Cache:                  CacheOptions(),
+			// Objects labelled unmanagedLabel are left to a test's own
+			// reconciler, as another shard's would be.
+			Cache: CacheOptions(labels.SelectorFromSet(nil).Add(mustRequirement(unmanagedLabel, selection.DoesNotExist))),
 		})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -213,4 +217,17 @@ func (c *fakeClock) Set(t time.Time) {
 	c.mu.Lock()
 	c.now = t
 	c.mu.Unlock()
+}
+
+// unmanagedLabel takes an object away from the suite's manager (its watch
+// label selector excludes it), for tests that drive a reconciler of their
+// own without the manager acting on the same object meanwhile.
+const unmanagedLabel = "test.promptops.io/unmanaged"
+
+func mustRequirement(key string, op selection.Operator, vals ...string) labels.Requirement {
+	r, err := labels.NewRequirement(key, op, vals)
+	if err != nil {
+		panic(err)
+	}
+	return *r
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"k8s.io/apimachinery/pkg/labels"
 	"strings"
 
 	"k8s.io/client-go/rest"
@@ -29,6 +30,7 @@ func runManager(args []string, _ io.Reader, _, stderr io.Writer) int {
 		enableWebhook, webhookSelfSigned                                   bool
 		concurrency, burst, webhookPort                                    int
 		qps                                                                float64
+		watchSelector                                                      string
 	)
 	fs.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address the metrics endpoint binds to; 0 disables it.")
 	fs.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the health and readiness probes bind to.")
@@ -42,6 +44,7 @@ func runManager(args []string, _ io.Reader, _, stderr io.Writer) int {
 	fs.BoolVar(&webhookSelfSigned, "webhook-self-signed", false, "Keep a self-signed CA and serving certificate in --webhook-cert-dir (without cert-manager) and put the CA into --webhook-configuration's caBundle.")
 	fs.StringVar(&webhookDNSNames, "webhook-cert-hosts", "promptops-webhook.promptops-system.svc", "Comma-separated DNS names or IP addresses of a self-signed certificate.")
 	fs.StringVar(&webhookConfiguration, "webhook-configuration", "promptops-validating-webhook", "ValidatingWebhookConfiguration whose caBundle a self-signed manager sets; empty leaves it alone.")
+	fs.StringVar(&watchSelector, "watch-label-selector", "", "Reconcile only the PromptTemplates and MemoryBanks this label selector matches, to shard them across managers (as Flux's flag of the same name); empty reconciles all.")
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "Path to a kubeconfig; by default $KUBECONFIG, the in-cluster config, then ~/.kube/config.")
 	fs.StringVar(&jobImage, "job-image", envDefault(lookupEnv, "PROMPTOPS_JOB_IMAGE", ""), "Image of consolidation Jobs: the operator's own image ($PROMPTOPS_JOB_IMAGE).")
 	fs.IntVar(&concurrency, "max-concurrent-reconciles", 4, "Reconciles run in parallel per controller.")
@@ -69,7 +72,13 @@ func runManager(args []string, _ io.Reader, _, stderr io.Writer) int {
 
 	cfg.QPS, cfg.Burst = float32(qps), burst
 
+	watch, err := labels.Parse(watchSelector)
+	if err != nil {
+		fmt.Fprintf(stderr, "promptops manager: --watch-label-selector: %v\n", err)
+		return ExitInvalid
+	}
 	opts := operator.Options{
+		WatchSelector:  watch,
 		MetricsAddr:    metricsAddr,
 		SecureMetrics:  secureMetrics,
 		EnableHTTP2:    enableHTTP2,

@@ -6,6 +6,7 @@ package operator
 import (
 	"crypto/tls"
 	"fmt"
+	"k8s.io/apimachinery/pkg/labels"
 	"net/http"
 
 	"k8s.io/client-go/rest"
@@ -32,6 +33,9 @@ type Options struct {
 	EnableHTTP2    bool
 	ProbeAddr      string
 	LeaderElection bool
+	// WatchSelector, when not nil, limits the objects this manager
+	// reconciles to those it selects (sharding).
+	WatchSelector labels.Selector
 	// Webhook, when non-nil, runs the admission webhook server.
 	Webhook *WebhookServerOptions
 }
@@ -84,7 +88,7 @@ func ManagerOptions(o Options) ctrl.Options {
 		LeaderElection:                o.LeaderElection,
 		LeaderElectionID:              "promptops.promptops.io",
 		LeaderElectionReleaseOnCancel: true,
-		Cache:                         controllers.CacheOptions(),
+		Cache:                         controllers.CacheOptions(o.WatchSelector),
 	}
 	if o.Webhook != nil {
 		opts.WebhookServer = crwebhook.NewServer(crwebhook.Options{
