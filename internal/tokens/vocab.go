@@ -23,6 +23,10 @@ type vocab struct {
 	pieceShift uint
 	pieceSeed  maphash.Seed
 	maxLen     int // of any token
+	// shorts finds the tokens of up to 8 bytes, most pieces, by their
+	// bytes alone: one probe that compares a number, with no hashing of a
+	// string and no reading of the token's text.
+	shorts shortTable
 	// bytePairs is pairs for two single-byte tokens, indexed by the two
 	// bytes: the first round of every merge reads it, from 256 KB instead of
 	// a random place in the pair table.
@@ -81,6 +85,7 @@ func loadVocab(name string) (*vocab, error) {
 		v.offs[id+1] = e.end
 	}
 	v.buildPieces()
+	v.shorts = newShortTable(v)
 	for b := 0; b < 256; b++ {
 		id, ok := v.lookup(string([]byte{byte(b)}))
 		if !ok {
@@ -140,6 +145,9 @@ func (v *vocab) buildPieces() {
 
 // lookup returns the token that piece is, if it is one.
 func (v *vocab) lookup(piece string) (uint32, bool) {
+	if len(piece) <= shortToken {
+		return v.shorts.get(piece)
+	}
 	if len(piece) > v.maxLen {
 		return 0, false
 	}
@@ -226,6 +234,89 @@ func (t *pairTable) get(a, b uint32) uint32 {
 		}
 		if s>>20 == key {
 			return uint32(s&(1<<20-1)) - 1
+		}
+	}
+}
+
+// shortToken is the longest token in the short table.
+const shortToken = 8
+
+// shortTable is an open-addressing table from strings of 1 to 8 bytes to
+// their tokens. A slot holds the string's bytes as a number (shortKey), its
+// length and id+1; id+1 is zero when the slot is empty.
+type shortTable struct {
+	slots []shortSlot
+	shift uint
+}
+
+type shortSlot struct {
+	key    uint64
+	n, id1 uint32
+}
+
+// shortKey packs s, 1 to 8 bytes long, into a number that, with len(s),
+// identifies it: its bytes, or from 4 bytes on its first four and its last
+// four.
+func shortKey(s string) uint64 {
+	n := len(s)
+	if n >= 4 {
+		t := s[n-4:]
+		lo := uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24
+		hi := uint64(t[0]) | uint64(t[1])<<8 | uint64(t[2])<<16 | uint64(t[3])<<24
+		return lo | hi<<32
+	}
+	var k uint64
+	for i := 0; i < n; i++ {
+		k |= uint64(s[i]) << (8 * i)
+	}
+	return k
+}
+
+func (t *shortTable) slot(key uint64, n int) uint64 {
+	return ((key ^ uint64(n)<<61) * 0x9e3779b97f4a7c15) >> t.shift
+}
+
+func newShortTable(v *vocab) shortTable {
+	count := 0
+	for id := 0; id < len(v.offs)-1; id++ {
+		if v.tokenLen(uint32(id)) <= shortToken {
+			count++
+		}
+	}
+	size, bits := 1, uint(0)
+	for size < count*3/2+1 {
+		size <<= 1
+		bits++
+	}
+	t := shortTable{slots: make([]shortSlot, size), shift: 64 - bits}
+	mask := uint64(size - 1)
+	for id := 0; id < len(v.offs)-1; id++ {
+		s := v.token(uint32(id))
+		if len(s) > shortToken {
+			continue
+		}
+		key := shortKey(s)
+		for i := t.slot(key, len(s)); ; i = (i + 1) & mask {
+			if t.slots[i].id1 == 0 {
+				t.slots[i] = shortSlot{key: key, n: uint32(len(s)), id1: uint32(id + 1)}
+				break
+			}
+		}
+	}
+	return t
+}
+
+// get returns the token that s, 1 to 8 bytes long, is, if it is one.
+func (t *shortTable) get(s string) (uint32, bool) {
+	key, n := shortKey(s), uint32(len(s))
+	mask := uint64(len(t.slots) - 1)
+	for i := t.slot(key, len(s)); ; i = (i + 1) & mask {
+		sl := &t.slots[i]
+		if sl.id1 == 0 {
+			return 0, false
+		}
+		if sl.key == key && sl.n == n {
+			return sl.id1 - 1, true
 		}
 	}
 }
