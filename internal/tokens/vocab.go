@@ -22,7 +22,10 @@ type vocab struct {
 	pieces     []uint64
 	pieceShift uint
 	pieceSeed  maphash.Seed
-	maxLen     int // of any token
+	// maxLenFrom is the length of the longest token that starts with each
+	// byte: a long piece of CJK text is longer than any token that starts
+	// like it, and needs no hashing to know it is not one.
+	maxLenFrom [256]int
 	// shorts finds the tokens of up to 8 bytes, most pieces, by their
 	// bytes alone: one probe that compares a number, with no hashing of a
 	// string and no reading of the token's text.
@@ -132,7 +135,7 @@ func (v *vocab) buildPieces() {
 	mask := uint64(size - 1)
 	for id := 0; id < n; id++ {
 		t := v.token(uint32(id))
-		v.maxLen = max(v.maxLen, len(t))
+		v.maxLenFrom[t[0]] = max(v.maxLenFrom[t[0]], len(t))
 		h := maphash.String(v.pieceSeed, t)
 		for i := h >> v.pieceShift; ; i = (i + 1) & mask {
 			if v.pieces[i] == 0 {
@@ -148,7 +151,7 @@ func (v *vocab) lookup(piece string) (uint32, bool) {
 	if len(piece) <= shortToken {
 		return v.shorts.get(piece)
 	}
-	if len(piece) > v.maxLen {
+	if len(piece) > v.maxLenFrom[piece[0]] {
 		return 0, false
 	}
 	h := maphash.String(v.pieceSeed, piece)
