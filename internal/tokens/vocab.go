@@ -131,7 +131,7 @@ func (v *vocab) buildPieces() {
 		size <<= 1
 		bits++
 	}
-	v.pieces, v.pieceShift, v.pieceSeed = make([]uint64, size), 64-bits, maphash.MakeSeed()
+	v.pieces, v.pieceShift, v.pieceSeed = hugeSlice[uint64](size), 64-bits, maphash.MakeSeed()
 	mask := uint64(size - 1)
 	for id := 0; id < n; id++ {
 		t := v.token(uint32(id))
@@ -201,7 +201,7 @@ func newPairTable(n int) pairTable {
 		bits++
 	}
 	fbits := bits + 2 // about 8 filter bits per pair: one in ten misses gets through
-	return pairTable{slots: make([]uint64, size), shift: 64 - bits, filter: make([]uint64, 1<<fbits/64), fshift: 64 - fbits}
+	return pairTable{slots: hugeSlice[uint64](size), shift: 64 - bits, filter: make([]uint64, 1<<fbits/64), fshift: 64 - fbits}
 }
 
 // filterBit is the filter bit of key, from a hash independent of the slot's.
@@ -291,7 +291,7 @@ func newShortTable(v *vocab) shortTable {
 		size <<= 1
 		bits++
 	}
-	t := shortTable{slots: make([]shortSlot, size), shift: 64 - bits}
+	t := shortTable{slots: hugeSlice[shortSlot](size), shift: 64 - bits}
 	mask := uint64(size - 1)
 	for id := 0; id < len(v.offs)-1; id++ {
 		s := v.token(uint32(id))
