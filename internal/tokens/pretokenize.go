@@ -17,6 +17,13 @@ type splitFunc func(s string, i int) int
 //	(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
 func splitCL100K(s string, i int) int {
 	b := s[i]
+	// An ASCII letter, or a space and one, starts a letter run.
+	if (b|0x20)-'a' < 26 {
+		return runEnd(s, i+1, cL)
+	}
+	if b == ' ' && i+1 < len(s) && (s[i+1]|0x20)-'a' < 26 {
+		return runEnd(s, i+2, cL)
+	}
 	if b == '\'' {
 		if n := contraction(s, i); n > 0 {
 			return i + n
