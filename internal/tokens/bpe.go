@@ -172,16 +172,26 @@ func siftDown(h []uint64, i int) {
 	x := h[i]
 	for {
 		c := 2*i + 1
-		if c >= n {
+		if c+1 >= n {
+			if c < n && h[c] < x {
+				h[i] = h[c]
+				i = c
+			}
 			break
 		}
-		if c+1 < n && h[c+1] < h[c] {
-			c++
+		// The smaller child, chosen without a branch: which one it is is
+		// a coin flip the predictor cannot learn.
+		a, b := h[c], h[c+1]
+		d := 0
+		if b < a {
+			d = 1
 		}
-		if x <= h[c] {
+		a = min(a, b)
+		c += d
+		if x <= a {
 			break
 		}
-		h[i] = h[c]
+		h[i] = a
 		i = c
 	}
 	h[i] = x

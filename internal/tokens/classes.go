@@ -59,8 +59,20 @@ func classOf(r rune) uint8 {
 
 // classAt returns the class bits and byte width of the character at s[i].
 func classAt(s string, i int) (uint8, int) {
-	if b := s[i]; b < utf8.RuneSelf {
+	b := s[i]
+	if b < utf8.RuneSelf {
 		return bmpClass[b], 1
+	}
+	// Three bytes (CJK text) decode here; anything else, or an invalid or
+	// surrogate sequence, as the utf8 package does.
+	if b&0xf0 == 0xe0 && i+2 < len(s) {
+		b1, b2 := s[i+1], s[i+2]
+		if b1&0xc0 == 0x80 && b2&0xc0 == 0x80 {
+			r := rune(b&0x0f)<<12 | rune(b1&0x3f)<<6 | rune(b2&0x3f)
+			if r >= 0x800 && (r < 0xd800 || r > 0xdfff) {
+				return bmpClass[r], 3
+			}
+		}
 	}
 	r, n := utf8.DecodeRuneInString(s[i:])
 	return classOf(r), n

@@ -17,6 +17,13 @@ type splitFunc func(s string, i int) int
 //	(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
 func splitCL100K(s string, i int) int {
 	b := s[i]
+	// An ASCII letter, or a space and one, starts a letter run.
+	if (b|0x20)-'a' < 26 {
+		return runEnd(s, i+1, cL)
+	}
+	if b == ' ' && i+1 < len(s) && (s[i+1]|0x20)-'a' < 26 {
+		return runEnd(s, i+2, cL)
+	}
 	if b == '\'' {
 		if n := contraction(s, i); n > 0 {
 			return i + n
@@ -49,6 +56,9 @@ func splitCL100K(s string, i int) int {
 // The optional first character may be a mark (\p{M} is not \p{L}), so both
 // "with it" and "without it" are tried, as the engine would.
 func splitO200K(s string, i int) int {
+	if end := asciiWord(s, i); end > 0 {
+		return end
+	}
 	b := s[i]
 	c, n := classAt(s, i)
 	lead := b != '\r' && b != '\n' && c&(cL|cN) == 0 && i+n < len(s)
@@ -77,6 +87,35 @@ func splitO200K(s string, i int) int {
 		return end
 	}
 	return spaceEnd(s, i)
+}
+
+// asciiWord is splitO200K's letter alternatives for ASCII text, most of
+// English and code: an optional ASCII lead that is not a letter, a digit or
+// a line break, then [A-Z]*[a-z]* (not empty) and the optional contraction,
+// where the letters end at an ASCII byte. On ASCII letters the two
+// alternatives come to this: the first takes the upper-case run and then
+// the lower-case one, the second only matches when no lower-case letter
+// follows and takes the upper-case run. It returns 0 when it does not apply
+// (the full code then decides).
+func asciiWord(s string, i int) int {
+	p := i
+	if b := s[p]; (b|0x20)-'a' >= 26 {
+		if b >= utf8.RuneSelf || b == '\r' || b == '\n' || b-'0' < 10 || p+1 >= len(s) || (s[p+1]|0x20)-'a' >= 26 {
+			return 0
+		}
+		p++
+	}
+	q := p
+	for q < len(s) && s[q]-'A' < 26 {
+		q++
+	}
+	for q < len(s) && s[q]-'a' < 26 {
+		q++
+	}
+	if q < len(s) && s[q] >= utf8.RuneSelf {
+		return 0
+	}
+	return q + contraction(s, q)
 }
 
 // upperLower matches [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+

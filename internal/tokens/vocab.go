@@ -22,7 +22,14 @@ type vocab struct {
 	pieces     []uint64
 	pieceShift uint
 	pieceSeed  maphash.Seed
-	maxLen     int // of any token
+	// maxLenFrom is the length of the longest token that starts with each
+	// byte: a long piece of CJK text is longer than any token that starts
+	// like it, and needs no hashing to know it is not one.
+	maxLenFrom [256]int
+	// shorts finds the tokens of up to 8 bytes, most pieces, by their
+	// bytes alone: one probe that compares a number, with no hashing of a
+	// string and no reading of the token's text.
+	shorts shortTable
 	// bytePairs is pairs for two single-byte tokens, indexed by the two
 	// bytes: the first round of every merge reads it, from 256 KB instead of
 	// a random place in the pair table.
@@ -81,6 +88,7 @@ func loadVocab(name string) (*vocab, error) {
 		v.offs[id+1] = e.end
 	}
 	v.buildPieces()
+	v.shorts = newShortTable(v)
 	for b := 0; b < 256; b++ {
 		id, ok := v.lookup(string([]byte{byte(b)}))
 		if !ok {
@@ -123,11 +131,11 @@ func (v *vocab) buildPieces() {
 		size <<= 1
 		bits++
 	}
-	v.pieces, v.pieceShift, v.pieceSeed = make([]uint64, size), 64-bits, maphash.MakeSeed()
+	v.pieces, v.pieceShift, v.pieceSeed = hugeSlice[uint64](size), 64-bits, maphash.MakeSeed()
 	mask := uint64(size - 1)
 	for id := 0; id < n; id++ {
 		t := v.token(uint32(id))
-		v.maxLen = max(v.maxLen, len(t))
+		v.maxLenFrom[t[0]] = max(v.maxLenFrom[t[0]], len(t))
 		h := maphash.String(v.pieceSeed, t)
 		for i := h >> v.pieceShift; ; i = (i + 1) & mask {
 			if v.pieces[i] == 0 {
@@ -140,7 +148,10 @@ func (v *vocab) buildPieces() {
 
 // lookup returns the token that piece is, if it is one.
 func (v *vocab) lookup(piece string) (uint32, bool) {
-	if len(piece) > v.maxLen {
+	if len(piece) <= shortToken {
+		return v.shorts.get(piece)
+	}
+	if len(piece) > v.maxLenFrom[piece[0]] {
 		return 0, false
 	}
 	h := maphash.String(v.pieceSeed, piece)
@@ -190,7 +201,7 @@ func newPairTable(n int) pairTable {
 		bits++
 	}
 	fbits := bits + 2 // about 8 filter bits per pair: one in ten misses gets through
-	return pairTable{slots: make([]uint64, size), shift: 64 - bits, filter: make([]uint64, 1<<fbits/64), fshift: 64 - fbits}
+	return pairTable{slots: hugeSlice[uint64](size), shift: 64 - bits, filter: make([]uint64, 1<<fbits/64), fshift: 64 - fbits}
 }
 
 // filterBit is the filter bit of key, from a hash independent of the slot's.
@@ -226,6 +237,89 @@ func (t *pairTable) get(a, b uint32) uint32 {
 		}
 		if s>>20 == key {
 			return uint32(s&(1<<20-1)) - 1
+		}
+	}
+}
+
+// shortToken is the longest token in the short table.
+const shortToken = 8
+
+// shortTable is an open-addressing table from strings of 1 to 8 bytes to
+// their tokens. A slot holds the string's bytes as a number (shortKey), its
+// length and id+1; id+1 is zero when the slot is empty.
+type shortTable struct {
+	slots []shortSlot
+	shift uint
+}
+
+type shortSlot struct {
+	key    uint64
+	n, id1 uint32
+}
+
+// shortKey packs s, 1 to 8 bytes long, into a number that, with len(s),
+// identifies it: its bytes, or from 4 bytes on its first four and its last
+// four.
+func shortKey(s string) uint64 {
+	n := len(s)
+	if n >= 4 {
+		t := s[n-4:]
+		lo := uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24
+		hi := uint64(t[0]) | uint64(t[1])<<8 | uint64(t[2])<<16 | uint64(t[3])<<24
+		return lo | hi<<32
+	}
+	var k uint64
+	for i := 0; i < n; i++ {
+		k |= uint64(s[i]) << (8 * i)
+	}
+	return k
+}
+
+func (t *shortTable) slot(key uint64, n int) uint64 {
+	return ((key ^ uint64(n)<<61) * 0x9e3779b97f4a7c15) >> t.shift
+}
+
+func newShortTable(v *vocab) shortTable {
+	count := 0
+	for id := 0; id < len(v.offs)-1; id++ {
+		if v.tokenLen(uint32(id)) <= shortToken {
+			count++
+		}
+	}
+	size, bits := 1, uint(0)
+	for size < count*3/2+1 {
+		size <<= 1
+		bits++
+	}
+	t := shortTable{slots: hugeSlice[shortSlot](size), shift: 64 - bits}
+	mask := uint64(size - 1)
+	for id := 0; id < len(v.offs)-1; id++ {
+		s := v.token(uint32(id))
+		if len(s) > shortToken {
+			continue
+		}
+		key := shortKey(s)
+		for i := t.slot(key, len(s)); ; i = (i + 1) & mask {
+			if t.slots[i].id1 == 0 {
+				t.slots[i] = shortSlot{key: key, n: uint32(len(s)), id1: uint32(id + 1)}
+				break
+			}
+		}
+	}
+	return t
+}
+
+// get returns the token that s, 1 to 8 bytes long, is, if it is one.
+func (t *shortTable) get(s string) (uint32, bool) {
+	key, n := shortKey(s), uint32(len(s))
+	mask := uint64(len(t.slots) - 1)
+	for i := t.slot(key, len(s)); ; i = (i + 1) & mask {
+		sl := &t.slots[i]
+		if sl.id1 == 0 {
+			return 0, false
+		}
+		if sl.key == key && sl.n == n {
+			return sl.id1 - 1, true
 		}
 	}
 }
