@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-
 )
 
 // PlanFile is the name of a plan in a mounted ConfigMap or render output.
@@ -72,4 +71,3 @@ func readPlanFile(path string) ([]byte, error) {
 	_, err = io.ReadFull(f, buf)
 	return buf, err
 }
-
