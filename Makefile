@@ -61,6 +61,13 @@ test: envtest lint ## Run every test against a real kube-apiserver, PostgreSQL a
 bench: envtest ## Run the benchmarks.
 	go test -run '^$$' -bench . -benchmem ./internal/...
 
+BENCH_CLIENTS ?= 1,2,8
+BENCH_DURATION ?= 5s
+
+.PHONY: bench-serve
+bench-serve: build ## Load-test promptops serve over loopback (BENCH_CLIENTS=1,2,8 BENCH_DURATION=5s).
+	go run ./bench/serve -bin $(BIN)/promptops -clients $(BENCH_CLIENTS) -duration $(BENCH_DURATION)
+
 ##@ Build
 
 .PHONY: build

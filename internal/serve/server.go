@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -104,7 +105,7 @@ type AssembleRequest struct {
 	Intent    string `json:"intent"`
 	// Runtime holds each runtime section's content; a value must be a JSON
 	// string (null is the same as leaving the section out).
-	Runtime map[string]json.RawMessage `json:"runtime"`
+	Runtime map[string]string `json:"runtime"`
 }
 
 // AssembleResponse is the body of a 200 or 422 answer.
@@ -143,7 +144,7 @@ func (s *Server) assemble(w http.ResponseWriter, r *http.Request) int {
 	if snap == nil {
 		return writeError(w, http.StatusServiceUnavailable, CodeNotReady, "no plans loaded yet")
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBodyBytes))
+	body, err := readBody(w, r, s.maxBodyBytes)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
@@ -160,18 +161,7 @@ func (s *Server) assemble(w http.ResponseWriter, r *http.Request) int {
 	if p == nil {
 		return writeError(w, http.StatusNotFound, CodeTemplateNotFound, fmt.Sprintf("no template %s is loaded", k))
 	}
-	runtime := make(map[string]string, len(req.Runtime))
-	for name, raw := range req.Runtime {
-		if string(raw) == "null" {
-			continue
-		}
-		var v string
-		if err := json.Unmarshal(raw, &v); err != nil {
-			return writeError(w, http.StatusBadRequest, CodeInvalidRuntime, fmt.Sprintf("runtime section %q must be a string", name))
-		}
-		runtime[name] = v
-	}
-	a, err := p.Assemble(req.Intent, runtime)
+	a, err := p.Assemble(req.Intent, req.Runtime)
 	if err != nil {
 		var ui *plan.UnknownIntentError
 		var us *plan.UnknownSectionError
@@ -199,21 +189,148 @@ func (s *Server) assemble(w http.ResponseWriter, r *http.Request) int {
 	return writeJSON(w, status, &resp)
 }
 
-// decodeRequest parses the body strictly: one JSON object, known fields.
+// readBody reads the whole body, at most limit bytes, into one buffer sized
+// from Content-Length when the client sent one.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength > limit {
+		return nil, &http.MaxBytesError{Limit: limit}
+	}
+	var buf bytes.Buffer
+	if r.ContentLength > 0 {
+		buf.Grow(int(r.ContentLength) + bytes.MinRead)
+	}
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
+	return buf.Bytes(), err
+}
+
+// decodeRequest parses the body strictly: one JSON object of known fields.
+// json.Unmarshal decodes in place (a Decoder would copy the body into a
+// growing buffer first); unknownField then rejects typos such as "runtme".
 func decodeRequest(body []byte) (req AssembleRequest, status int, code, msg string) {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
+	if err := json.Unmarshal(body, &req); err != nil {
 		var typeErr *json.UnmarshalTypeError
-		if errors.As(err, &typeErr) && strings.HasPrefix(typeErr.Field, "runtime") {
+		if errors.As(err, &typeErr) && typeErr.Field == "runtime" {
+			if name := nonString(body); name != "" {
+				return req, http.StatusBadRequest, CodeInvalidRuntime, fmt.Sprintf("runtime section %q must be a string", name)
+			}
 			return req, http.StatusBadRequest, CodeInvalidRuntime, "runtime must be an object of strings"
 		}
 		return req, http.StatusBadRequest, CodeMalformed, "the body must be one JSON object {namespace, name, intent, runtime}: " + jsonProblem(err)
 	}
-	if dec.More() {
-		return req, http.StatusBadRequest, CodeMalformed, "the body must be one JSON object, with nothing after it"
+	if len(body) == 0 || body[skipSpace(body, 0)] != '{' {
+		return req, http.StatusBadRequest, CodeMalformed, "the body must be one JSON object {namespace, name, intent, runtime}"
+	}
+	if f, ok := unknownField(body); ok {
+		return req, http.StatusBadRequest, CodeMalformed, fmt.Sprintf("unknown field %q: the fields are namespace, name, intent and runtime", f)
 	}
 	return req, 0, "", ""
+}
+
+// unknownField returns the first top-level key of a valid JSON object that
+// is none of the request's fields (matched as json.Unmarshal matches them,
+// ignoring case).
+func unknownField(body []byte) (string, bool) {
+	i := skipSpace(body, 0) + 1 // past '{'
+	for {
+		i = skipSpace(body, i)
+		if i >= len(body) || body[i] != '"' {
+			return "", false // '}'
+		}
+		end := skipString(body, i)
+		var key string
+		if err := json.Unmarshal(body[i:end], &key); err != nil {
+			return "", false
+		}
+		known := false
+		for _, f := range [...]string{"namespace", "name", "intent", "runtime"} {
+			known = known || strings.EqualFold(key, f)
+		}
+		if !known {
+			return key, true
+		}
+		i = skipSpace(body, end) + 1 // past ':'
+		i = skipValue(body, skipSpace(body, i))
+		i = skipSpace(body, i)
+		if i >= len(body) || body[i] != ',' {
+			return "", false
+		}
+		i++
+	}
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the offset after the string starting at b[i] == '"'.
+func skipString(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return len(b)
+}
+
+// skipValue returns the offset after the valid JSON value at b[i].
+func skipValue(b []byte, i int) int {
+	if i >= len(b) {
+		return i
+	}
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for i < len(b) {
+			switch b[i] {
+			case '"':
+				i = skipString(b, i)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return i
+	}
+	for i < len(b) && b[i] != ',' && b[i] != '}' && b[i] != ']' && b[i] != ' ' && b[i] != '\t' && b[i] != '\n' && b[i] != '\r' {
+		i++
+	}
+	return i
+}
+
+// nonString names a runtime section whose value is not a string; it runs
+// only on the error path, so the body is decoded once when it is valid.
+func nonString(body []byte) string {
+	var req struct {
+		Runtime map[string]json.RawMessage `json:"runtime"`
+	}
+	if json.Unmarshal(body, &req) != nil {
+		return ""
+	}
+	names := make([]string, 0, len(req.Runtime))
+	for name, raw := range req.Runtime {
+		if len(raw) > 0 && raw[0] != '"' && string(raw) != "null" {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	slices.Sort(names)
+	return names[0]
 }
 
 // jsonProblem describes a decoding error without quoting the body.

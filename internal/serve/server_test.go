@@ -257,3 +257,20 @@ func TestBadPlanKeepsPreviousVersion(t *testing.T) {
 		t.Fatal("a removed source must go")
 	}
 }
+
+func TestUnknownField(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"namespace":"a","name":"b","intent":"c","runtime":{"x":"}\"]"}}`:       "",
+		` { "Namespace" : "a" , "runtime" : { "k" : [1, {"z": "}"}] } } `:        "",
+		`{"runtime":{"a":"}"},"x\"y":1}`:                                         `x"y`,
+		`{"name":"b","runtme":{}}`:                                               "runtme",
+		`{"\u006eame":"b","intents":null}`:                                       "intents",
+		`{"namespace":null,"name":true,"intent":12.5e3,"runtime":{},"extra":[]}`: "extra",
+		`{}`: "",
+	} {
+		got, _ := unknownField([]byte(body))
+		if got != want {
+			t.Errorf("%s: %q, want %q", body, got, want)
+		}
+	}
+}
