@@ -137,6 +137,12 @@ func cut(e *tokens.Encoder, parts []part, limit int, total func() int) []string 
 // counted again after it is cut or when nothing is cut; a body with no such
 // line is counted with its neighbours.
 func countJoined(e *tokens.Encoder, parts []part) int {
+	last := -1 // the last part in the prompt
+	for i := range parts {
+		if parts[i].body != "" {
+			last = i
+		}
+	}
 	n := 0
 	var glue strings.Builder // text since the last split point, not yet counted
 	first := true
@@ -154,10 +160,13 @@ func countJoined(e *tokens.Encoder, parts []part) int {
 			glue.WriteByte('\n')
 		}
 		body := p.body
-		// f: the first split point in body; l: the last.
+		// f: the first split point in body; l: the last. The start of the
+		// prompt splits; so does a line feed (a separator or a heading's)
+		// before a letter or a number, and the end of the prompt, or a body
+		// ending in a letter or a number before its separator.
 		f := -1
-		if glue.Len() > 0 && tokens.StartsPiece(body) {
-			f = 0 // glue ends in '\n' (a separator or a heading line)
+		if glue.Len() == 0 || tokens.StartsPiece(body) {
+			f = 0
 		} else {
 			f = nextSplit(body, 0)
 		}
@@ -165,12 +174,15 @@ func countJoined(e *tokens.Encoder, parts []part) int {
 			glue.WriteString(body)
 			continue
 		}
-		l := lastSplit(body, f)
+		l := len(body)
+		if i != last && !tokens.EndsPiece(body) {
+			l = lastSplit(body, f)
+		}
 		glue.WriteString(body[:f])
 		n += e.Count(glue.String())
 		glue.Reset()
-		// body[f:l] = body less its first and last lines, which split
-		// exactly inside body too.
+		// body[f:l] = body less its text before the first split and after
+		// the last, which split exactly inside body too.
 		n += p.tokens - e.CountUncached(body[:f]) - e.CountUncached(body[l:])
 		glue.WriteString(body[l:])
 	}

@@ -266,3 +266,17 @@ func StartsPiece(s string) bool {
 	c, _ := classAt(s, 0)
 	return c&(cL|cN) != 0
 }
+
+// EndsPiece reports whether a piece always ends at the end of s when s is
+// followed by a line feed (or by nothing), in both encodings: s ends with a
+// letter or a number. Letter and number pieces never take a line feed after
+// them, and every piece before the last ends where it does without the line
+// feed. So Count(s+b) == Count(s)+Count(b) when b starts with '\n'.
+func EndsPiece(s string) bool {
+	if s == "" {
+		return false
+	}
+	_, size := utf8.DecodeLastRuneInString(s)
+	c, _ := classAt(s, len(s)-size)
+	return c&(cL|cN) != 0
+}

@@ -74,3 +74,28 @@ func TestStartsPieceSplitsCounts(t *testing.T) {
 		}
 	}
 }
+
+// EndsPiece's promise, on texts built to straddle the boundary.
+func TestEndsPieceSplitsCounts(t *testing.T) {
+	heads := []string{"a", "A", "abc def", "1", "123456", "你好", "ç", "x\n y", "7/8", "don't", "it's", "Ünicode", "e\u0301e"}
+	tails := []string{"\n", "\n\n", "\n a", "\n\n## H\nx", "\n/", "\n'", "\n's", "\n ", "\r\n"}
+	for _, name := range []string{CL100K, O200K} {
+		e := MustGet(name)
+		for _, h := range heads {
+			if !EndsPiece(h) {
+				t.Fatalf("%q should end a piece", h)
+			}
+			for _, s := range tails {
+				a := "prefix " + h
+				if got, want := e.CountUncached(a+s), e.CountUncached(a)+e.CountUncached(s); got != want {
+					t.Errorf("%s: %q + %q: %d tokens, parts %d", name, a, s, got, want)
+				}
+			}
+		}
+	}
+	for _, s := range []string{"", "a ", "a.", "a\n", "e\u0301", "a'"} {
+		if EndsPiece(s) {
+			t.Errorf("%q does not always end a piece", s)
+		}
+	}
+}
