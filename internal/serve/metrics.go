@@ -13,6 +13,7 @@ type metrics struct {
 	requests   *prometheus.CounterVec
 	latency    *prometheus.HistogramVec
 	tokens     *prometheus.CounterVec
+	sections   *prometheus.CounterVec
 	truncated  *prometheus.CounterVec
 	revision   *prometheus.GaugeVec
 	plans      prometheus.Gauge
@@ -33,6 +34,9 @@ func newMetrics() *metrics {
 		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "promptops_serve_prompt_tokens_total", Help: "Tokens of the assembled prompts, by template and intent.",
 		}, []string{"namespace", "name", "intent"}),
+		sections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "promptops_serve_section_tokens_total", Help: "Tokens of each section in the assembled prompts, by template, intent and section.",
+		}, []string{"namespace", "name", "intent", "section"}),
 		truncated: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "promptops_serve_truncated_tokens_total", Help: "Tokens cut from runtime sections to fit the budget, by template, intent and section.",
 		}, []string{"namespace", "name", "intent", "section"}),
@@ -49,7 +53,7 @@ func newMetrics() *metrics {
 			Name: "promptops_serve_plan_load_errors_total", Help: "Plans that failed to load.",
 		}),
 	}
-	m.registry.MustRegister(m.requests, m.latency, m.tokens, m.truncated, m.revision, m.plans, m.failing, m.loadErrors,
+	m.registry.MustRegister(m.requests, m.latency, m.tokens, m.sections, m.truncated, m.revision, m.plans, m.failing, m.loadErrors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -178,6 +178,9 @@ func (s *Server) assemble(w http.ResponseWriter, r *http.Request) int {
 	s.metrics.tokens.WithLabelValues(p.Namespace, p.Name, a.Intent).Add(float64(a.Tokens))
 	for i, sec := range a.Sections {
 		resp.Sections[i] = SectionSummary{Name: sec.Name, Tokens: sec.Tokens, TruncatedTokens: sec.TruncatedTokens}
+		if sec.Tokens > 0 {
+			s.metrics.sections.WithLabelValues(p.Namespace, p.Name, a.Intent, sec.Name).Add(float64(sec.Tokens))
+		}
 		if sec.TruncatedTokens > 0 {
 			s.metrics.truncated.WithLabelValues(p.Namespace, p.Name, a.Intent, sec.Name).Add(float64(sec.TruncatedTokens))
 		}
