@@ -35,8 +35,9 @@ func main() {
 	clients := flag.String("clients", "1,2,8", "Concurrent keep-alive clients: a comma-separated list, each a run of every scenario.")
 	duration := flag.Duration("duration", 5*time.Second, "How long each server scenario runs.")
 	forks := flag.Int("forks", 20, "Runs of `promptops assemble` per scenario.")
+	root := flag.String("root", ".", "The repository root (for config/samples).")
 	flag.Parse()
-	if err := run(*bin, *clients, *duration, *forks); err != nil {
+	if err := run(os.Stdout, *root, *bin, *clients, *duration, *forks); err != nil {
 		fmt.Fprintln(os.Stderr, "bench/serve:", err)
 		os.Exit(1)
 	}
@@ -69,7 +70,7 @@ type scenario struct {
 	wantCut bool
 }
 
-func run(bin string, clientList string, duration time.Duration, forks int) error {
+func run(w io.Writer, root, bin string, clientList string, duration time.Duration, forks int) error {
 	var counts []int
 	for _, f := range strings.Split(clientList, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -84,7 +85,7 @@ func run(bin string, clientList string, duration time.Duration, forks int) error
 	}
 	defer os.RemoveAll(work)
 	plans := filepath.Join(work, "plans")
-	render := exec.Command(bin, "render", "-f", "config/samples/promptops_v1_prompttemplate_ssa.yaml", "-f", "config/samples/ssa-prompts-configmap.yaml", "--out-dir", plans)
+	render := exec.Command(bin, "render", "-f", filepath.Join(root, "config/samples/promptops_v1_prompttemplate_ssa.yaml"), "-f", filepath.Join(root, "config/samples/ssa-prompts-configmap.yaml"), "--out-dir", plans)
 	if out, err := render.CombinedOutput(); err != nil {
 		return fmt.Errorf("render: %v\n%s", err, out)
 	}
@@ -108,8 +109,8 @@ func run(bin string, clientList string, duration time.Duration, forks int) error
 		return fmt.Errorf("%w\n%s", err, srvLog.String())
 	}
 
-	fmt.Printf("promptops serve, six-intent Chinese sample (o200k_base, budget 4000), intent analyze, %s per scenario, %d cores\n\n", duration, runtime.NumCPU())
-	fmt.Printf("%-34s %7s %10s %10s %10s %8s\n", "scenario", "clients", "req/s", "p50", "p99", "tokens")
+	fmt.Fprintf(w, "promptops serve, six-intent Chinese sample (o200k_base, budget 4000), intent analyze, %s per scenario, %d cores\n\n", duration, runtime.NumCPU())
+	fmt.Fprintf(w, "%-34s %7s %10s %10s %10s %8s\n", "scenario", "clients", "req/s", "p50", "p99", "tokens")
 	for _, clients := range counts {
 		for _, sc := range []scenario{
 			{"8 KB, no cut, same content", 8 << 10, false, false},
@@ -121,16 +122,16 @@ func run(bin string, clientList string, duration time.Duration, forks int) error
 			if err != nil {
 				return fmt.Errorf("%s: %w", sc.name, err)
 			}
-			fmt.Printf("%-34s %7d %10.0f %10s %10s %8d\n", sc.name, clients, r.rps, r.p50, r.p99, r.tokens)
+			fmt.Fprintf(w, "%-34s %7d %10.0f %10s %10s %8d\n", sc.name, clients, r.rps, r.p50, r.p99, r.tokens)
 		}
 	}
-	fmt.Printf("\nforking promptops assemble, sequentially, %d runs each\n\n", forks)
+	fmt.Fprintf(w, "\nforking promptops assemble, sequentially, %d runs each\n\n", forks)
 	for _, sc := range []scenario{{"8 KB, no cut", 8 << 10, true, false}, {"64 KB, cut", 64 << 10, true, true}} {
 		r, err := fork(bin, planFile, sc, forks)
 		if err != nil {
 			return fmt.Errorf("fork %s: %w", sc.name, err)
 		}
-		fmt.Printf("%-34s %7d %10.1f %10s %10s\n", sc.name, 1, r.rps, r.p50, r.p99)
+		fmt.Fprintf(w, "%-34s %7d %10.1f %10s %10s\n", sc.name, 1, r.rps, r.p50, r.p99)
 	}
 	return nil
 }
