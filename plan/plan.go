@@ -272,10 +272,13 @@ func (p *Plan) Digest() string {
 
 // UnknownIntentError is returned by Assemble for an intent the plan lacks.
 type UnknownIntentError struct {
+	// Plan is the plan's name, Intent the one asked for.
 	Plan, Intent string
-	Intents      []string
+	// Intents are the plan's intents.
+	Intents []string
 }
 
+// Error says which intent is missing and which the plan has.
 func (e *UnknownIntentError) Error() string {
 	return fmt.Sprintf("plan %s has no intent %q (intents: %s)", e.Plan, e.Intent, strings.Join(e.Intents, ", "))
 }
@@ -283,9 +286,11 @@ func (e *UnknownIntentError) Error() string {
 // UnknownSectionError is returned by Assemble for runtime contents of a
 // section that is not a runtime section of the plan.
 type UnknownSectionError struct {
+	// Plan is the plan's name, Section the one given contents.
 	Plan, Section string
 }
 
+// Error names the section.
 func (e *UnknownSectionError) Error() string {
 	return fmt.Sprintf("plan %s has no runtime section %q", e.Plan, e.Section)
 }
