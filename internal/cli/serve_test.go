@@ -91,3 +91,24 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// The server's test fixtures are the samples as render writes them today.
+func TestServeFixturesAreCurrent(t *testing.T) {
+	out := t.TempDir()
+	if code, _, e := run(t, "", "render", "-f", samplesDir(), "--out-dir", out); code == ExitInvalid {
+		t.Fatalf("render: %s", e)
+	}
+	for _, name := range []string{"ssa-pro", "support-assistant"} {
+		want, err := os.ReadFile(filepath.Join(out, "default", name, "plan.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(filepath.Join("..", "serve", "testdata", name+".plan.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("internal/serve/testdata/%s.plan.json is stale: copy %s/default/%s/plan.json there", name, "render --out-dir", name)
+		}
+	}
+}
