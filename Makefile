@@ -68,6 +68,13 @@ test: envtest lint helm ## Run every test against a real kube-apiserver, Postgre
 bench: envtest ## Run the benchmarks.
 	go test -run '^$$' -bench . -benchmem ./internal/...
 
+BENCH_CLIENTS ?= 1,2,8
+BENCH_DURATION ?= 5s
+
+.PHONY: bench-serve
+bench-serve: build ## Load-test promptops serve over loopback (BENCH_CLIENTS=1,2,8 BENCH_DURATION=5s).
+	go run ./bench/serve -bin $(BIN)/promptops -clients $(BENCH_CLIENTS) -duration $(BENCH_DURATION)
+
 ##@ Build
 
 .PHONY: build

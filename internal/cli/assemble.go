@@ -7,7 +7,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/promptops/promptops/internal/assembler"
+	"github.com/promptops/promptops/plan"
 )
 
 func init() {
@@ -34,9 +34,9 @@ func runAssemble(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "promptops assemble:", err)
 		return ExitInvalid
 	}
-	plan := &assembler.Plan{}
-	if err := json.Unmarshal(data, plan); err != nil || plan.Kind != assembler.PlanKind {
-		fmt.Fprintf(stderr, "promptops assemble: %s is not a promptops plan: %v\n", *planPath, err)
+	p, err := plan.Load(data)
+	if err != nil {
+		fmt.Fprintf(stderr, "promptops assemble: %s: %v\n", *planPath, err)
 		return ExitInvalid
 	}
 	runtime := map[string]string{}
@@ -51,7 +51,7 @@ func runAssemble(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return ExitInvalid
 		}
 	}
-	a, err := plan.Assemble(*intent, runtime)
+	a, err := p.Assemble(*intent, runtime)
 	if err != nil {
 		fmt.Fprintln(stderr, "promptops assemble:", err)
 		return ExitInvalid

@@ -1,5 +1,5 @@
 // Package cli implements the verbs of the promptops binary: manager, render,
-// assemble, consolidate, facts, observations and tokens.
+// assemble, serve, consolidate, facts, observations and tokens.
 package cli
 
 import (

@@ -287,3 +287,35 @@ func spaceEnd(s string, i int) int {
 	}
 	return p
 }
+
+// StartsPiece reports whether a piece always starts at the beginning of s
+// when s follows a line feed, in both encodings: s starts with a letter or a
+// number. No alternative of either pattern runs from a line feed into a
+// letter or a number (the optional leading character excludes \r and \n,
+// punctuation takes only line feeds and '/' after it, white space stops at
+// them), and the pieces before the line feed end there with or without the
+// text after it. So the tokens of a + s, where a ends in '\n', are the
+// tokens of a followed by those of s: Count(a+s) == Count(a)+Count(s). The
+// plan package uses it to count a long prompt without re-counting the text
+// it did not change.
+func StartsPiece(s string) bool {
+	if s == "" {
+		return false
+	}
+	c, _ := classAt(s, 0)
+	return c&(cL|cN) != 0
+}
+
+// EndsPiece reports whether a piece always ends at the end of s when s is
+// followed by a line feed (or by nothing), in both encodings: s ends with a
+// letter or a number. Letter and number pieces never take a line feed after
+// them, and every piece before the last ends where it does without the line
+// feed. So Count(s+b) == Count(s)+Count(b) when b starts with '\n'.
+func EndsPiece(s string) bool {
+	if s == "" {
+		return false
+	}
+	_, size := utf8.DecodeLastRuneInString(s)
+	c, _ := classAt(s, len(s)-size)
+	return c&(cL|cN) != 0
+}

@@ -49,3 +49,53 @@ func TestPreTokenizers(t *testing.T) {
 		}
 	}
 }
+
+// StartsPiece's promise, checked on texts built to straddle the boundary.
+func TestStartsPieceSplitsCounts(t *testing.T) {
+	heads := []string{"a\n", "a \n", ".\n", "x.\n", "  \n", "\r\n", "你好\n", "1\n", "'s\n", "/\n", "a\n\n", "\t\n"}
+	tails := []string{"a", "A", "abc def", "1", "123456", "你好", "ç", "ǅx", "Ünicode", "x\n y", "7/8", "é's"}
+	for _, name := range []string{CL100K, O200K} {
+		e := MustGet(name)
+		for _, h := range heads {
+			for _, s := range tails {
+				if !StartsPiece(s) {
+					t.Fatalf("%q should start a piece", s)
+				}
+				a := "prefix " + h
+				if got, want := e.CountUncached(a+s), e.CountUncached(a)+e.CountUncached(s); got != want {
+					t.Errorf("%s: %q + %q: %d tokens, parts %d", name, a, s, got, want)
+				}
+			}
+		}
+	}
+	for _, s := range []string{"", " a", "\na", "/a", ".a", "'s", "\u0301a"} {
+		if StartsPiece(s) {
+			t.Errorf("%q does not always start a piece", s)
+		}
+	}
+}
+
+// EndsPiece's promise, on texts built to straddle the boundary.
+func TestEndsPieceSplitsCounts(t *testing.T) {
+	heads := []string{"a", "A", "abc def", "1", "123456", "你好", "ç", "x\n y", "7/8", "don't", "it's", "Ünicode", "e\u0301e"}
+	tails := []string{"\n", "\n\n", "\n a", "\n\n## H\nx", "\n/", "\n'", "\n's", "\n ", "\r\n"}
+	for _, name := range []string{CL100K, O200K} {
+		e := MustGet(name)
+		for _, h := range heads {
+			if !EndsPiece(h) {
+				t.Fatalf("%q should end a piece", h)
+			}
+			for _, s := range tails {
+				a := "prefix " + h
+				if got, want := e.CountUncached(a+s), e.CountUncached(a)+e.CountUncached(s); got != want {
+					t.Errorf("%s: %q + %q: %d tokens, parts %d", name, a, s, got, want)
+				}
+			}
+		}
+	}
+	for _, s := range []string{"", "a ", "a.", "a\n", "e\u0301", "a'"} {
+		if EndsPiece(s) {
+			t.Errorf("%q does not always end a piece", s)
+		}
+	}
+}

@@ -1,0 +1,151 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/go-logr/logr"
+	tiktoken "github.com/pkoukk/tiktoken-go"
+	tiktokenloader "github.com/pkoukk/tiktoken-go-loader"
+
+	"github.com/promptops/promptops/internal/serve"
+	"github.com/promptops/promptops/internal/testenv"
+	"github.com/promptops/promptops/plan"
+)
+
+// conformanceCase is one file of testdata/conformance/cases (written by
+// hack/conformance; the format is in docs/plan.md).
+type conformanceCase struct {
+	Name     string            `json:"name"`
+	Plan     json.RawMessage   `json:"plan"`
+	Intent   string            `json:"intent"`
+	Runtime  map[string]string `json:"runtime"`
+	Expected struct {
+		Prompt       string                 `json:"prompt"`
+		Tokens       int                    `json:"tokens"`
+		MaxTokens    int                    `json:"maxTokens"`
+		WithinBudget bool                   `json:"withinBudget"`
+		Cut          []string               `json:"cut"`
+		Sections     []serve.SectionSummary `json:"sections"`
+	} `json:"expected"`
+}
+
+func conformanceCases(t *testing.T) []conformanceCase {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(testenv.Root(), "testdata", "conformance", "cases", "*.json"))
+	if err != nil || len(files) < 30 {
+		t.Fatalf("want at least 30 conformance cases, found %d (%v)", len(files), err)
+	}
+	var out []conformanceCase
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c conformanceCase
+		if err := json.Unmarshal(data, &c); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// Every conformance vector gives the same answer through the package, the
+// assemble verb and the server; the reference tokenizer agrees on the count.
+func TestConformanceVectors(t *testing.T) {
+	tiktoken.SetBpeLoader(tiktokenloader.NewOfflineLoader())
+	srv := serve.New(serve.Options{Log: logr.Discard()})
+	sources := map[string][]byte{}
+	for _, c := range conformanceCases(t) {
+		sources[c.Name] = c.Plan
+	}
+	// Cases share templates: the server holds each template once.
+	dedup := map[string][]byte{}
+	for _, data := range sources {
+		p, err := plan.Load(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dedup[p.Name] = data
+	}
+	srv.Apply(dedup)
+	ts := httptest.NewServer(srv.Handler())
+	defer ts.Close()
+
+	for _, c := range conformanceCases(t) {
+		t.Run(c.Name, func(t *testing.T) {
+			want := c.Expected
+			p, err := plan.Load(c.Plan)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ref, err := tiktoken.GetEncoding(p.Encoding)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := len(ref.EncodeOrdinary(want.Prompt)); n != want.Tokens {
+				t.Errorf("reference tiktoken counts %d tokens, the vector says %d", n, want.Tokens)
+			}
+
+			// The package.
+			a, err := p.Assemble(c.Intent, c.Runtime)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var secs []serve.SectionSummary
+			for _, s := range a.Sections {
+				secs = append(secs, serve.SectionSummary{Name: s.Name, Tokens: s.Tokens, TruncatedTokens: s.TruncatedTokens})
+			}
+			cut := a.Cut
+			if cut == nil {
+				cut = []string{}
+			}
+			if a.Text != want.Prompt || a.Tokens != want.Tokens || a.MaxTokens != want.MaxTokens || a.WithinBudget != want.WithinBudget || !reflect.DeepEqual(cut, want.Cut) || !reflect.DeepEqual(secs, want.Sections) {
+				t.Fatalf("package: %d tokens cut %v sections %v; want %d cut %v sections %v", a.Tokens, cut, secs, want.Tokens, want.Cut, want.Sections)
+			}
+
+			// promptops assemble.
+			planFile := filepath.Join(t.TempDir(), "plan.json")
+			if err := os.WriteFile(planFile, c.Plan, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			stdin, _ := json.Marshal(c.Runtime)
+			code, prompt, report := run(t, string(stdin), "assemble", "--plan", planFile, "--intent", c.Intent)
+			wantCode := ExitOK
+			if !want.WithinBudget {
+				wantCode = ExitFailed
+			}
+			if code != wantCode || prompt != want.Prompt || !strings.Contains(report, fmt.Sprintf(": %d tokens of %d", want.Tokens, want.MaxTokens)) {
+				t.Fatalf("assemble: exit %d (want %d), same prompt %v, report %q", code, wantCode, prompt == want.Prompt, report)
+			}
+
+			// promptops serve.
+			body, _ := json.Marshal(map[string]any{"namespace": p.Namespace, "name": p.Name, "intent": c.Intent, "runtime": c.Runtime})
+			resp, err := http.Post(ts.URL+"/v1/assemble", "application/json", strings.NewReader(string(body)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var got serve.AssembleResponse
+			if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
+				t.Fatal(err)
+			}
+			wantStatus := http.StatusOK
+			if !want.WithinBudget {
+				wantStatus = http.StatusUnprocessableEntity
+			}
+			if resp.StatusCode != wantStatus || got.Prompt != want.Prompt || got.Tokens != want.Tokens || got.MaxTokens != want.MaxTokens ||
+				got.WithinBudget != want.WithinBudget || got.Revision != p.Revision || !reflect.DeepEqual(got.Sections, want.Sections) {
+				t.Fatalf("serve: status %d (want %d), %d tokens, sections %v", resp.StatusCode, wantStatus, got.Tokens, got.Sections)
+			}
+		})
+	}
+}

@@ -1,0 +1,114 @@
+package cli
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestServeFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"serve"},
+		{"serve", "--plans-dir", "x", "--watch"},
+		{"serve", "--plans-dir", "x", "--namespace", "ns"},
+	} {
+		if code, _, _ := run(t, "", args...); code != ExitInvalid {
+			t.Errorf("%v: exit %d, want %d", args, code, ExitInvalid)
+		}
+	}
+	if code, _, e := run(t, "", "serve", "--plans-dir", filepath.Join(t.TempDir(), "missing")); code != ExitInvalid || !strings.Contains(e, "missing") {
+		t.Errorf("a missing plans dir: exit %d %s", code, e)
+	}
+}
+
+// The verb end to end: render --out-dir output served, then SIGTERM stops it
+// cleanly (exit 0).
+func TestServeRenderOutputAndShutdown(t *testing.T) {
+	out := t.TempDir()
+	if code, _, e := run(t, "", "render", "-f", filepath.Join(samplesDir(), "promptops_v1_prompttemplate_ssa.yaml"), "-f", filepath.Join(samplesDir(), "ssa-prompts-configmap.yaml"), "--out-dir", out); code != ExitOK {
+		t.Fatalf("render: %d %s", code, e)
+	}
+	addrs := make(chan string, 1)
+	serveReady = func(addr string) { addrs <- addr }
+	defer func() { serveReady = nil }()
+	var stderr bytes.Buffer
+	var mu sync.Mutex
+	done := make(chan int, 1)
+	go func() {
+		code := Main([]string{"serve", "--plans-dir", out, "--listen", "127.0.0.1:0"}, strings.NewReader(""), io.Discard, &lockedWriter{&mu, &stderr})
+		done <- code
+	}()
+	var addr string
+	select {
+	case addr = <-addrs:
+	case code := <-done:
+		t.Fatalf("serve exited %d: %s", code, stderr.String())
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not start")
+	}
+	secret := "数据概览：机密数据 7a3f"
+	resp, err := http.Post("http://"+addr+"/v1/assemble", "application/json", strings.NewReader(`{"namespace":"default","name":"ssa-pro","intent":"analyze","runtime":{"data_context":"`+secret+`"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !bytes.Contains(body, []byte(secret)) {
+		t.Fatalf("%d %.300s", resp.StatusCode, body)
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case code := <-done:
+		mu.Lock()
+		defer mu.Unlock()
+		if code != ExitOK || !strings.Contains(stderr.String(), "Shutting down") {
+			t.Fatalf("exit %d: %s", code, stderr.String())
+		}
+		if strings.Contains(stderr.String(), "7a3f") {
+			t.Fatal("runtime content reached the log")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not stop on SIGTERM")
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// The server's test fixtures are the samples as render writes them today.
+func TestServeFixturesAreCurrent(t *testing.T) {
+	out := t.TempDir()
+	if code, _, e := run(t, "", "render", "-f", samplesDir(), "--out-dir", out); code == ExitInvalid {
+		t.Fatalf("render: %s", e)
+	}
+	for _, name := range []string{"ssa-pro", "support-assistant"} {
+		want, err := os.ReadFile(filepath.Join(out, "default", name, "plan.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(filepath.Join("..", "serve", "testdata", name+".plan.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("internal/serve/testdata/%s.plan.json is stale: copy %s/default/%s/plan.json there", name, "render --out-dir", name)
+		}
+	}
+}

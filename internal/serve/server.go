@@ -1,0 +1,405 @@
+package serve
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/promptops/promptops/plan"
+)
+
+// DefaultMaxBodyBytes bounds a request body.
+const DefaultMaxBodyBytes = 4 << 20
+
+// Error codes of the JSON error body {"error": {"code", "message"}}.
+const (
+	CodeNotReady         = "NotReady"
+	CodeMalformed        = "MalformedRequest"
+	CodeInvalidRuntime   = "InvalidRuntimeValue"
+	CodeUnknownSection   = "UnknownSection"
+	CodeTemplateNotFound = "TemplateNotFound"
+	CodeIntentNotFound   = "IntentNotFound"
+	CodeTooLarge         = "RequestTooLarge"
+	CodeMethodNotAllowed = "MethodNotAllowed"
+	CodeNotFound         = "NotFound"
+)
+
+// Server answers /v1/assemble, /v1/templates, /healthz, /readyz and /metrics
+// from the plans of its Store.
+type Server struct {
+	store        *Store
+	loader       *loader
+	metrics      *metrics
+	log          logr.Logger
+	maxBodyBytes int64
+}
+
+// Options configure a Server.
+type Options struct {
+	// MaxBodyBytes bounds a request body; DefaultMaxBodyBytes when 0.
+	MaxBodyBytes int64
+	// Log receives load and server errors, never request content.
+	Log logr.Logger
+}
+
+// New returns a server with no plans: it answers 503 until the first load.
+func New(o Options) *Server {
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	s := &Server{store: &Store{}, metrics: newMetrics(), log: o.Log, maxBodyBytes: o.MaxBodyBytes}
+	s.loader = newLoader(s.store, s.metrics, o.Log)
+	return s
+}
+
+// Apply publishes the plans of a complete set of sources (an id, such as a
+// path, and the bytes of its plan.json); it is the seam both the directory
+// poller and the API watch feed.
+func (s *Server) Apply(sources map[string][]byte) { s.loader.apply(sources) }
+
+// Snapshot is the current set of plans, nil before the first load.
+func (s *Server) Snapshot() *Snapshot { return s.store.Load() }
+
+// Handler routes the server's endpoints.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/v1/assemble", s.instrument("assemble", s.assemble))
+	mux.Handle("/v1/templates", s.instrument("templates", s.templates))
+	mux.Handle("/healthz", s.instrument("healthz", func(w http.ResponseWriter, r *http.Request) int {
+		return writeText(w, http.StatusOK, "ok")
+	}))
+	mux.Handle("/readyz", s.instrument("readyz", func(w http.ResponseWriter, r *http.Request) int {
+		if s.store.Load() == nil {
+			return writeText(w, http.StatusServiceUnavailable, "no plans loaded yet")
+		}
+		return writeText(w, http.StatusOK, "ok")
+	}))
+	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
+	mux.Handle("/", s.instrument("other", func(w http.ResponseWriter, r *http.Request) int {
+		return writeError(w, http.StatusNotFound, CodeNotFound, "no such endpoint: use POST /v1/assemble or GET /v1/templates")
+	}))
+	return mux
+}
+
+func (s *Server) instrument(name string, h func(http.ResponseWriter, *http.Request) int) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		code := h(w, r)
+		s.metrics.request(name, code, time.Since(start).Seconds())
+	})
+}
+
+// AssembleRequest is the body of POST /v1/assemble.
+type AssembleRequest struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Intent    string `json:"intent"`
+	// Runtime holds each runtime section's content; a value must be a JSON
+	// string (null is the same as leaving the section out).
+	Runtime map[string]string `json:"runtime"`
+}
+
+// AssembleResponse is the body of a 200 or 422 answer.
+type AssembleResponse struct {
+	Prompt       string           `json:"prompt"`
+	Tokens       int              `json:"tokens"`
+	MaxTokens    int              `json:"maxTokens"`
+	WithinBudget bool             `json:"withinBudget"`
+	Revision     string           `json:"revision"`
+	Sections     []SectionSummary `json:"sections"`
+}
+
+// SectionSummary is one section's share of the prompt.
+type SectionSummary struct {
+	Name            string `json:"name"`
+	Tokens          int    `json:"tokens"`
+	TruncatedTokens int    `json:"truncatedTokens"`
+}
+
+// TemplateSummary is one entry of GET /v1/templates.
+type TemplateSummary struct {
+	Namespace string   `json:"namespace"`
+	Name      string   `json:"name"`
+	Revision  string   `json:"revision"`
+	Encoding  string   `json:"encoding"`
+	MaxTokens int      `json:"maxTokens"`
+	Intents   []string `json:"intents"`
+}
+
+func (s *Server) assemble(w http.ResponseWriter, r *http.Request) int {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		return writeError(w, http.StatusMethodNotAllowed, CodeMethodNotAllowed, "use POST")
+	}
+	snap := s.store.Load()
+	if snap == nil {
+		return writeError(w, http.StatusServiceUnavailable, CodeNotReady, "no plans loaded yet")
+	}
+	body, err := readBody(w, r, s.maxBodyBytes)
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return writeError(w, http.StatusRequestEntityTooLarge, CodeTooLarge, fmt.Sprintf("the request body is over %d bytes", s.maxBodyBytes))
+		}
+		return writeError(w, http.StatusBadRequest, CodeMalformed, "reading the request body failed")
+	}
+	req, status, code, msg := decodeRequest(body)
+	if status != 0 {
+		return writeError(w, status, code, msg)
+	}
+	k := Key{req.Namespace, req.Name}
+	p := snap.Plan(k)
+	if p == nil {
+		return writeError(w, http.StatusNotFound, CodeTemplateNotFound, fmt.Sprintf("no template %s is loaded", k))
+	}
+	a, err := p.Assemble(req.Intent, req.Runtime)
+	if err != nil {
+		var ui *plan.UnknownIntentError
+		var us *plan.UnknownSectionError
+		switch {
+		case errors.As(err, &ui):
+			return writeError(w, http.StatusNotFound, CodeIntentNotFound, fmt.Sprintf("template %s has no intent %q (intents: %s)", k, ui.Intent, strings.Join(ui.Intents, ", ")))
+		case errors.As(err, &us):
+			return writeError(w, http.StatusBadRequest, CodeUnknownSection, fmt.Sprintf("template %s has no runtime section %q (runtime sections: %s)", k, us.Section, strings.Join(p.RuntimeSections(), ", ")))
+		}
+		s.log.Error(err, "Assembly failed", "template", k, "intent", req.Intent)
+		return writeError(w, http.StatusInternalServerError, "Internal", "assembly failed")
+	}
+	resp := AssembleResponse{Prompt: a.Text, Tokens: a.Tokens, MaxTokens: a.MaxTokens, WithinBudget: a.WithinBudget, Revision: p.Revision, Sections: make([]SectionSummary, len(a.Sections))}
+	s.metrics.tokens.WithLabelValues(p.Namespace, p.Name, a.Intent).Add(float64(a.Tokens))
+	for i, sec := range a.Sections {
+		resp.Sections[i] = SectionSummary{Name: sec.Name, Tokens: sec.Tokens, TruncatedTokens: sec.TruncatedTokens}
+		if sec.Tokens > 0 {
+			s.metrics.sections.WithLabelValues(p.Namespace, p.Name, a.Intent, sec.Name).Add(float64(sec.Tokens))
+		}
+		if sec.TruncatedTokens > 0 {
+			s.metrics.truncated.WithLabelValues(p.Namespace, p.Name, a.Intent, sec.Name).Add(float64(sec.TruncatedTokens))
+		}
+	}
+	status = http.StatusOK
+	if !a.WithinBudget {
+		status = http.StatusUnprocessableEntity
+	}
+	return writeJSON(w, status, &resp)
+}
+
+// readBody reads the whole body, at most limit bytes, into one buffer sized
+// from Content-Length when the client sent one.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength > limit {
+		return nil, &http.MaxBytesError{Limit: limit}
+	}
+	var buf bytes.Buffer
+	if r.ContentLength > 0 {
+		buf.Grow(int(r.ContentLength) + bytes.MinRead)
+	}
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
+	return buf.Bytes(), err
+}
+
+// decodeRequest parses the body strictly: one JSON object of known fields.
+// json.Unmarshal decodes in place (a Decoder would copy the body into a
+// growing buffer first); unknownField then rejects typos such as "runtme".
+func decodeRequest(body []byte) (req AssembleRequest, status int, code, msg string) {
+	if err := json.Unmarshal(body, &req); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) && typeErr.Field == "runtime" {
+			if name := nonString(body); name != "" {
+				return req, http.StatusBadRequest, CodeInvalidRuntime, fmt.Sprintf("runtime section %q must be a string", name)
+			}
+			return req, http.StatusBadRequest, CodeInvalidRuntime, "runtime must be an object of strings"
+		}
+		return req, http.StatusBadRequest, CodeMalformed, "the body must be one JSON object {namespace, name, intent, runtime}: " + jsonProblem(err)
+	}
+	if len(body) == 0 || body[skipSpace(body, 0)] != '{' {
+		return req, http.StatusBadRequest, CodeMalformed, "the body must be one JSON object {namespace, name, intent, runtime}"
+	}
+	if f, ok := unknownField(body); ok {
+		return req, http.StatusBadRequest, CodeMalformed, fmt.Sprintf("unknown field %q: the fields are namespace, name, intent and runtime", f)
+	}
+	return req, 0, "", ""
+}
+
+// unknownField returns the first top-level key of a valid JSON object that
+// is none of the request's fields (matched as json.Unmarshal matches them,
+// ignoring case).
+func unknownField(body []byte) (string, bool) {
+	i := skipSpace(body, 0) + 1 // past '{'
+	for {
+		i = skipSpace(body, i)
+		if i >= len(body) || body[i] != '"' {
+			return "", false // '}'
+		}
+		end := skipString(body, i)
+		var key string
+		if err := json.Unmarshal(body[i:end], &key); err != nil {
+			return "", false
+		}
+		known := false
+		for _, f := range [...]string{"namespace", "name", "intent", "runtime"} {
+			known = known || strings.EqualFold(key, f)
+		}
+		if !known {
+			return key, true
+		}
+		i = skipSpace(body, end) + 1 // past ':'
+		i = skipValue(body, skipSpace(body, i))
+		i = skipSpace(body, i)
+		if i >= len(body) || body[i] != ',' {
+			return "", false
+		}
+		i++
+	}
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the offset after the string starting at b[i] == '"'.
+func skipString(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return len(b)
+}
+
+// skipValue returns the offset after the valid JSON value at b[i].
+func skipValue(b []byte, i int) int {
+	if i >= len(b) {
+		return i
+	}
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for i < len(b) {
+			switch b[i] {
+			case '"':
+				i = skipString(b, i)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return i
+	}
+	for i < len(b) && b[i] != ',' && b[i] != '}' && b[i] != ']' && b[i] != ' ' && b[i] != '\t' && b[i] != '\n' && b[i] != '\r' {
+		i++
+	}
+	return i
+}
+
+// nonString names a runtime section whose value is not a string; it runs
+// only on the error path, so the body is decoded once when it is valid.
+func nonString(body []byte) string {
+	var req struct {
+		Runtime map[string]json.RawMessage `json:"runtime"`
+	}
+	if json.Unmarshal(body, &req) != nil {
+		return ""
+	}
+	names := make([]string, 0, len(req.Runtime))
+	for name, raw := range req.Runtime {
+		if len(raw) > 0 && raw[0] != '"' && string(raw) != "null" {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	slices.Sort(names)
+	return names[0]
+}
+
+// jsonProblem describes a decoding error without quoting the body.
+func jsonProblem(err error) string {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		return fmt.Sprintf("invalid JSON at byte %d", syn.Offset)
+	case errors.As(err, &typ):
+		return fmt.Sprintf("field %q must be %s", typ.Field, typ.Type)
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "the JSON ends early"
+	case strings.HasPrefix(err.Error(), "json: unknown field"):
+		return strings.TrimPrefix(err.Error(), "json: ")
+	}
+	return "invalid JSON"
+}
+
+func (s *Server) templates(w http.ResponseWriter, r *http.Request) int {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		return writeError(w, http.StatusMethodNotAllowed, CodeMethodNotAllowed, "use GET")
+	}
+	snap := s.store.Load()
+	if snap == nil {
+		return writeError(w, http.StatusServiceUnavailable, CodeNotReady, "no plans loaded yet")
+	}
+	out := struct {
+		Templates []TemplateSummary `json:"templates"`
+	}{Templates: make([]TemplateSummary, 0, snap.Len())}
+	for _, k := range snap.keys {
+		p := snap.plans[k]
+		out.Templates = append(out.Templates, TemplateSummary{Namespace: p.Namespace, Name: p.Name, Revision: p.Revision, Encoding: p.Encoding, MaxTokens: p.MaxTokens, Intents: p.IntentNames()})
+	}
+	return writeJSON(w, http.StatusOK, &out)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) int {
+	data, err := json.Marshal(v)
+	if err != nil {
+		status, data = http.StatusInternalServerError, []byte(`{"error":{"code":"Internal","message":"encoding the answer failed"}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", fmt.Sprint(len(data)+1))
+	w.WriteHeader(status)
+	w.Write(append(data, '\n'))
+	return status
+}
+
+type errorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) int {
+	var b errorBody
+	b.Error.Code, b.Error.Message = code, msg
+	return writeJSON(w, status, &b)
+}
+
+func writeText(w http.ResponseWriter, status int, text string) int {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(status)
+	io.WriteString(w, text+"\n")
+	return status
+}

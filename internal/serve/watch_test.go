@@ -1,0 +1,250 @@
+package serve
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/go-logr/logr"
+
+	"github.com/promptops/promptops/internal/testenv"
+)
+
+var (
+	envOnce sync.Once
+	env     *envtest.Environment
+	envCfg  *rest.Config
+	envErr  error
+)
+
+// apiServer starts envtest once for the tests that need it.
+func apiServer(t *testing.T) (*envtest.Environment, *rest.Config, *kubernetes.Clientset) {
+	t.Helper()
+	envOnce.Do(func() { env, envCfg, envErr = testenv.Start() })
+	if envErr != nil {
+		t.Fatal(envErr)
+	}
+	cs, err := kubernetes.NewForConfig(envCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env, envCfg, cs
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if env != nil {
+		_ = env.Stop()
+	}
+	os.Exit(code)
+}
+
+// decodeYAML reads the objects of a multi-document YAML file.
+func decodeYAML(t *testing.T, path string) []runtime.Object {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []runtime.Object
+	dec := yaml.NewYAMLOrJSONDecoder(f, 4096)
+	for {
+		var raw runtime.RawExtension
+		if err := dec.Decode(&raw); err != nil {
+			break
+		}
+		if len(raw.Raw) == 0 || strings.TrimSpace(string(raw.Raw)) == "null" {
+			continue
+		}
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(raw.Raw, nil, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		out = append(out, obj)
+	}
+	return out
+}
+
+func renderedConfigMap(ns, name, role string, planJSON []byte) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{
+			"app.kubernetes.io/managed-by": "promptops", "promptops.io/prompttemplate": "ssa-pro", "promptops.io/role": role,
+		}},
+		Data: map[string]string{"plan.json": string(planJSON), "analyze.txt": "static"},
+	}
+}
+
+// The shared Deployment's watch: with only config/serve's RBAC it serves the
+// live rendered ConfigMaps (not history copies, not unlabelled ones), follows
+// updates and deletes, and keeps the previous plan when one breaks.
+func TestWatchServesRenderedConfigMaps(t *testing.T) {
+	env, cfg, cs := apiServer(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	root := testenv.Root()
+	for _, obj := range decodeYAML(t, filepath.Join(root, "config", "serve", "cluster_role.yaml")) {
+		if _, err := cs.RbacV1().ClusterRoles().Create(ctx, obj.(*rbacv1.ClusterRole), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, obj := range decodeYAML(t, filepath.Join(root, "config", "serve", "cluster_role_binding.yaml")) {
+		if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, obj.(*rbacv1.ClusterRoleBinding), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sa, err := env.AddUser(envtest.User{Name: "system:serviceaccount:promptops-system:promptops-serve", Groups: []string{"system:serviceaccounts"}}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range []string{"team-a", "team-b"} {
+		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v1 := fixture(t, "ssa-pro")
+	v2 := secondVersion(t, v1)
+	support := fixture(t, "support-assistant")
+	create := func(cm *corev1.ConfigMap) {
+		t.Helper()
+		if _, err := cs.CoreV1().ConfigMaps(cm.Namespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create(renderedConfigMap("team-a", "ssa-pro-prompts", "rendered", v1))
+	create(renderedConfigMap("team-a", "ssa-pro-prompts-0badc0de", "history", v2))
+	unlabelled := renderedConfigMap("team-b", "look-alike", "rendered", support)
+	unlabelled.Labels = nil
+	create(unlabelled)
+
+	s := New(Options{Log: logr.Discard()})
+	if err := s.Watch(ctx, sa.Config(), ""); err != nil {
+		t.Fatal(err)
+	}
+	wait := func(what string, ok func(*Snapshot) bool) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			if snap := s.Snapshot(); snap != nil && ok(snap) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	rev := func(data []byte) string { return mustLoad(t, data).Revision }
+	// The plan's own namespace/name ("default/ssa-pro") name the template.
+	ssa := Key{"default", "ssa-pro"}
+	wait("the live plan", func(s *Snapshot) bool { p := s.Plan(ssa); return p != nil && p.Revision == rev(v1) && s.Len() == 1 })
+
+	// The operator re-renders: the live ConfigMap gets a new plan.
+	cm, err := cs.CoreV1().ConfigMaps("team-a").Get(ctx, "ssa-pro-prompts", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Data["plan.json"] = string(v2)
+	if _, err := cs.CoreV1().ConfigMaps("team-a").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	wait("the new revision", func(s *Snapshot) bool { p := s.Plan(ssa); return p != nil && p.Revision == rev(v2) })
+
+	// A second namespace's template appears.
+	create(renderedConfigMap("team-b", "support-assistant-prompts", "rendered", support))
+	wait("the second template", func(s *Snapshot) bool { return s.Plan(Key{"default", "support-assistant"}) != nil })
+
+	// A broken plan keeps the previous version.
+	cm, _ = cs.CoreV1().ConfigMaps("team-a").Get(ctx, "ssa-pro-prompts", metav1.GetOptions{})
+	cm.Data["plan.json"] = `{"kind": "PromptPlan"}`
+	if _, err := cs.CoreV1().ConfigMaps("team-a").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for testutilValue(s.metrics.loadErrors) == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if p := s.Snapshot().Plan(ssa); testutilValue(s.metrics.loadErrors) != 1 || p == nil || p.Revision != rev(v2) {
+		t.Fatal("a broken plan must be reported and the previous version kept")
+	}
+
+	// Deleting the ConfigMap removes the template.
+	if err := cs.CoreV1().ConfigMaps("team-b").Delete(ctx, "support-assistant-prompts", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	wait("the deleted template to go", func(s *Snapshot) bool { return s.Plan(Key{"default", "support-assistant"}) == nil })
+
+	// The RBAC grants reading ConfigMaps and nothing more.
+	sacs, _ := kubernetes.NewForConfig(sa.Config())
+	if _, err := sacs.CoreV1().Secrets("team-a").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("listing secrets: %v, want forbidden", err)
+	}
+	if err := sacs.CoreV1().ConfigMaps("team-a").Delete(ctx, "ssa-pro-prompts", metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("deleting a ConfigMap: %v, want forbidden", err)
+	}
+}
+
+// The sample pods pass the API server's Restricted Pod Security admission;
+// a pod that does not is refused, so the check is live.
+func TestServeSamplesAreRestricted(t *testing.T) {
+	_, _, cs := apiServer(t)
+	ctx := context.Background()
+	const ns = "restricted-serve"
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{
+		"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest",
+	}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dryRun := func(name string, spec corev1.PodSpec) error {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: spec}
+		_, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err
+	}
+	found := 0
+	for _, file := range []string{"sidecar.yaml", "shared.yaml"} {
+		for _, obj := range decodeYAML(t, filepath.Join(testenv.Root(), "config", "samples", "serve", file)) {
+			d, ok := obj.(*appsv1.Deployment)
+			if !ok {
+				continue
+			}
+			found++
+			spec := d.Spec.Template.Spec
+			if err := dryRun(d.Name, spec); err != nil {
+				t.Errorf("%s: the pod of %s violates the Restricted profile: %v", file, d.Name, err)
+			}
+			if file == "sidecar.yaml" && (len(spec.InitContainers) != 1 || spec.InitContainers[0].RestartPolicy == nil || *spec.InitContainers[0].RestartPolicy != corev1.ContainerRestartPolicyAlways) {
+				t.Errorf("the sidecar must be a native sidecar (an init container with restartPolicy Always)")
+			}
+			for _, c := range append(spec.InitContainers, spec.Containers...) {
+				if c.SecurityContext == nil || c.SecurityContext.ReadOnlyRootFilesystem == nil || !*c.SecurityContext.ReadOnlyRootFilesystem {
+					t.Errorf("%s/%s: readOnlyRootFilesystem must be true", d.Name, c.Name)
+				}
+			}
+			// The control: the same pod with privilege escalation is refused.
+			bad := *spec.DeepCopy()
+			bad.Containers[0].SecurityContext.AllowPrivilegeEscalation = nil
+			if err := dryRun(d.Name+"-bad", bad); err == nil || !strings.Contains(err.Error(), "violates PodSecurity") {
+				t.Errorf("%s: a non-restricted pod was accepted: %v", d.Name, err)
+			}
+		}
+	}
+	if found != 2 {
+		t.Fatalf("want two sample Deployments, found %d", found)
+	}
+}

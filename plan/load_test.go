@@ -1,0 +1,64 @@
+package plan
+
+import (
+	"errors"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const minimal = `{"apiVersion":"promptops.io/v1","kind":"PromptPlan","name":"t","encoding":"o200k_base","maxTokens":10,"separator":"\n\n",
+"sections":[{"name":"ctx","kind":"runtime","policy":"Priority"},{"name":"task","kind":"intent","policy":"Never"}],
+"intents":[{"name":"chat","instruction":"Hi."}]}`
+
+func TestLoadRejectsWhatItCannotAssemble(t *testing.T) {
+	if _, err := Load([]byte(minimal)); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ from, to, want string }{
+		{`"kind":"PromptPlan"`, `"kind":"Other"`, "not a promptops plan"},
+		{`"o200k_base"`, `"p50k_base"`, "unsupported encoding"},
+		{`"separator":"\n\n"`, `"separator":"\n"`, "separator"},
+		{`"kind":"runtime"`, `"kind":"dynamic"`, "kind"},
+		{`"policy":"Priority"`, `"policy":"Sometimes"`, "policy"},
+		{`"name":"task"`, `"name":"ctx"`, "repeated"},
+		{`"instruction":"Hi."}`, `"instruction":"Hi.","staticCuts":[{"section":"ctx","text":""}]}`, "not a static"},
+		{`{"apiVersion"`, `[`, "not a promptops plan"},
+	} {
+		_, err := Load([]byte(strings.Replace(minimal, c.from, c.to, 1)))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s -> %s: got %v, want %q", c.from, c.to, err, c.want)
+		}
+	}
+	if _, err := Load([]byte(minimal + "{}")); err == nil {
+		t.Error("trailing data accepted")
+	}
+}
+
+func TestAssembleErrorsAreTyped(t *testing.T) {
+	p, err := Load([]byte(minimal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ui *UnknownIntentError
+	if _, err := p.Assemble("nope", nil); !errors.As(err, &ui) || ui.Intent != "nope" {
+		t.Fatalf("got %v", err)
+	}
+	var us *UnknownSectionError
+	if _, err := p.Assemble("chat", map[string]string{"task": "x"}); !errors.As(err, &us) || us.Section != "task" {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// The public package stays free of Kubernetes and of the operator.
+func TestImportsOnlyTokens(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
+	if err != nil {
+		t.Skip("go list:", err)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		if strings.Contains(dep, "k8s.io") || (strings.HasPrefix(dep, "github.com/promptops/promptops/") && dep != "github.com/promptops/promptops/internal/tokens" && dep != "github.com/promptops/promptops/plan") {
+			t.Errorf("plan depends on %s", dep)
+		}
+	}
+}

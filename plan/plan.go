@@ -1,0 +1,296 @@
+// Package plan finishes prompts at request time from a rendered plan
+// (plan.json of a PromptTemplate's <name>-prompts ConfigMap): load a plan,
+// assemble an intent with the application's runtime contents, and get the
+// prompt, its exact token count, each section's tokens and cuts, and the
+// plan's revision. The schema and the algorithm are documented in
+// docs/plan.md; testdata/conformance holds vectors for other languages.
+//
+// The package needs no Kubernetes client: the promptops operator, the
+// `promptops assemble` and `promptops serve` verbs and Go applications use
+// the same code, so all give the same bytes for the same plan and input.
+package plan
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/promptops/promptops/internal/tokens"
+)
+
+// Plan is the machine-readable description of a rendered template (the
+// ConfigMap key plan.json). An application in any language finishes assembly
+// from it: join the sections in order with Separator, put the chosen
+// intent's instruction in the intent section, fill runtime sections, and cut
+// runtime sections by priority while the prompt is over MaxTokens. The schema
+// is documented in docs/plan.md; APIVersion changes when it does.
+type Plan struct {
+	// APIVersion is PlanAPIVersion.
+	APIVersion string `json:"apiVersion"`
+	// Kind is PlanKind.
+	Kind string `json:"kind"`
+	// Namespace and Name are the PromptTemplate's.
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name,omitempty"`
+	// Revision is "sha256:" and the hash of the plan with Revision empty.
+	Revision string `json:"revision"`
+	// Encoding is the tiktoken encoding tokens are counted in.
+	Encoding string `json:"encoding"`
+	// MaxTokens is the budget of one assembled prompt.
+	MaxTokens int `json:"maxTokens"`
+	// OnExceed is what the operator did at render time: Reject, Warn or
+	// Truncate.
+	OnExceed string `json:"onExceed"`
+	// Separator joins the non-empty sections.
+	Separator string `json:"separator"`
+	// Sections in prompt order.
+	Sections []Section `json:"sections"`
+	// Intents and their budget verdicts.
+	Intents []Intent `json:"intents"`
+	// Runtime says how runtime sections appear in <intent>.txt.
+	Runtime RuntimeSummary `json:"runtime"`
+}
+
+// The plan's apiVersion and kind, and the separator between sections.
+const (
+	PlanAPIVersion = "promptops.io/v1"
+	PlanKind       = "PromptPlan"
+	// Separator joins sections, as in the seed assembler.
+	Separator = "\n\n"
+)
+
+// Section kinds in a plan.
+const (
+	KindStatic  = "static"
+	KindRuntime = "runtime"
+	KindIntent  = "intent"
+)
+
+// Truncation policies of a section.
+const (
+	// PolicyNever: the section is never cut.
+	PolicyNever = "Never"
+	// PolicyPriority: the section is cut by its priority, higher first.
+	PolicyPriority = "Priority"
+)
+
+// Section is one section, in prompt order.
+type Section struct {
+	// Name of the section, unique in the plan.
+	Name string `json:"name"`
+	// Kind is static (Text is the section's text), runtime (filled by the
+	// application) or intent (the chosen intent's instruction).
+	Kind string `json:"kind"`
+	// Heading, when set, is put on its own line before the section's text.
+	// A section whose text is empty is left out, heading included.
+	Heading string `json:"heading,omitempty"`
+	// Text of a static section, variables substituted.
+	Text string `json:"text,omitempty"`
+	// Tokens of the section as rendered (heading and text); for a runtime
+	// section, of its heading.
+	Tokens int `json:"tokens"`
+	// ReserveTokens the budget leaves for a runtime section's content.
+	ReserveTokens int `json:"reserveTokens,omitempty"`
+	// Policy is PolicyNever or PolicyPriority.
+	Policy string `json:"policy"`
+	// Priority: higher is cut first.
+	Priority int `json:"priority"`
+	// MinTokens a cut section keeps at least.
+	MinTokens int `json:"minTokens"`
+}
+
+// Intent is one intent and its budget verdict.
+type Intent struct {
+	// Name of the intent, unique in the plan.
+	Name string `json:"name"`
+	// Instruction is the text of the intent section for this intent.
+	Instruction string `json:"instruction"`
+	// Tokens = FixedTokens + ReservedTokens.
+	Tokens int `json:"tokens"`
+	// FixedTokens counts every static text, the instruction, runtime
+	// headings and separators.
+	FixedTokens int `json:"fixedTokens"`
+	// ReservedTokens is the sum of the runtime sections' reserves.
+	ReservedTokens int `json:"reservedTokens"`
+	// WithinBudget is Tokens <= MaxTokens.
+	WithinBudget bool `json:"withinBudget"`
+	// StaticCuts replace static section texts for this intent when
+	// onExceed: Truncate had to cut them.
+	StaticCuts []StaticCut `json:"staticCuts,omitempty"`
+}
+
+// StaticCut is a static section's text after it was cut to fit the budget.
+type StaticCut struct {
+	// Section is the name of the section cut.
+	Section string `json:"section"`
+	// Text replaces the section's text (or the intent's instruction).
+	Text string `json:"text"`
+	// TruncatedTokens is how many tokens the cut removed.
+	TruncatedTokens int `json:"truncatedTokens"`
+}
+
+// RuntimeSummary documents how runtime slots appear in <intent>.txt.
+type RuntimeSummary struct {
+	// Placeholder is the pattern of the line that stands for a runtime
+	// section in <intent>.txt; NAME is the section's name.
+	Placeholder string `json:"placeholder"`
+}
+
+// Placeholder is the line that stands for a runtime section in <intent>.txt.
+func Placeholder(section string) string { return "{{runtime." + section + "}}" }
+
+// Load parses and validates plan.json. A plan it returns can be assembled;
+// anything it cannot assemble exactly (an unknown encoding, section kind or
+// policy, a duplicate name, a static cut of no section) is an error. The
+// revision is taken as written.
+func Load(data []byte) (*Plan, error) {
+	p := &Plan{}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(p); err != nil {
+		return nil, fmt.Errorf("not a promptops plan: %w", err)
+	}
+	if dec.More() {
+		return nil, errors.New("not a promptops plan: data after the JSON object")
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Validate reports the first thing that keeps the plan from being assembled.
+func (p *Plan) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("invalid plan %s/%s: %s", p.Namespace, p.Name, fmt.Sprintf(format, args...))
+	}
+	if p.Kind != PlanKind || p.APIVersion != PlanAPIVersion {
+		return fmt.Errorf("not a promptops plan: apiVersion %q kind %q, want %s %s", p.APIVersion, p.Kind, PlanAPIVersion, PlanKind)
+	}
+	if _, err := tokens.Get(p.Encoding); err != nil {
+		return bad("%v", err)
+	}
+	if p.Separator != Separator {
+		return bad("separator %q, want %q", p.Separator, Separator)
+	}
+	if p.MaxTokens < 0 {
+		return bad("maxTokens %d is negative", p.MaxTokens)
+	}
+	seen := map[string]bool{}
+	intentSections := 0
+	for _, s := range p.Sections {
+		if s.Name == "" || seen[s.Name] {
+			return bad("section name %q is empty or repeated", s.Name)
+		}
+		seen[s.Name] = true
+		switch s.Kind {
+		case KindStatic, KindRuntime:
+		case KindIntent:
+			intentSections++
+		default:
+			return bad("section %s has kind %q, want static, runtime or intent", s.Name, s.Kind)
+		}
+		if s.Policy != PolicyNever && s.Policy != PolicyPriority {
+			return bad("section %s has policy %q, want Never or Priority", s.Name, s.Policy)
+		}
+		if s.MinTokens < 0 {
+			return bad("section %s has negative minTokens", s.Name)
+		}
+	}
+	if intentSections > 1 {
+		return bad("%d intent sections, want at most one", intentSections)
+	}
+	if len(p.Intents) == 0 {
+		return bad("no intents")
+	}
+	names := map[string]bool{}
+	for _, it := range p.Intents {
+		if it.Name == "" || names[it.Name] {
+			return bad("intent name %q is empty or repeated", it.Name)
+		}
+		names[it.Name] = true
+		for _, c := range it.StaticCuts {
+			s := p.section(c.Section)
+			if s == nil || s.Kind == KindRuntime {
+				return bad("intent %s cuts %q, which is not a static or intent section", it.Name, c.Section)
+			}
+		}
+	}
+	return nil
+}
+
+func (p *Plan) section(name string) *Section {
+	for i := range p.Sections {
+		if p.Sections[i].Name == name {
+			return &p.Sections[i]
+		}
+	}
+	return nil
+}
+
+func (p *Plan) intent(name string) *Intent {
+	for i := range p.Intents {
+		if p.Intents[i].Name == name {
+			return &p.Intents[i]
+		}
+	}
+	return nil
+}
+
+// IntentNames lists the plan's intents in order.
+func (p *Plan) IntentNames() []string {
+	out := make([]string, len(p.Intents))
+	for i := range p.Intents {
+		out[i] = p.Intents[i].Name
+	}
+	return out
+}
+
+// RuntimeSections lists the names of the runtime sections in order.
+func (p *Plan) RuntimeSections() []string {
+	var out []string
+	for _, s := range p.Sections {
+		if s.Kind == KindRuntime {
+			out = append(out, s.Name)
+		}
+	}
+	return out
+}
+
+// Digest is the plan's revision as computed: "sha256:" and the hex SHA-256
+// of its JSON with Revision empty.
+func (p *Plan) Digest() string {
+	c := *p
+	c.Revision = ""
+	data, _ := json.Marshal(&c)
+	sum := sha256.Sum256(data)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// UnknownIntentError is returned by Assemble for an intent the plan lacks.
+type UnknownIntentError struct {
+	// Plan is the plan's name, Intent the one asked for.
+	Plan, Intent string
+	// Intents are the plan's intents.
+	Intents []string
+}
+
+// Error says which intent is missing and which the plan has.
+func (e *UnknownIntentError) Error() string {
+	return fmt.Sprintf("plan %s has no intent %q (intents: %s)", e.Plan, e.Intent, strings.Join(e.Intents, ", "))
+}
+
+// UnknownSectionError is returned by Assemble for runtime contents of a
+// section that is not a runtime section of the plan.
+type UnknownSectionError struct {
+	// Plan is the plan's name, Section the one given contents.
+	Plan, Section string
+}
+
+// Error names the section.
+func (e *UnknownSectionError) Error() string {
+	return fmt.Sprintf("plan %s has no runtime section %q", e.Plan, e.Section)
+}
