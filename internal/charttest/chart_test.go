@@ -276,7 +276,7 @@ func TestChartValues(t *testing.T) {
 			}
 		}
 		serve := &appsv1.Deployment{}
-		if !find(t, objs, "Deployment", "promptops-serve", serve) || !slices.Equal(serve.Spec.Template.Spec.Containers[0].Args, []string{"serve", "--watch"}) {
+		if !find(t, objs, "Deployment", "promptops-serve", serve) || !slices.Equal(serve.Spec.Template.Spec.Containers[0].Args, []string{"serve", "--watch", "--listen=:8089"}) || serve.Spec.Template.Spec.Containers[0].ReadinessProbe == nil {
 			t.Errorf("serve: %+v", serve.Spec.Template.Spec.Containers)
 		}
 		role := &rbacv1.ClusterRole{}
