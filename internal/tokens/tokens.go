@@ -204,6 +204,13 @@ func (e *Encoder) Truncate(text string, maxTokens int) (string, int) {
 	if maxTokens <= 0 || text == "" {
 		return "", 0
 	}
+	// No prefix longer than maxTokens of the longest token can be within
+	// maxTokens, so nothing past that is read: a hostile megabyte-long
+	// piece costs what its kept part costs. Prefixes are counted on their
+	// own, so the answer is the same as for the whole text.
+	if limit := maxTokens * e.vocab.maxTokenLen(); limit < len(text) {
+		text = text[:backOffToRune(text, limit)]
+	}
 	v, split := e.vocab, e.split
 	// recent[k%restartBack] is the start of piece k and the tokens before it.
 	type mark struct{ at, before int }

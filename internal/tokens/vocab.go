@@ -176,6 +176,15 @@ func (v *vocab) token(id uint32) string { return v.text[v.offs[id]:v.offs[id+1]]
 // tokenLen returns the byte length of token id.
 func (v *vocab) tokenLen(id uint32) int { return int(v.offs[id+1] - v.offs[id]) }
 
+// maxTokenLen is the length in bytes of the longest token.
+func (v *vocab) maxTokenLen() int {
+	n := 0
+	for _, l := range v.maxLenFrom {
+		n = max(n, l)
+	}
+	return n
+}
+
 // pairIDBits bounds token ids in the pair table's packed keys.
 const pairIDBits = 18
 
