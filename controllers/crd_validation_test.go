@@ -1,18 +1,14 @@
 package controllers
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
 	"github.com/promptops/promptops/internal/testenv"
@@ -21,20 +17,11 @@ import (
 // decodeYAML splits multi-document YAML into unstructured objects.
 func decodeYAML(t *testing.T, data []byte) []*unstructured.Unstructured {
 	t.Helper()
-	var out []*unstructured.Unstructured
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err != nil {
-			if errors.Is(err, io.EOF) {
-				return out
-			}
-			t.Fatalf("decoding YAML: %v", err)
-		}
-		if len(u.Object) > 0 {
-			out = append(out, u)
-		}
+	objs, err := testenv.DecodeObjects(data)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return objs
 }
 
 func TestSamplesAreAccepted(t *testing.T) {

@@ -8,9 +8,7 @@ package charttest
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,7 +24,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -101,20 +98,11 @@ func render(t *testing.T, set ...string) []*unstructured.Unstructured {
 
 func decode(t *testing.T, data []byte) []*unstructured.Unstructured {
 	t.Helper()
-	var out []*unstructured.Unstructured
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err != nil {
-			if errors.Is(err, io.EOF) {
-				return out
-			}
-			t.Fatalf("decoding: %v", err)
-		}
-		if len(u.Object) > 0 {
-			out = append(out, u)
-		}
+	objs, err := testenv.DecodeObjects(data)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return objs
 }
 
 func find(t *testing.T, objs []*unstructured.Unstructured, kind, name string, into any) bool {
