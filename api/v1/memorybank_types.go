@@ -279,8 +279,9 @@ type RunSummary struct {
 	// llmCalls counts every chat completion the run sent, retries included.
 	// +optional
 	LLMCalls int64 `json:"llmCalls,omitempty"`
-	// retries counts calls sent again for the same facts after an answer
-	// that could not be used at all.
+	// retries counts calls that asked again about a batch's facts: after an
+	// answer that could not be used at all, or for the facts whose every
+	// item was invalid.
 	// +optional
 	Retries int64 `json:"retries,omitempty"`
 	// droppedItems counts the answer items the run left out, by reason

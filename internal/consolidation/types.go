@@ -191,8 +191,9 @@ type Summary struct {
 	Batches           int64  `json:"batches"`
 	// LLMCalls counts every chat completion sent, retries included.
 	LLMCalls int64 `json:"llmCalls"`
-	// Retries counts calls sent again for the same facts after an answer
-	// that could not be used at all.
+	// Retries counts calls that asked again about a batch's facts: after an
+	// answer that could not be used at all, or for the facts whose every
+	// item was invalid.
 	Retries int64 `json:"retries"`
 	// DroppedItems counts the answer items left out, by reason (the Drop*
 	// constants).
