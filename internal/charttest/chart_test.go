@@ -9,11 +9,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"k8s.io/client-go/rest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -308,19 +311,8 @@ func TestChartValues(t *testing.T) {
 // of other operators (ServiceMonitor, cert-manager) are left out: the test
 // control plane has no CRDs for them.
 func TestChartAppliesToTheAPIServer(t *testing.T) {
-	env, cfg, err := testenv.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	c, err := client.New(cfg, client.Options{Scheme: controllers.NewScheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := controlPlane(t)
 	ctx := context.Background()
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil {
-		t.Fatal(err)
-	}
 	for _, name := range []string{"defaults", "webhook", "no-extras", "job-image", "serviceacct"} {
 		t.Run(name, func(t *testing.T) {
 			objs := render(t, valueSets[name]...)
@@ -337,4 +329,40 @@ func TestChartAppliesToTheAPIServer(t *testing.T) {
 			}
 		})
 	}
+}
+
+var (
+	cpOnce   sync.Once
+	cpEnv    *envtest.Environment
+	cpClient client.Client
+	cpErr    error
+)
+
+// controlPlane is the package's one test control plane, with the CRDs and
+// the install namespace (created for real, so that the namespaced objects'
+// dry runs find it); TestMain stops it.
+func controlPlane(t *testing.T) client.Client {
+	t.Helper()
+	cpOnce.Do(func() {
+		var cfg *rest.Config
+		if cpEnv, cfg, cpErr = testenv.Start(); cpErr != nil {
+			return
+		}
+		if cpClient, cpErr = client.New(cfg, client.Options{Scheme: controllers.NewScheme()}); cpErr != nil {
+			return
+		}
+		cpErr = cpClient.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}})
+	})
+	if cpErr != nil {
+		t.Fatal(cpErr)
+	}
+	return cpClient
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if cpEnv != nil {
+		_ = cpEnv.Stop()
+	}
+	os.Exit(code)
 }

@@ -8,14 +8,11 @@ import (
 	"strings"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
-	"github.com/promptops/promptops/controllers"
 	"github.com/promptops/promptops/internal/testenv"
 )
 
@@ -93,21 +90,8 @@ func TestKustomizeComponents(t *testing.T) {
 // TestKustomizeAppliesToTheAPIServer applies kubectl apply -k config/default,
 // with and without the webhook, server-side with dry run.
 func TestKustomizeAppliesToTheAPIServer(t *testing.T) {
-	env, cfg, err := testenv.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	c, err := client.New(cfg, client.Options{Scheme: controllers.NewScheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := controlPlane(t)
 	ctx := context.Background()
-	// The Namespace is in the output; created for real so that the
-	// namespaced objects' dry run finds it.
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil {
-		t.Fatal(err)
-	}
 	for _, comps := range [][]string{nil, {"components/webhook"}} {
 		for _, u := range kustomize(t, comps...) {
 			if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.DryRunAll, client.ForceOwnership, client.FieldOwner("kubectl")); err != nil {
