@@ -10,20 +10,27 @@ import (
 )
 
 // counts.total must equal counting the joined text, whatever the texts'
-// edges: white space, punctuation, line feeds, CJK, emoji, marks.
+// edges: white space, punctuation, line feeds, CJK, emoji, marks, and long
+// runs of one character.
 func TestCountJoinedIsExact(t *testing.T) {
 	atoms := []string{"a", "Word", " ", "\n", "\n\n", "\r\n", ".", "/", "'s", "123", "4", "你好", "世界。", "😀", "👩‍💻", "\u0301", "\t", "  ", "é", "## H", "-", "x\n", "\n/"}
+	runs := []string{"!", " ", "a", "7", "中", "😀", "\n", "\t", "/"}
 	r := rand.New(rand.NewPCG(1, 2))
 	text := func() string {
 		var b strings.Builder
 		for n := r.IntN(12); n > 0; n-- {
+			if r.IntN(8) == 0 {
+				// A hostile run: one character, up to a few hundred times.
+				b.WriteString(strings.Repeat(runs[r.IntN(len(runs))], 1+r.IntN(400)))
+				continue
+			}
 			b.WriteString(atoms[r.IntN(len(atoms))])
 		}
 		return b.String()
 	}
 	for _, name := range []string{tokens.CL100K, tokens.O200K} {
 		e := tokens.MustGet(name)
-		for i := 0; i < 3000; i++ {
+		for i := 0; i < 2000; i++ {
 			parts := make([]part, 1+r.IntN(4))
 			for j := range parts {
 				if r.IntN(2) == 0 {
