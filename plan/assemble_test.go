@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -106,7 +107,18 @@ func TestAssembleHostileMatchesReference(t *testing.T) {
 	sample := loadSample(t)
 	last := loadSample(t)
 	last.Sections = last.Sections[:len(last.Sections)-1] // tool_outputs ends the prompt
-	size := 16 << 10
+	sizes := []int{16 << 10}
+	// Megabytes take seconds a count until the tokenizer merges long
+	// pieces fast: PLAN_HOSTILE_MIB=4 adds 4 MiB values.
+	if mib, err := strconv.Atoi(os.Getenv("PLAN_HOSTILE_MIB")); err == nil && mib > 0 {
+		sizes = append(sizes, mib<<20)
+	}
+	for _, size := range sizes {
+		testHostileMatchesReference(t, sample, last, size)
+	}
+}
+
+func testHostileMatchesReference(t *testing.T, sample, last *Plan, size int) {
 	for _, c := range []string{"!", " ", "a", "7", "中", "😀", "\n", " \n"} {
 		v := strings.Repeat(c, size/len(c))
 		for _, edge := range []string{"", "Mean 45.2\n", "\n\nx", "  ", "统计 "} {
