@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -155,11 +156,22 @@ func (r *PromptTemplateReconciler) reconcileSources(ctx context.Context, s *temp
 	return err
 }
 
+// renderTimeout bounds one render's counts and cuts: far above what the
+// largest template takes, so that a pathological one fails and is retried
+// with backoff instead of holding a worker.
+const renderTimeout = 30 * time.Second
+
 // reconcileRender renders the template. Content that cannot render is
-// Stalled, except a missing reference, which is waited for.
-func (r *PromptTemplateReconciler) reconcileRender(_ context.Context, s *templateScope) error {
+// Stalled, except a missing reference, which is waited for. A render that
+// runs out of time is an error, retried.
+func (r *PromptTemplateReconciler) reconcileRender(ctx context.Context, s *templateScope) error {
 	pt := s.pt
-	res, err := assembler.Render(assembler.Input{Namespace: pt.Namespace, Name: pt.Name, Spec: &pt.Spec, Sources: s.sources})
+	ctx, cancel := context.WithTimeout(ctx, renderTimeout)
+	defer cancel()
+	res, err := assembler.RenderContext(ctx, assembler.Input{Namespace: pt.Namespace, Name: pt.Name, Spec: &pt.Spec, Sources: s.sources})
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return fmt.Errorf("rendering %s/%s: %w", pt.Namespace, pt.Name, err)
+	}
 	if err != nil {
 		return notRendered(pt, err)
 	}

@@ -1,6 +1,8 @@
 package plan
 
 import (
+	"context"
+	"encoding/binary"
 	"fmt"
 	"sort"
 	"strings"
@@ -70,7 +72,19 @@ type part struct {
 	name, kind, heading, body string
 	cuttable                  bool
 	priority, minTokens       int
-	tokens, original          int // of body
+	// tokens is the count of body and original that of the body before
+	// any cut; -1 while not yet counted (Assemble counts lazily).
+	tokens, original int
+	// ver is bumped whenever body changes: the counts remembered for the
+	// joins (see counts.total) name the bodies by index and ver.
+	ver int
+	// Once split is set, f and l are the first and last split points of
+	// body (see nextSplit), f = -1 when it has none; mid is the count of
+	// body[f:l], -1 until counted.
+	split  bool
+	f, l   int
+	mid    int
+	cutNow bool // cut at least once
 }
 
 func join(parts []part, render func(p *part) string) string {
@@ -90,10 +104,27 @@ func join(parts []part, render func(p *part) string) string {
 	return b.String()
 }
 
+// counter is what assembly asks of an encoder (*tokens.Encoder); tests wrap
+// it to see how much text is counted.
+type counter interface {
+	Count(text string) int
+	CountUncached(text string) int
+	Truncate(text string, maxTokens int) (string, int)
+}
+
+// cutter is what cut needs: the parts' counts, the prompt's total, and a
+// way to replace a body by its cut.
+type cutter interface {
+	tokensOf(p *part) (int, error)
+	total() (int, error)
+	truncate(p *part, target int) error
+}
+
 // cut shrinks cuttable parts, highest priority first (later sections first on
-// a tie), each down to its minimum, until total() fits limit. It returns the
-// names of the parts cut, in order.
-func cut(e *tokens.Encoder, parts []part, limit int, total func() int) []string {
+// a tie), each down to its minimum, until the total fits limit. It returns the
+// names of the parts cut, in order, and the total after the cuts. t is the
+// total before.
+func cut(c cutter, parts []part, limit, t int) ([]string, int, error) {
 	order := make([]int, 0, len(parts))
 	for i := range parts {
 		if parts[i].cuttable {
@@ -108,88 +139,227 @@ func cut(e *tokens.Encoder, parts []part, limit int, total func() int) []string 
 		return order[a] > order[b]
 	})
 	var cutNames []string
-	t := total()
 	for _, i := range order {
 		p := &parts[i]
-		for t > limit && p.tokens > p.minTokens {
-			target := max(p.minTokens, p.tokens-(t-limit))
-			if target >= p.tokens {
-				target = p.tokens - 1
+		for t > limit {
+			n, err := c.tokensOf(p)
+			if err != nil {
+				return nil, 0, err
 			}
-			p.body, p.tokens = e.Truncate(p.body, target)
+			if n <= p.minTokens {
+				break
+			}
+			target := max(p.minTokens, n-(t-limit))
+			if target >= n {
+				target = n - 1
+			}
+			if err := c.truncate(p, target); err != nil {
+				return nil, 0, err
+			}
 			if len(cutNames) == 0 || cutNames[len(cutNames)-1] != p.name {
 				cutNames = append(cutNames, p.name)
 			}
-			t = total()
+			if t, err = c.total(); err != nil {
+				return nil, 0, err
+			}
 		}
 		if t <= limit {
 			break
 		}
 	}
-	return cutNames
+	return cutNames, t, nil
 }
 
-// countJoined is the exact token count of the parts' blocks joined by
-// Separator, computed from each body's known count. Where a line feed is
-// followed by a letter or a number (tokens.StartsPiece) the count splits
-// exactly, so only the text around the joins is counted: the first and last
-// line of each body, headings and separators. A long body is then not
-// counted again after it is cut or when nothing is cut; a body with no such
-// line is counted with its neighbours.
-func countJoined(e *tokens.Encoder, parts []part) int {
-	last := -1 // the last part in the prompt
-	for i := range parts {
-		if parts[i].body != "" {
-			last = i
+// counts counts a runtime assembly's parts, joins and blocks, each text at
+// most once: a body is split at its first and last split points (a line
+// feed before a letter or a number, tokens.StartsPiece), where the count of
+// the prompt, of the body alone and of its block all split exactly. The
+// middle of a body is counted once; its edges, with the headings and
+// separators around them (the glue), are counted when they change, and
+// remembered by which bodies they hold. A body with no split point is all
+// edge: it is counted in its glue and, when its own count is needed (to cut
+// it, or as the block of a section with no heading), alone.
+type counts struct {
+	ctx   context.Context
+	e     counter
+	parts []part
+	memo  map[string]int // glue count by the bodies (index, ver, role) in it
+	glue  []string
+	key   []byte
+}
+
+func (c *counts) splits(p *part) {
+	if p.split {
+		return
+	}
+	p.split, p.mid = true, -1
+	b := p.body
+	p.f = 0
+	if !tokens.StartsPiece(b) {
+		p.f = nextSplit(b, 0)
+	}
+	if p.f < 0 {
+		p.l = -1
+		return
+	}
+	p.l = len(b)
+	if !tokens.EndsPiece(b) {
+		p.l = lastSplit(b, p.f)
+	}
+}
+
+// midOf is the count of the body between its split points; f >= 0.
+func (c *counts) midOf(p *part) (int, error) {
+	if p.mid >= 0 {
+		return p.mid, nil
+	}
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	switch {
+	case p.tokens >= 0:
+		// A cut body: its count is known, its edges are short.
+		p.mid = p.tokens - c.e.CountUncached(p.body[:p.f]) - c.e.CountUncached(p.body[p.l:])
+	case p.f == 0 && p.l == len(p.body):
+		p.tokens = c.e.Count(p.body)
+		p.mid = p.tokens
+	default:
+		p.mid = c.e.Count(p.body[p.f:p.l])
+	}
+	return p.mid, nil
+}
+
+// tokensOf is the count of the body alone.
+func (c *counts) tokensOf(p *part) (int, error) {
+	if p.tokens >= 0 {
+		return p.tokens, nil
+	}
+	c.splits(p)
+	if p.f < 0 {
+		if err := c.ctx.Err(); err != nil {
+			return 0, err
 		}
+		p.tokens = c.e.Count(p.body)
+		return p.tokens, nil
+	}
+	mid, err := c.midOf(p)
+	if err != nil {
+		return 0, err
+	}
+	if p.tokens < 0 {
+		p.tokens = c.e.CountUncached(p.body[:p.f]) + mid + c.e.CountUncached(p.body[p.l:])
+	}
+	return p.tokens, nil
+}
+
+// truncate cuts p's body to its first target tokens. Truncate reads no
+// further than the budget can use.
+func (c *counts) truncate(p *part, target int) error {
+	if err := c.ctx.Err(); err != nil {
+		return err
+	}
+	if !p.cutNow {
+		p.cutNow, p.original = true, p.tokens
+	}
+	p.body, p.tokens = c.e.Truncate(p.body, target)
+	p.ver++
+	p.split = false
+	return nil
+}
+
+// addGlue adds text to the glue, from body number i (version ver) in role
+// ('h' head, 't' tail, 'a' all) or, with i < 0, a heading or separator
+// (named by the bodies around it).
+func (c *counts) addGlue(i, ver int, role byte, texts ...string) {
+	c.glue = append(c.glue, texts...)
+	if i >= 0 {
+		c.key = binary.AppendUvarint(c.key, uint64(i))
+		c.key = binary.AppendUvarint(c.key, uint64(ver))
+		c.key = append(c.key, role)
+	}
+}
+
+// flush counts the glue, once for each content.
+func (c *counts) flush() int {
+	k := string(c.key)
+	n, ok := c.memo[k]
+	if !ok {
+		n = c.e.Count(strings.Join(c.glue, ""))
+		c.memo[k] = n
+	}
+	c.glue, c.key = c.glue[:0], c.key[:0]
+	return n
+}
+
+// total is the exact count of the parts' blocks joined by Separator: the
+// middles of the bodies plus the glue between them. Headings and
+// separators need no key of their own: which ones a glue holds follows from
+// the bodies in it (a glue that starts the prompt has no tail before it).
+func (c *counts) total() (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	if c.memo == nil {
+		c.memo = map[string]int{}
 	}
 	n := 0
-	var glue strings.Builder // text since the last split point, not yet counted
 	first := true
-	for i := range parts {
-		p := &parts[i]
+	for i := range c.parts {
+		p := &c.parts[i]
 		if p.body == "" {
 			continue
 		}
 		if !first {
-			glue.WriteString(Separator)
+			c.glue = append(c.glue, Separator)
 		}
 		first = false
 		if p.heading != "" {
-			glue.WriteString(p.heading)
-			glue.WriteByte('\n')
+			c.glue = append(c.glue, p.heading, "\n")
 		}
-		body := p.body
-		// f: the first split point in body; l: the last. The start of the
-		// prompt splits; so does a line feed (a separator or a heading's)
-		// before a letter or a number, and the end of the prompt, or a body
-		// ending in a letter or a number before its separator.
-		f := -1
-		if glue.Len() == 0 || tokens.StartsPiece(body) {
-			f = 0
-		} else {
-			f = nextSplit(body, 0)
-		}
-		if f < 0 {
-			glue.WriteString(body)
+		c.splits(p)
+		if p.f < 0 {
+			c.addGlue(i, p.ver, 'a', p.body)
 			continue
 		}
-		l := len(body)
-		if i != last && !tokens.EndsPiece(body) {
-			l = lastSplit(body, f)
+		c.addGlue(i, p.ver, 'h', p.body[:p.f])
+		if err := c.ctx.Err(); err != nil {
+			return 0, err
 		}
-		glue.WriteString(body[:f])
-		n += e.Count(glue.String())
-		glue.Reset()
-		// body[f:l] = body less its text before the first split and after
-		// the last, which split exactly inside body too.
-		n += p.tokens - e.CountUncached(body[:f]) - e.CountUncached(body[l:])
-		glue.WriteString(body[l:])
+		n += c.flush()
+		mid, err := c.midOf(p)
+		if err != nil {
+			return 0, err
+		}
+		n += mid
+		c.addGlue(i, p.ver, 't', p.body[p.l:])
 	}
-	if glue.Len() > 0 {
-		n += e.Count(glue.String())
+	if len(c.key) > 0 {
+		n += c.flush()
 	}
-	return n
+	c.glue, c.key = c.glue[:0], c.key[:0]
+	return n, nil
+}
+
+// blockTokens is the exact count of one part's block, its heading and body.
+func (c *counts) blockTokens(p *part) (int, error) {
+	switch {
+	case p.body == "":
+		return 0, nil
+	case p.heading == "":
+		return c.tokensOf(p)
+	}
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	c.splits(p)
+	if p.f < 0 {
+		return c.e.CountUncached(block(p.heading, p.body)), nil
+	}
+	mid, err := c.midOf(p)
+	if err != nil {
+		return 0, err
+	}
+	return c.e.CountUncached(p.heading+"\n"+p.body[:p.f]) + mid + c.e.CountUncached(p.body[p.l:]), nil
 }
 
 // nextSplit is the first offset i >= from, i > 0, where s[i-1] is a line feed
@@ -223,27 +393,18 @@ func lastSplit(s string, from int) int {
 	return from
 }
 
-// blockTokens is the exact count of one part's block.
-func blockTokens(e *tokens.Encoder, p *part) int {
-	switch {
-	case p.body == "":
-		return 0
-	case p.heading == "":
-		return p.tokens
-	case tokens.StartsPiece(p.body):
-		return e.Count(p.heading+"\n") + p.tokens
-	}
-	return e.CountUncached(block(p.heading, p.body))
-}
-
 // parts turns the plan's sections into parts; body gives a section's text
-// and whether this assembly may cut it (Never sections never are).
+// and whether this assembly may cut it (Never sections never are). With e
+// each text is counted; without, counts are left to Assemble's counts.
 func (p *Plan) parts(e *tokens.Encoder, body func(s *Section) (text string, cuttable bool)) []part {
 	parts := make([]part, len(p.Sections))
 	for i := range p.Sections {
 		s := &p.Sections[i]
 		text, cuttable := body(s)
-		n := e.Count(text)
+		n := -1
+		if e != nil {
+			n = e.Count(text)
+		}
 		parts[i] = part{
 			name: s.Name, kind: s.Kind, heading: s.Heading, body: text,
 			cuttable: cuttable && s.Policy != PolicyNever,
@@ -260,6 +421,12 @@ func (p *Plan) parts(e *tokens.Encoder, body func(s *Section) (text string, cutt
 // intent. A plan from plan.json is already sealed; Seal is for a plan built
 // in code.
 func (p *Plan) Seal(truncate bool) ([]*Assembly, error) {
+	return p.SealContext(context.Background(), truncate)
+}
+
+// SealContext is Seal that stops, with an error wrapping ctx.Err(), when
+// ctx is done: it checks between the counts of the cut.
+func (p *Plan) SealContext(ctx context.Context, truncate bool) ([]*Assembly, error) {
 	e, err := tokens.Get(p.Encoding)
 	if err != nil {
 		return nil, err
@@ -267,7 +434,10 @@ func (p *Plan) Seal(truncate bool) ([]*Assembly, error) {
 	out := make([]*Assembly, 0, len(p.Intents))
 	for i := range p.Intents {
 		pi := &p.Intents[i]
-		a := p.assembleStatic(e, pi, truncate)
+		a, err := p.assembleStatic(ctx, e, pi, truncate)
+		if err != nil {
+			return nil, fmt.Errorf("plan %s: sealing intent %s: %w", p.Name, pi.Name, err)
+		}
 		pi.Tokens, pi.FixedTokens, pi.ReservedTokens, pi.WithinBudget = a.Tokens, a.FixedTokens, a.ReservedTokens, a.WithinBudget
 		out = append(out, a)
 	}
@@ -275,9 +445,36 @@ func (p *Plan) Seal(truncate bool) ([]*Assembly, error) {
 	return out, nil
 }
 
+// staticCuts is the cutter of a static assembly: every count is known, the
+// total is the fixed text's count plus the reserves.
+type staticCuts struct {
+	ctx   context.Context
+	e     *tokens.Encoder
+	parts []part
+	fixed func(p *part) string
+	plus  int
+}
+
+func (s *staticCuts) tokensOf(p *part) (int, error) { return p.tokens, nil }
+
+func (s *staticCuts) total() (int, error) {
+	if err := s.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return s.e.Count(join(s.parts, s.fixed)) + s.plus, nil
+}
+
+func (s *staticCuts) truncate(p *part, target int) error {
+	if err := s.ctx.Err(); err != nil {
+		return err
+	}
+	p.body, p.tokens = s.e.Truncate(p.body, target)
+	return nil
+}
+
 // assembleStatic assembles one intent at reconcile time: runtime sections
 // are their heading plus their reserve.
-func (p *Plan) assembleStatic(e *tokens.Encoder, pi *Intent, truncate bool) *Assembly {
+func (p *Plan) assembleStatic(ctx context.Context, e *tokens.Encoder, pi *Intent, truncate bool) (*Assembly, error) {
 	reserved := 0
 	parts := p.parts(e, func(s *Section) (string, bool) {
 		switch s.Kind {
@@ -296,10 +493,16 @@ func (p *Plan) assembleStatic(e *tokens.Encoder, pi *Intent, truncate bool) *Ass
 		}
 		return block(p.heading, p.body)
 	}
-	total := func() int { return e.Count(join(parts, fixed)) + reserved }
+	sc := &staticCuts{ctx: ctx, e: e, parts: parts, fixed: fixed, plus: reserved}
 	a := &Assembly{Intent: pi.Name, MaxTokens: p.MaxTokens, ReservedTokens: reserved}
-	if truncate && total() > p.MaxTokens {
-		a.Cut = cut(e, parts, p.MaxTokens, total)
+	t, err := sc.total()
+	if err != nil {
+		return nil, err
+	}
+	if truncate && t > p.MaxTokens {
+		if a.Cut, t, err = cut(sc, parts, p.MaxTokens, t); err != nil {
+			return nil, err
+		}
 		pi.StaticCuts = nil
 		for _, pt := range parts {
 			if pt.tokens < pt.original && (pt.kind == KindStatic || pt.kind == KindIntent) {
@@ -307,8 +510,8 @@ func (p *Plan) assembleStatic(e *tokens.Encoder, pi *Intent, truncate bool) *Ass
 			}
 		}
 	}
-	a.FixedTokens = e.Count(join(parts, fixed))
-	a.Tokens = a.FixedTokens + reserved
+	a.Tokens = t
+	a.FixedTokens = a.Tokens - reserved
 	a.WithinBudget = a.Tokens <= p.MaxTokens
 	a.Text = join(parts, func(p *part) string {
 		if p.kind == KindRuntime {
@@ -325,7 +528,7 @@ func (p *Plan) assembleStatic(e *tokens.Encoder, pi *Intent, truncate bool) *Ass
 		}
 		a.Sections = append(a.Sections, sr)
 	}
-	return a
+	return a, nil
 }
 
 // Assemble finishes one intent at request time: runtime sections get their
@@ -335,10 +538,19 @@ func (p *Plan) assembleStatic(e *tokens.Encoder, pi *Intent, truncate bool) *Ass
 // sections are an error (*UnknownSectionError), so a typo does not silently
 // drop data; an unknown intent is an *UnknownIntentError.
 //
-// The work is linear in the size of the contents: each is counted once, a
-// cut encodes only what it keeps, and the prompt is re-counted only around
-// the joins.
+// The work grows with the contents only as far as the budget can use them:
+// a content is counted once (its edges, where it meets its heading and the
+// separators, again as part of the prompt), a cut encodes no more than the
+// budget can keep, and after a cut only what changed is counted.
 func (p *Plan) Assemble(intent string, runtime map[string]string) (*Assembly, error) {
+	return p.AssembleContext(context.Background(), intent, runtime)
+}
+
+// AssembleContext is Assemble that stops when ctx is done: it checks ctx
+// between counts and cut steps and then returns an error wrapping
+// ctx.Err() (errors.Is(err, context.DeadlineExceeded) for a deadline). One
+// count of one content is not interrupted.
+func (p *Plan) AssembleContext(ctx context.Context, intent string, runtime map[string]string) (*Assembly, error) {
 	pi := p.intent(intent)
 	if pi == nil {
 		return nil, &UnknownIntentError{Plan: p.Name, Intent: intent, Intents: p.IntentNames()}
@@ -353,7 +565,16 @@ func (p *Plan) Assemble(intent string, runtime map[string]string) (*Assembly, er
 	if err != nil {
 		return nil, err
 	}
-	parts := p.parts(e, func(s *Section) (string, bool) {
+	a, err := p.assemble(ctx, e, pi, runtime)
+	if err != nil {
+		return nil, fmt.Errorf("plan %s: assembling intent %s: %w", p.Name, intent, err)
+	}
+	return a, nil
+}
+
+// assemble is AssembleContext with an encoder and the intent found.
+func (p *Plan) assemble(ctx context.Context, e counter, pi *Intent, runtime map[string]string) (*Assembly, error) {
+	parts := p.parts(nil, func(s *Section) (string, bool) {
 		switch s.Kind {
 		case KindStatic, KindIntent:
 			text := s.Text
@@ -369,12 +590,16 @@ func (p *Plan) Assemble(intent string, runtime map[string]string) (*Assembly, er
 		}
 		return runtime[s.Name], true
 	})
-	total := func() int { return countJoined(e, parts) }
-	a := &Assembly{Intent: intent, MaxTokens: p.MaxTokens}
-	t := total()
+	c := &counts{ctx: ctx, e: e, parts: parts}
+	a := &Assembly{Intent: pi.Name, MaxTokens: p.MaxTokens}
+	t, err := c.total()
+	if err != nil {
+		return nil, err
+	}
 	if t > p.MaxTokens {
-		a.Cut = cut(e, parts, p.MaxTokens, total)
-		t = total()
+		if a.Cut, t, err = cut(c, parts, p.MaxTokens, t); err != nil {
+			return nil, err
+		}
 	}
 	a.Text = join(parts, func(p *part) string { return block(p.heading, p.body) })
 	a.Tokens = t
@@ -382,11 +607,18 @@ func (p *Plan) Assemble(intent string, runtime map[string]string) (*Assembly, er
 	a.Sections = make([]SectionResult, 0, len(parts))
 	for i := range parts {
 		pt := &parts[i]
-		n := blockTokens(e, pt)
+		n, err := c.blockTokens(pt)
+		if err != nil {
+			return nil, err
+		}
 		if pt.kind == KindRuntime {
 			a.ReservedTokens += n
 		}
-		a.Sections = append(a.Sections, SectionResult{Name: pt.name, Kind: pt.kind, Tokens: n, TruncatedTokens: pt.original - pt.tokens})
+		truncated := 0
+		if pt.cutNow {
+			truncated = pt.original - pt.tokens
+		}
+		a.Sections = append(a.Sections, SectionResult{Name: pt.name, Kind: pt.kind, Tokens: n, TruncatedTokens: truncated})
 	}
 	a.FixedTokens = a.Tokens - a.ReservedTokens
 	return a, nil

@@ -15,17 +15,18 @@ import (
 
 	promptopsv1 "github.com/promptops/promptops/api/v1"
 	"github.com/promptops/promptops/internal/assembler"
+	"github.com/promptops/promptops/internal/tokens"
 	"github.com/promptops/promptops/plan"
 )
 
 // Case is one file of testdata/conformance/cases.
 type Case struct {
-	Name        string            `json:"name"`
-	Description string            `json:"description"`
-	Plan        json.RawMessage   `json:"plan"`
-	Intent      string            `json:"intent"`
-	Runtime     map[string]string `json:"runtime"`
-	Expected    Expected          `json:"expected"`
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Plan        json.RawMessage `json:"plan"`
+	Intent      string          `json:"intent"`
+	Runtime     json.RawMessage `json:"runtime"`
+	Expected    Expected        `json:"expected"`
 }
 
 // Expected is the assembly.
@@ -160,87 +161,225 @@ intents: [{name: chat, instruction: "Reply."}]
 `,
 }
 
+// cutTemplates are rendered per case with a budget that makes the first
+// cut of section "body" aim at the case's target (see input.target): the
+// body is last, after its heading, so the cut is all that changes.
+var cutTemplates = map[string]string{
+	"cut-cl100k": `
+encoding: cl100k_base
+budget: {maxTokens: %d, onExceed: Warn}
+sections:
+- {name: role, text: "Keep the text exact.", truncation: {policy: Never}}
+- {name: task, heading: "## Task", intent: true}
+- {name: body, heading: "## Body", runtime: {}, truncation: {priority: 1, minTokens: %d}}
+intents: [{name: chat, instruction: "Reply."}]
+`,
+	"cut-o200k": `
+encoding: o200k_base
+budget: {maxTokens: %d, onExceed: Warn}
+sections:
+- {name: role, text: "Keep the text exact.", truncation: {policy: Never}}
+- {name: task, heading: "## Task", intent: true}
+- {name: body, heading: "## Body", runtime: {}, truncation: {priority: 1, minTokens: %d}}
+intents: [{name: chat, instruction: "Reply."}]
+`,
+}
+
 type input struct {
 	name, template, intent, description string
 	runtime                             map[string]string
+	// raw, when set, is the runtime object as written in the case file
+	// (JSON escapes a Go string cannot carry, such as a lone surrogate).
+	raw string
+	// target, for a cutTemplates template: the budget is set so that the
+	// first cut of section body aims at target tokens; minTokens is the
+	// section's minimum.
+	target, minTokens int
+	// edit changes the rendered plan (a plan written by hand); the plan is
+	// renamed after the case.
+	edit func(p *plan.Plan)
+}
+
+// hostile is 64 KiB of one character between ordinary text at the edges.
+func hostile(c string) string {
+	return "Tool output: " + strings.Repeat(c, (64<<10)/len(c)) + "\nEnd of output"
 }
 
 func rep(s string, n int) string { return strings.Repeat(s, n) }
 
 var inputs = []input{
-	{"en-missing-runtime", "en-support", "chat", "no runtime contents: runtime sections are left out, headings included", nil},
-	{"en-empty-runtime", "en-support", "chat", "empty strings are the same as missing", map[string]string{"knowledge": "", "history": ""}},
-	{"en-fits", "en-support", "troubleshoot", "everything fits: nothing is cut", map[string]string{"knowledge": "Restart the agent after an upgrade.", "history": "User asked about upgrades."}},
-	{"en-cut-highest-priority", "en-support", "chat", "knowledge (priority 10) is cut before history (5)", map[string]string{"knowledge": rep("Article: resetting a password takes two steps. ", 12), "history": "User asked about passwords."}},
-	{"en-cut-to-min-then-next", "en-support", "chat", "knowledge is cut to its minTokens (20), then history is cut", map[string]string{"knowledge": rep("Article: invoices are emailed monthly. ", 12), "history": rep("User asked about invoices again. ", 12)}},
-	{"en-special-token-text", "en-support", "chat", "special-token strings count as plain text", map[string]string{"knowledge": "<|endoftext|> is not a control token here. <|im_start|>", "history": ""}},
-	{"en-only-history", "en-support", "troubleshoot", "one section missing, the other cut", map[string]string{"history": rep("The user pasted a stack trace line. ", 20)}},
-	{"zh-fits", "zh-ssa", "analyze", "Chinese contents within budget", map[string]string{"data_context": "数据概览：共 200 行，12 个变量。", "variable_dictionary": "age：年龄，数值型。", "tool_outputs": "描述性统计：均值 45.2。"}},
-	{"zh-cut-tool-outputs", "zh-ssa", "analyze", "tool_outputs (priority 5) is cut first, at a character boundary", map[string]string{"data_context": "数据概览：共 200 行。", "variable_dictionary": "age：年龄。", "tool_outputs": rep("描述性统计结果：均值、标准差、四分位数。", 30)}},
-	{"zh-cut-two-sections", "zh-ssa", "analyze", "tool_outputs cut away, then variable_dictionary down to its minimum or less", map[string]string{"data_context": "数据概览：共 200 行。", "variable_dictionary": rep("变量 age：年龄，数值型。", 30), "tool_outputs": rep("结果：显著。", 40)}},
-	{"zh-cut-all-three", "zh-ssa", "chat", "all three runtime sections cut, data_context last", map[string]string{"data_context": rep("数据概览：共 200 行，12 个变量。", 20), "variable_dictionary": rep("变量 age：年龄，数值型。", 20), "tool_outputs": rep("结果：显著。", 40)}},
-	{"zh-lines", "zh-ssa", "analyze", "many lines, some starting with punctuation", map[string]string{"tool_outputs": rep("结果一：均值。\n。标注\n- 项目\n", 25)}},
-	{"zh-one-long-line", "zh-ssa", "chat", "a long Chinese text without a line break", map[string]string{"variable_dictionary": rep("变量说明没有换行", 80)}},
-	{"ties-later-first", "ties", "sum", "equal priorities: the later section is cut first", map[string]string{"a": rep("alpha notes. ", 10), "b": rep("beta notes. ", 10), "c": rep("gamma notes. ", 10)}},
-	{"ties-one-empty", "ties", "sum", "equal priorities with the last one empty: b is cut first", map[string]string{"a": rep("alpha notes. ", 10), "b": rep("beta notes. ", 10), "c": ""}},
-	{"ties-all-cut", "ties", "sum", "equal priorities: c and b cut away, a cut", map[string]string{"a": rep("alpha notes. ", 30), "b": rep("beta notes. ", 30), "c": rep("gamma notes. ", 30)}},
-	{"never-runtime-kept", "never-runtime", "chat", "a Never runtime section is not cut; notes are", map[string]string{"customer": "Jane Doe, premium plan.", "notes": rep("Note about the account. ", 10)}},
-	{"never-runtime-over", "never-runtime", "chat", "a Never runtime section alone is over budget: over budget after cutting notes", map[string]string{"customer": rep("Jane Doe, premium plan, region eu-west. ", 8), "notes": "short"}},
-	{"static-cut-used", "static-truncate", "chat", "the render-time static cut (staticCuts) replaces the manual's text", map[string]string{}},
-	{"static-cut-and-runtime-cut", "static-truncate", "chat", "static cut plus a runtime cut", map[string]string{"ctx": rep("Customer context line. ", 10)}},
-	{"intent-cut-at-render", "intent-truncate", "long", "the intent instruction was cut at render time (its section has a truncation)", map[string]string{"ctx": "x"}},
-	{"over-budget-static", "over-budget", "chat", "static Never text over budget: withinBudget false, nothing to cut", nil},
-	{"over-budget-after-cut", "over-budget", "chat", "runtime cut away entirely, still over budget", map[string]string{"ctx": rep("context ", 30)}},
-	{"emoji-cut", "emoji", "chat", "emoji cut at a character boundary, never inside one", map[string]string{"messages": rep("🎉😀👍🏽🚀", 10)}},
-	{"emoji-zwj-cut", "emoji", "chat", "ZWJ sequences cut at a code point boundary", map[string]string{"messages": rep("👩‍💻👨‍👩‍👧‍👦", 10)}},
-	{"emoji-o200k-cut", "emoji-o200k", "chat", "emoji in o200k_base", map[string]string{"messages": rep("好的🎉😀 ", 20)}},
-	{"min-tokens-stop", "min-tokens", "chat", "primary stops at minTokens 30; secondary is cut next", map[string]string{"primary": rep("Source A says the rate is 4%. ", 20), "secondary": rep("Source B agrees. ", 20)}},
-	{"min-tokens-above-content", "min-tokens", "chat", "primary is under its minTokens: not cut; secondary is", map[string]string{"primary": "Source A: 4%.", "secondary": rep("Source B agrees with A. ", 30)}},
-	{"bare-leading-space", "bare", "chat", "content without a heading starting with white space", map[string]string{"raw": rep("  spaced words ", 20)}},
-	{"bare-leading-newlines", "bare", "chat", "content starting and ending with line feeds", map[string]string{"raw": "\n\n" + rep("line\n", 30) + "\n\n", "extra": "x"}},
-	{"bare-crlf", "bare", "chat", "CRLF line ends and tabs", map[string]string{"raw": rep("col1\tcol2\r\n", 30)}},
-	{"en-trailing-space-kept", "en-support", "chat", "a kept section ending in spaces and a line feed before the next; the earlier, higher-priority section is cut", map[string]string{"knowledge": rep("Article: quotas reset daily. ", 20), "history": "value   \n"}},
-	{"bare-punctuation-lines", "bare", "chat", "lines starting with punctuation and slashes", map[string]string{"raw": rep("./run\n/path\n- item\n", 15)}},
+	{name: "en-missing-runtime", template: "en-support", intent: "chat", description: "no runtime contents: runtime sections are left out, headings included", runtime: nil},
+	{name: "en-empty-runtime", template: "en-support", intent: "chat", description: "empty strings are the same as missing", runtime: map[string]string{"knowledge": "", "history": ""}},
+	{name: "en-fits", template: "en-support", intent: "troubleshoot", description: "everything fits: nothing is cut", runtime: map[string]string{"knowledge": "Restart the agent after an upgrade.", "history": "User asked about upgrades."}},
+	{name: "en-cut-highest-priority", template: "en-support", intent: "chat", description: "knowledge (priority 10) is cut before history (5)", runtime: map[string]string{"knowledge": rep("Article: resetting a password takes two steps. ", 12), "history": "User asked about passwords."}},
+	{name: "en-cut-to-min-then-next", template: "en-support", intent: "chat", description: "knowledge is cut to its minTokens (20), then history is cut", runtime: map[string]string{"knowledge": rep("Article: invoices are emailed monthly. ", 12), "history": rep("User asked about invoices again. ", 12)}},
+	{name: "en-special-token-text", template: "en-support", intent: "chat", description: "special-token strings count as plain text", runtime: map[string]string{"knowledge": "<|endoftext|> is not a control token here. <|im_start|>", "history": ""}},
+	{name: "en-only-history", template: "en-support", intent: "troubleshoot", description: "one section missing, the other cut", runtime: map[string]string{"history": rep("The user pasted a stack trace line. ", 20)}},
+	{name: "zh-fits", template: "zh-ssa", intent: "analyze", description: "Chinese contents within budget", runtime: map[string]string{"data_context": "数据概览：共 200 行，12 个变量。", "variable_dictionary": "age：年龄，数值型。", "tool_outputs": "描述性统计：均值 45.2。"}},
+	{name: "zh-cut-tool-outputs", template: "zh-ssa", intent: "analyze", description: "tool_outputs (priority 5) is cut first, at a character boundary", runtime: map[string]string{"data_context": "数据概览：共 200 行。", "variable_dictionary": "age：年龄。", "tool_outputs": rep("描述性统计结果：均值、标准差、四分位数。", 30)}},
+	{name: "zh-cut-two-sections", template: "zh-ssa", intent: "analyze", description: "tool_outputs cut away, then variable_dictionary down to its minimum or less", runtime: map[string]string{"data_context": "数据概览：共 200 行。", "variable_dictionary": rep("变量 age：年龄，数值型。", 30), "tool_outputs": rep("结果：显著。", 40)}},
+	{name: "zh-cut-all-three", template: "zh-ssa", intent: "chat", description: "all three runtime sections cut, data_context last", runtime: map[string]string{"data_context": rep("数据概览：共 200 行，12 个变量。", 20), "variable_dictionary": rep("变量 age：年龄，数值型。", 20), "tool_outputs": rep("结果：显著。", 40)}},
+	{name: "zh-lines", template: "zh-ssa", intent: "analyze", description: "many lines, some starting with punctuation", runtime: map[string]string{"tool_outputs": rep("结果一：均值。\n。标注\n- 项目\n", 25)}},
+	{name: "zh-one-long-line", template: "zh-ssa", intent: "chat", description: "a long Chinese text without a line break", runtime: map[string]string{"variable_dictionary": rep("变量说明没有换行", 80)}},
+	{name: "ties-later-first", template: "ties", intent: "sum", description: "equal priorities: the later section is cut first", runtime: map[string]string{"a": rep("alpha notes. ", 10), "b": rep("beta notes. ", 10), "c": rep("gamma notes. ", 10)}},
+	{name: "ties-one-empty", template: "ties", intent: "sum", description: "equal priorities with the last one empty: b is cut first", runtime: map[string]string{"a": rep("alpha notes. ", 10), "b": rep("beta notes. ", 10), "c": ""}},
+	{name: "ties-all-cut", template: "ties", intent: "sum", description: "equal priorities: c and b cut away, a cut", runtime: map[string]string{"a": rep("alpha notes. ", 30), "b": rep("beta notes. ", 30), "c": rep("gamma notes. ", 30)}},
+	{name: "never-runtime-kept", template: "never-runtime", intent: "chat", description: "a Never runtime section is not cut; notes are", runtime: map[string]string{"customer": "Jane Doe, premium plan.", "notes": rep("Note about the account. ", 10)}},
+	{name: "never-runtime-over", template: "never-runtime", intent: "chat", description: "a Never runtime section alone is over budget: over budget after cutting notes", runtime: map[string]string{"customer": rep("Jane Doe, premium plan, region eu-west. ", 8), "notes": "short"}},
+	{name: "static-cut-used", template: "static-truncate", intent: "chat", description: "the render-time static cut (staticCuts) replaces the manual's text", runtime: map[string]string{}},
+	{name: "static-cut-and-runtime-cut", template: "static-truncate", intent: "chat", description: "static cut plus a runtime cut", runtime: map[string]string{"ctx": rep("Customer context line. ", 10)}},
+	{name: "intent-cut-at-render", template: "intent-truncate", intent: "long", description: "the intent instruction was cut at render time (its section has a truncation)", runtime: map[string]string{"ctx": "x"}},
+	{name: "over-budget-static", template: "over-budget", intent: "chat", description: "static Never text over budget: withinBudget false, nothing to cut", runtime: nil},
+	{name: "over-budget-after-cut", template: "over-budget", intent: "chat", description: "runtime cut away entirely, still over budget", runtime: map[string]string{"ctx": rep("context ", 30)}},
+	{name: "emoji-cut", template: "emoji", intent: "chat", description: "emoji cut at a character boundary, never inside one", runtime: map[string]string{"messages": rep("🎉😀👍🏽🚀", 10)}},
+	{name: "emoji-zwj-cut", template: "emoji", intent: "chat", description: "ZWJ sequences cut at a code point boundary", runtime: map[string]string{"messages": rep("👩‍💻👨‍👩‍👧‍👦", 10)}},
+	{name: "emoji-o200k-cut", template: "emoji-o200k", intent: "chat", description: "emoji in o200k_base", runtime: map[string]string{"messages": rep("好的🎉😀 ", 20)}},
+	{name: "min-tokens-stop", template: "min-tokens", intent: "chat", description: "primary stops at minTokens 30; secondary is cut next", runtime: map[string]string{"primary": rep("Source A says the rate is 4%. ", 20), "secondary": rep("Source B agrees. ", 20)}},
+	{name: "min-tokens-above-content", template: "min-tokens", intent: "chat", description: "primary is under its minTokens: not cut; secondary is", runtime: map[string]string{"primary": "Source A: 4%.", "secondary": rep("Source B agrees with A. ", 30)}},
+	{name: "bare-leading-space", template: "bare", intent: "chat", description: "content without a heading starting with white space", runtime: map[string]string{"raw": rep("  spaced words ", 20)}},
+	{name: "bare-leading-newlines", template: "bare", intent: "chat", description: "content starting and ending with line feeds", runtime: map[string]string{"raw": "\n\n" + rep("line\n", 30) + "\n\n", "extra": "x"}},
+	{name: "bare-crlf", template: "bare", intent: "chat", description: "CRLF line ends and tabs", runtime: map[string]string{"raw": rep("col1\tcol2\r\n", 30)}},
+	{name: "en-trailing-space-kept", template: "en-support", intent: "chat", description: "a kept section ending in spaces and a line feed before the next; the earlier, higher-priority section is cut", runtime: map[string]string{"knowledge": rep("Article: quotas reset daily. ", 20), "history": "value   \n"}},
+	{name: "bare-punctuation-lines", template: "bare", intent: "chat", description: "lines starting with punctuation and slashes", runtime: map[string]string{"raw": rep("./run\n/path\n- item\n", 15)}},
+	// The cut keeps the bytes of the body's first target tokens, backed off
+	// to a character and re-encoded: not the longest prefix that fits.
+	{name: "cut-invoices", template: "cut-cl100k", intent: "chat", target: 1, description: "target 1: the first token of \"Invoices\" is \"In\", which is kept, though \"Invoice\" alone is also one token", runtime: map[string]string{"body": "Invoices are emailed monthly and list every charge"}},
+	{name: "cut-invoices-o200k", template: "cut-o200k", intent: "chat", target: 6, description: "target 6: the cut ends after the first token of the second \"Invoices\"", runtime: map[string]string{"body": "Invoices are emailed monthly. Invoices list every charge"}},
+	{name: "cut-code-indent", template: "cut-cl100k", intent: "chat", target: 17, description: "a cut inside the indentation of code: the token of spaces before \"if\" is cut where it ends", runtime: map[string]string{"body": "def total(items):\n    s = 0\n    for it in items:\n        if it.ok:\n            s += it.price\n    return s\n"}},
+	{name: "cut-code-indent-o200k", template: "cut-o200k", intent: "chat", target: 11, description: "a cut inside the indentation of code", runtime: map[string]string{"body": "def total(items):\n    s = 0\n    for it in items:\n        if it.ok:\n            s += it.price\n    return s\n"}},
+	{name: "cut-double-spaces", template: "cut-cl100k", intent: "chat", target: 8, description: "double spaces: the cut keeps one space of a pair", runtime: map[string]string{"body": "Mean  45.2,  sd  3.1.  Two  spaces  after  each  word,  as  typed  on  old  machines."}},
+	{name: "cut-double-spaces-o200k", template: "cut-o200k", intent: "chat", target: 2, description: "double spaces: \"Mean \" is kept, not \"Mean  \"", runtime: map[string]string{"body": "Mean  45.2,  sd  3.1.  Two  spaces  after  each  word,  as  typed  on  old  machines."}},
+	{name: "cut-table", template: "cut-cl100k", intent: "chat", target: 6, description: "a Markdown table cut inside a row", runtime: map[string]string{"body": "| name | value |\n|------|-------|\n| mean | 45.2  |\n| sd   | 3.1   |\n| n    | 200   |\n"}},
+	{name: "cut-table-o200k", template: "cut-o200k", intent: "chat", target: 18, description: "a Markdown table cut inside the padding of a cell", runtime: map[string]string{"body": "| name | value |\n|------|-------|\n| mean | 45.2  |\n| sd   | 3.1   |\n| n    | 200   |\n"}},
+	{name: "cut-below-min", template: "cut-cl100k", intent: "chat", target: 1, minTokens: 4, description: "the cut aims at minTokens 4 but ends at a character boundary with fewer tokens, and the section is not cut again", runtime: map[string]string{"body": rep("🎉😀👍🏽🚀", 4)}},
+	{name: "static-cut-whatever-onexceed", template: "static-truncate", intent: "chat", description: "a plan with onExceed Warn that has a staticCuts entry: the entry is used", runtime: map[string]string{"ctx": "Customer context."},
+		edit: func(p *plan.Plan) { p.OnExceed = "Warn" }},
+	{name: "lone-surrogate", template: "bare", intent: "chat", description: "lone surrogates in the runtime JSON are U+FFFD; a pair is one character", raw: `{"extra": "pair \ud83d\ude00 lone \ud800 and \udc00 end", "raw": "x\udbff"}`},
+	// Hostile contents: 64 KiB of one character with text at the edges.
+	{name: "hostile-punct", template: "en-support", intent: "chat", description: "64 KiB of '!' cut to budget", runtime: map[string]string{"knowledge": hostile("!"), "history": "User asked twice."}},
+	{name: "hostile-spaces", template: "zh-ssa", intent: "analyze", description: "64 KiB of spaces cut to budget", runtime: map[string]string{"tool_outputs": hostile(" "), "data_context": "n=200"}},
+	{name: "hostile-letters", template: "en-support", intent: "chat", description: "64 KiB of 'a' cut to budget", runtime: map[string]string{"knowledge": hostile("a")}},
+	{name: "hostile-digits", template: "zh-ssa", intent: "analyze", description: "64 KiB of '7' cut to budget", runtime: map[string]string{"tool_outputs": hostile("7")}},
+	{name: "hostile-cjk", template: "zh-ssa", intent: "chat", description: "64 KiB of '中' cut to budget", runtime: map[string]string{"variable_dictionary": hostile("中"), "tool_outputs": "均值 45.2"}},
+	{name: "hostile-emoji", template: "en-support", intent: "troubleshoot", description: "64 KiB of '😀' cut to budget", runtime: map[string]string{"history": hostile("😀")}},
 }
 
 func main() {
 	dir := filepath.Join("testdata", "conformance", "cases")
-	if err := os.RemoveAll(dir); err != nil {
+	n, err := generate(dir)
+	if err != nil {
 		fail(err)
 	}
+	fmt.Printf("wrote %d cases to %s\n", n, dir)
+}
+
+// render renders a template's YAML as the operator does and returns its
+// plan.json.
+func render(name, y string) ([]byte, error) {
+	spec := &promptopsv1.PromptTemplateSpec{}
+	if err := yaml.UnmarshalStrict([]byte(y), spec); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	res, err := assembler.Render(assembler.Input{Namespace: "conformance", Name: name, Spec: spec})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	data, err := assembler.ConfigMapData(res)
+	if err != nil {
+		return nil, err
+	}
+	return []byte(data[assembler.PlanKey]), nil
+}
+
+// planFor is the plan.json of one case.
+func planFor(in input, plans map[string][]byte, runtime map[string]string) ([]byte, error) {
+	if y, ok := cutTemplates[in.template]; ok {
+		// Render with room for everything, then set the budget so that
+		// target = n - (t - limit) for the body: limit = t - n + target.
+		data, err := render(in.name, fmt.Sprintf(y, 1<<20, in.minTokens))
+		if err != nil {
+			return nil, err
+		}
+		p, err := plan.Load(data)
+		if err != nil {
+			return nil, err
+		}
+		a, err := p.Assemble(in.intent, runtime)
+		if err != nil {
+			return nil, err
+		}
+		n := tokens.MustGet(p.Encoding).Count(runtime["body"])
+		return render(in.name, fmt.Sprintf(y, a.Tokens-n+in.target, in.minTokens))
+	}
+	data, ok := plans[in.template]
+	if !ok {
+		return nil, fmt.Errorf("%s: no template %q", in.name, in.template)
+	}
+	if in.edit != nil {
+		p, err := plan.Load(data)
+		if err != nil {
+			return nil, err
+		}
+		in.edit(p)
+		p.Name = in.name
+		p.Revision = p.Digest()
+		out, err := json.MarshalIndent(p, "", "  ")
+		if err != nil {
+			return nil, err
+		}
+		return append(out, '\n'), nil
+	}
+	return data, nil
+}
+
+// generate writes every case into dir, which it empties first, and
+// returns how many it wrote.
+func generate(dir string) (int, error) {
+	if err := os.RemoveAll(dir); err != nil {
+		return 0, err
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		fail(err)
+		return 0, err
 	}
 	plans := map[string][]byte{}
 	for name, y := range templates {
-		spec := &promptopsv1.PromptTemplateSpec{}
-		if err := yaml.UnmarshalStrict([]byte(y), spec); err != nil {
-			fail(fmt.Errorf("%s: %w", name, err))
-		}
-		res, err := assembler.Render(assembler.Input{Namespace: "conformance", Name: name, Spec: spec})
+		data, err := render(name, y)
 		if err != nil {
-			fail(fmt.Errorf("%s: %w", name, err))
+			return 0, err
 		}
-		data, err := assembler.ConfigMapData(res)
-		if err != nil {
-			fail(err)
-		}
-		plans[name] = []byte(data[assembler.PlanKey])
+		plans[name] = data
 	}
 	for i, in := range inputs {
-		p, err := plan.Load(plans[in.template])
-		if err != nil {
-			fail(err)
+		runtime := in.runtime
+		raw := []byte(in.raw)
+		if in.raw != "" {
+			// As every JSON reader of promptops decodes it.
+			if err := json.Unmarshal(raw, &runtime); err != nil {
+				return 0, fmt.Errorf("%s: %w", in.name, err)
+			}
+		} else {
+			if runtime == nil {
+				runtime = map[string]string{}
+			}
+			var err error
+			if raw, err = json.Marshal(runtime); err != nil {
+				return 0, err
+			}
 		}
-		a, err := p.Assemble(in.intent, in.runtime)
+		data, err := planFor(in, plans, runtime)
 		if err != nil {
-			fail(fmt.Errorf("%s: %w", in.name, err))
+			return 0, err
 		}
-		c := Case{Name: in.name, Description: in.description, Plan: json.RawMessage(plans[in.template]), Intent: in.intent, Runtime: in.runtime,
+		p, err := plan.Load(data)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", in.name, err)
+		}
+		a, err := p.Assemble(in.intent, runtime)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", in.name, err)
+		}
+		c := Case{Name: in.name, Description: in.description, Plan: json.RawMessage(data), Intent: in.intent, Runtime: raw,
 			Expected: Expected{Prompt: a.Text, Tokens: a.Tokens, MaxTokens: a.MaxTokens, WithinBudget: a.WithinBudget, Cut: a.Cut}}
-		if c.Runtime == nil {
-			c.Runtime = map[string]string{}
-		}
 		if c.Expected.Cut == nil {
 			c.Expected.Cut = []string{}
 		}
@@ -249,13 +388,13 @@ func main() {
 		}
 		out, err := json.MarshalIndent(&c, "", "  ")
 		if err != nil {
-			fail(err)
+			return 0, err
 		}
 		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%03d-%s.json", i+1, in.name)), append(out, '\n'), 0o644); err != nil {
-			fail(err)
+			return 0, err
 		}
 	}
-	fmt.Printf("wrote %d cases to %s\n", len(inputs), dir)
+	return len(inputs), nil
 }
 
 func fail(err error) {

@@ -5,6 +5,7 @@
 package assembler
 
 import (
+	"context"
 	"fmt"
 	"regexp"
 	"unicode/utf8"
@@ -130,6 +131,12 @@ func resolve(where string, inline *string, from *promptopsv1.TextSource, sources
 // Render validates and renders a template: a plan and one static assembly
 // per intent. With onExceed: Truncate it cuts static sections to fit.
 func Render(in Input) (*Result, error) {
+	return RenderContext(context.Background(), in)
+}
+
+// RenderContext is Render that gives up, with an error wrapping ctx.Err(),
+// when ctx is done before the counts and cuts are (plan.SealContext).
+func RenderContext(ctx context.Context, in Input) (*Result, error) {
 	spec := in.Spec
 	if err := Validate(spec); err != nil {
 		return nil, err
@@ -204,7 +211,7 @@ func Render(in Input) (*Result, error) {
 		}
 		plan.Intents = append(plan.Intents, PlanIntent{Name: it.Name, Instruction: text})
 	}
-	intents, err := plan.Seal(onExceed == promptopsv1.OnExceedTruncate)
+	intents, err := plan.SealContext(ctx, onExceed == promptopsv1.OnExceedTruncate)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package assembler
 
 import (
+	"context"
 	"errors"
 	"strconv"
 	"strings"
@@ -162,6 +163,16 @@ func TestDeterministic(t *testing.T) {
 	}
 	if !strings.HasPrefix(a.Plan.Revision, "sha256:") || len(a.Plan.Revision) != 71 {
 		t.Fatalf("revision %q", a.Plan.Revision)
+	}
+}
+
+// A render whose context is done gives up with the context's error.
+func TestRenderContextStops(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := RenderContext(ctx, Input{Namespace: "ns", Name: "t", Spec: spec(t, sixSections)})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v, want context.Canceled", err)
 	}
 }
 

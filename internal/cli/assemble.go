@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/promptops/promptops/plan"
 )
@@ -14,12 +16,17 @@ func init() {
 	register("assemble", "finish a prompt from plan.json and runtime contents on stdin, cut to budget", runAssemble)
 }
 
+// DefaultAssembleTimeout bounds one `promptops assemble`: far above what
+// megabytes of contents take, low enough that a stuck pipeline fails.
+const DefaultAssembleTimeout = time.Minute
+
 func runAssemble(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlagSet("assemble", stderr)
 	planPath := fs.String("plan", "", "Path to plan.json (the rendered ConfigMap's key).")
 	intent := fs.String("intent", "", "Intent to assemble.")
+	timeout := fs.Duration("timeout", DefaultAssembleTimeout, "Give up assembling after this long (exit 2); 0 for no limit.")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: promptops assemble --plan plan.json --intent NAME < runtime.json\n\nstdin holds the runtime sections' contents as a JSON object, {\"data_context\": \"...\"}.\nThe prompt goes to stdout, a one-line report to stderr. Exit 1 when even after\ncutting runtime sections the prompt is over budget; 2 for invalid input.")
+		fmt.Fprintln(stderr, "Usage: promptops assemble --plan plan.json --intent NAME < runtime.json\n\nstdin holds the runtime sections' contents as a JSON object, {\"data_context\": \"...\"}.\nThe prompt goes to stdout, a one-line report to stderr. Exit 1 when even after\ncutting runtime sections the prompt is over budget; 2 for invalid input or\nwhen --timeout passes first.")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args); !ok {
@@ -28,6 +35,13 @@ func runAssemble(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if *planPath == "" || *intent == "" {
 		fs.Usage()
 		return ExitInvalid
+	}
+	// The deadline covers the whole command, reading included.
+	ctx := context.Background()
+	if *timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *timeout)
+		defer cancel()
 	}
 	data, err := os.ReadFile(*planPath)
 	if err != nil {
@@ -51,7 +65,7 @@ func runAssemble(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return ExitInvalid
 		}
 	}
-	a, err := p.Assemble(*intent, runtime)
+	a, err := p.AssembleContext(ctx, *intent, runtime)
 	if err != nil {
 		fmt.Fprintln(stderr, "promptops assemble:", err)
 		return ExitInvalid

@@ -210,6 +210,10 @@ func TestAssembleEnglishCutsKnowledgeFirst(t *testing.T) {
 	if code, _, _ := run(t, `not json`, "assemble", "--plan", plan, "--intent", "chat"); code != ExitInvalid {
 		t.Fatalf("garbage stdin: exit %d", code)
 	}
+	// A deadline that has passed before the assembly starts stops it.
+	if code, _, e := run(t, string(in), "assemble", "--plan", plan, "--intent", "troubleshoot", "--timeout", "1ns"); code != ExitInvalid || !strings.Contains(e, "context deadline exceeded") {
+		t.Fatalf("timeout: exit %d %s", code, e)
+	}
 }
 
 // TestRenderGivesTheAPIServersVerdict: what the API server would refuse

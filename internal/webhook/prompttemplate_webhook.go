@@ -78,7 +78,7 @@ func (v *PromptTemplateValidator) Review(ctx context.Context, pt *promptopsv1.Pr
 	ctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
 	sources, warnings := v.readSources(ctx, pt)
-	res, err := assembler.Render(assembler.Input{Namespace: pt.Namespace, Name: pt.Name, Spec: &pt.Spec, Sources: sources})
+	res, err := assembler.RenderContext(ctx, assembler.Input{Namespace: pt.Namespace, Name: pt.Name, Spec: &pt.Spec, Sources: sources})
 	if err != nil {
 		msg := capitalize(err.Error()) + "."
 		if neverRenders(err) {

@@ -1,0 +1,274 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/promptops/promptops/internal/tokens"
+	"github.com/promptops/promptops/plan"
+)
+
+const casesDir = "../../testdata/conformance/cases"
+
+// Re-running the generator changes nothing: the vectors are what the code
+// answers today.
+func TestGenerateChangesNothing(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := generate(dir); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := filepath.Glob(filepath.Join(casesDir, "*.json"))
+	got, _ := filepath.Glob(filepath.Join(dir, "*.json"))
+	if len(got) != len(want) {
+		t.Fatalf("generated %d cases, testdata has %d: run go run ./hack/conformance", len(got), len(want))
+	}
+	for _, w := range want {
+		a, err := os.ReadFile(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, filepath.Base(w)))
+		if err != nil || !bytes.Equal(a, b) {
+			t.Errorf("%s differs from what the generator writes (%v): run go run ./hack/conformance", filepath.Base(w), err)
+		}
+	}
+}
+
+type vector struct {
+	Name     string            `json:"name"`
+	Plan     json.RawMessage   `json:"plan"`
+	Intent   string            `json:"intent"`
+	Runtime  map[string]string `json:"runtime"`
+	Expected docResult         `json:"expected"`
+}
+
+// docResult is what a case expects, as docs/plan.md lists it.
+type docResult struct {
+	Prompt       string    `json:"prompt"`
+	Tokens       int       `json:"tokens"`
+	MaxTokens    int       `json:"maxTokens"`
+	WithinBudget bool      `json:"withinBudget"`
+	Cut          []string  `json:"cut"`
+	Sections     []Section `json:"sections"`
+}
+
+func vectors(t *testing.T) []vector {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(casesDir, "*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no vectors: %v", err)
+	}
+	var out []vector
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v vector
+		// encoding/json reads a lone surrogate as U+FFFD, as docs/plan.md
+		// says a reader must.
+		if err := json.Unmarshal(data, &v); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// cutFunc cuts body to target tokens, as one wording of the contract says.
+type cutFunc func(e *tokens.Encoder, body string, target int) string
+
+// newWording is the cut as docs/plan.md states it: the bytes of the
+// body's first target tokens, backed off to the start of the character the
+// end falls in; if that prefix, encoded on its own, has more than target
+// tokens, the same with one token fewer, and so on.
+func newWording(e *tokens.Encoder, body string, target int) string {
+	toks := e.Encode(body)
+	if len(toks) <= target {
+		return body
+	}
+	for k := target; k >= 1; k-- {
+		c := len(e.Decode(toks[:k]))
+		for c > 0 && c < len(body) && !utf8.RuneStart(body[c]) {
+			c--
+		}
+		if e.CountUncached(body[:c]) <= target {
+			return body[:c]
+		}
+	}
+	return ""
+}
+
+// oldWording is the cut as docs/plan.md stated it before: "the longest
+// prefix of its body, ending on a character boundary, whose own count is at
+// most target".
+func oldWording(e *tokens.Encoder, body string, target int) string {
+	for c := len(body); c > 0; c-- {
+		if c < len(body) && !utf8.RuneStart(body[c]) {
+			continue
+		}
+		if e.CountUncached(body[:c]) <= target {
+			return body[:c]
+		}
+	}
+	return ""
+}
+
+// docAssemble follows "Finishing a prompt" of docs/plan.md step by step,
+// counting the whole prompt each time, with the given cut.
+func docAssemble(p *plan.Plan, intent string, runtime map[string]string, cut cutFunc) (docResult, error) {
+	e := tokens.MustGet(p.Encoding)
+	var in *plan.Intent
+	for i := range p.Intents {
+		if p.Intents[i].Name == intent {
+			in = &p.Intents[i]
+		}
+	}
+	if in == nil {
+		return docResult{}, fmt.Errorf("no intent %q", intent)
+	}
+	for name := range runtime {
+		ok := false
+		for _, s := range p.Sections {
+			ok = ok || (s.Name == name && s.Kind == plan.KindRuntime)
+		}
+		if !ok {
+			return docResult{}, fmt.Errorf("no runtime section %q", name)
+		}
+	}
+	// 1. Bodies.
+	bodies := make([]string, len(p.Sections))
+	for i, s := range p.Sections {
+		switch s.Kind {
+		case plan.KindStatic:
+			bodies[i] = s.Text
+		case plan.KindIntent:
+			bodies[i] = in.Instruction
+		case plan.KindRuntime:
+			bodies[i] = runtime[s.Name]
+		}
+		for _, c := range in.StaticCuts { // whatever onExceed says; the last entry wins
+			if c.Section == s.Name {
+				bodies[i] = c.Text
+			}
+		}
+	}
+	// 2. Blocks; 3. joined by the separator.
+	blockOf := func(i int) string {
+		switch {
+		case bodies[i] == "":
+			return ""
+		case p.Sections[i].Heading == "":
+			return bodies[i]
+		}
+		return p.Sections[i].Heading + "\n" + bodies[i]
+	}
+	prompt := func() string {
+		var blocks []string
+		for i := range bodies {
+			if b := blockOf(i); b != "" {
+				blocks = append(blocks, b)
+			}
+		}
+		return strings.Join(blocks, "\n\n")
+	}
+	// 4. Cut runtime sections, highest priority first, the later on a tie.
+	original := make([]int, len(bodies))
+	for i := range bodies {
+		original[i] = e.CountUncached(bodies[i])
+	}
+	var order []int
+	for i, s := range p.Sections {
+		if s.Kind == plan.KindRuntime && s.Policy != plan.PolicyNever {
+			order = append(order, i)
+		}
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		sa, sb := p.Sections[order[a]], p.Sections[order[b]]
+		if sa.Priority != sb.Priority {
+			return sa.Priority > sb.Priority
+		}
+		return order[a] > order[b]
+	})
+	r := docResult{MaxTokens: p.MaxTokens, Cut: []string{}}
+	limit := p.MaxTokens
+	t := e.CountUncached(prompt())
+	for _, i := range order {
+		s := p.Sections[i]
+		n := e.CountUncached(bodies[i])
+		for t > limit && n > s.MinTokens {
+			target := max(s.MinTokens, n-(t-limit))
+			if target >= n {
+				target = n - 1
+			}
+			bodies[i] = cut(e, bodies[i], target)
+			n = e.CountUncached(bodies[i])
+			if len(r.Cut) == 0 || r.Cut[len(r.Cut)-1] != s.Name {
+				r.Cut = append(r.Cut, s.Name)
+			}
+			t = e.CountUncached(prompt())
+		}
+	}
+	r.Prompt, r.Tokens, r.WithinBudget = prompt(), t, t <= limit
+	for i, s := range p.Sections {
+		r.Sections = append(r.Sections, Section{s.Name, e.CountUncached(blockOf(i)), original[i] - e.CountUncached(bodies[i])})
+	}
+	return r, nil
+}
+
+// A reader who follows docs/plan.md passes every vector; one who follows
+// its old wording of the cut fails some, the Invoices case among them.
+func TestDocsWordingAgainstVectors(t *testing.T) {
+	var oldFails []string
+	for _, v := range vectors(t) {
+		p, err := plan.Load(v.Plan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := docAssemble(p, v.Intent, v.Runtime, newWording)
+		if err != nil {
+			t.Fatalf("%s: %v", v.Name, err)
+		}
+		if !reflect.DeepEqual(got, v.Expected) {
+			t.Errorf("%s: the documented algorithm gives %d tokens cut %v sections %v prompt %q;\nthe vector says %d cut %v sections %v prompt %q",
+				v.Name, got.Tokens, got.Cut, got.Sections, got.Prompt, v.Expected.Tokens, v.Expected.Cut, v.Expected.Sections, v.Expected.Prompt)
+		}
+		// The old wording's longest prefix is searched prefix by prefix:
+		// only on vectors of ordinary size.
+		large := false
+		for _, s := range v.Runtime {
+			large = large || len(s) > 4<<10
+		}
+		if large {
+			continue
+		}
+		old, err := docAssemble(p, v.Intent, v.Runtime, oldWording)
+		if err != nil {
+			t.Fatalf("%s: %v", v.Name, err)
+		}
+		if old.Prompt != v.Expected.Prompt || old.Tokens != v.Expected.Tokens {
+			oldFails = append(oldFails, v.Name)
+		}
+	}
+	t.Logf("the old wording fails %d vectors: %v", len(oldFails), oldFails)
+	if !contains(oldFails, "cut-invoices") {
+		t.Errorf("the old wording must fail the cut-invoices vector; it fails %v", oldFails)
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
