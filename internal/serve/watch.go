@@ -62,7 +62,10 @@ func (s *Server) Watch(ctx context.Context, cfg *rest.Config, namespaces []strin
 		default:
 		}
 	}
-	handler := cache.ResourceEventHandlerFuncs{AddFunc: poke, UpdateFunc: func(_, o any) { poke(o) }, DeleteFunc: poke}
+	onConfigMap := cache.ResourceEventHandlerFuncs{AddFunc: poke, UpdateFunc: func(_, o any) { poke(o) }, DeleteFunc: poke}
+	// A template's name and UID never change: its status updates (many)
+	// cannot change what a ConfigMap names.
+	onTemplate := cache.ResourceEventHandlerFuncs{AddFunc: poke, DeleteFunc: poke}
 	type scope struct {
 		configMaps corelisters.ConfigMapLister
 		templates  cache.GenericLister
@@ -85,12 +88,13 @@ func (s *Server) Watch(ctx context.Context, cfg *rest.Config, namespaces []strin
 		// Only metadata of PromptTemplates: name and UID are what ownership needs.
 		mfactory := metadatainformer.NewFilteredSharedInformerFactory(mc, 10*time.Minute, ns, nil)
 		pts := mfactory.ForResource(promptTemplates)
-		for _, inf := range []cache.SharedIndexInformer{cms.Informer(), pts.Informer()} {
-			if _, err := inf.AddEventHandler(handler); err != nil {
-				return err
-			}
-			synced = append(synced, inf.HasSynced)
+		if _, err := cms.Informer().AddEventHandler(onConfigMap); err != nil {
+			return err
 		}
+		if _, err := pts.Informer().AddEventHandler(onTemplate); err != nil {
+			return err
+		}
+		synced = append(synced, cms.Informer().HasSynced, pts.Informer().HasSynced)
 		// The cache keeps only what a plan needs: no managed fields.
 		if err := cms.Informer().SetTransform(func(o any) (any, error) {
 			if cm, ok := o.(*corev1.ConfigMap); ok {
