@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -132,18 +131,14 @@ func serveUser(t *testing.T, ctx context.Context, env *envtest.Environment, cfg 
 	return sa.Config()
 }
 
-// serviceAccountToken creates a ServiceAccount and a token of it through
-// the TokenRequest API (as internal/operator's metrics test does).
+// serviceAccountToken creates a ServiceAccount and a token of it.
 func serviceAccountToken(t *testing.T, ctx context.Context, cs *kubernetes.Clientset, ns, name string) string {
 	t.Helper()
-	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}, metav1.CreateOptions{}); err != nil {
+	token, err := testenv.ServiceAccountToken(ctx, cs, ns, name)
+	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("TokenRequest for %s/%s: %v", ns, name, err)
-	}
-	return tr.Status.Token
+	return token
 }
 
 // waitFor polls ok until it holds, failing after a generous deadline.
