@@ -41,8 +41,9 @@ var promptTemplates = schema.GroupVersionResource{Group: "promptops.io", Version
 // <name>-prompts and controlled by the PromptTemplate <name> of its own
 // namespace, one that exists with the UID of the owner reference. Its
 // template is that namespace and name, whatever its plan says; a plan that
-// claims another is refused (see loader). Anyone who may create ConfigMaps
-// in a namespace can copy the labels, not the ownership.
+// claims another is refused (see loader). Whoever may create ConfigMaps in
+// a namespace can copy the labels, even the owner reference of a template
+// of that namespace, but can never name a template of another namespace.
 func (s *Server) Watch(ctx context.Context, cfg *rest.Config, namespaces []string) error {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
