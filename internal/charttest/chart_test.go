@@ -22,6 +22,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -69,7 +70,12 @@ var valueSets = map[string][]string{
 	"job-image":   {"image.repository=registry.example/promptops", "image.tag=v9", "jobImage.tag=v9-jobs"},
 	"issuer":      {"webhook.enabled=true", "certManager.enabled=true", "certManager.issuerRef.kind=ClusterIssuer", "certManager.issuerRef.name=corp-ca"},
 	"serviceacct": {"serviceAccount.create=false", "serviceAccount.name=existing"},
+	"namespaced":  {"serve.enabled=true", "serve.namespaces={team-a,team-b}", "networkPolicy.enabled=true", "webhook.enabled=true"},
 }
+
+// servedNamespaces are those of the "namespaced" values; the apply test
+// creates them.
+var servedNamespaces = []string{"team-a", "team-b"}
 
 func setArgs(set []string) []string {
 	var args []string
@@ -267,13 +273,77 @@ func TestChartValues(t *testing.T) {
 			}
 		}
 		serve := &appsv1.Deployment{}
-		if !find(t, objs, "Deployment", "promptops-serve", serve) || !slices.Equal(serve.Spec.Template.Spec.Containers[0].Args, []string{"serve", "--watch", "--listen=:8089"}) || serve.Spec.Template.Spec.Containers[0].ReadinessProbe == nil {
+		if !find(t, objs, "Deployment", "promptops-serve", serve) || !slices.Equal(serve.Spec.Template.Spec.Containers[0].Args, []string{"serve", "--watch", "--auth=kubernetes", "--listen=:8089"}) || serve.Spec.Template.Spec.Containers[0].ReadinessProbe == nil {
 			t.Errorf("serve: %+v", serve.Spec.Template.Spec.Containers)
 		}
 		role := &rbacv1.ClusterRole{}
 		find(t, objs, "ClusterRole", "promptops-serve", role)
-		if len(role.Rules) != 1 || !slices.Equal(role.Rules[0].Resources, []string{"configmaps"}) || !slices.Equal(role.Rules[0].Verbs, []string{"get", "list", "watch"}) {
-			t.Errorf("serve role: %+v", role.Rules)
+		checkServeReadRules(t, role.Rules)
+		checkServeAuthRole(t, objs)
+		if find(t, objs, "Role", "promptops-serve", nil) || find(t, objs, "NetworkPolicy", "promptops-manager", nil) {
+			t.Error("namespaced serve Roles or NetworkPolicies without their values")
+		}
+	})
+	t.Run("serve in some namespaces, network policies", func(t *testing.T) {
+		objs := render(t, valueSets["namespaced"]...)
+		serve := &appsv1.Deployment{}
+		if !find(t, objs, "Deployment", "promptops-serve", serve) || !slices.Contains(serve.Spec.Template.Spec.Containers[0].Args, "--namespace=team-a,team-b") || !slices.Contains(serve.Spec.Template.Spec.Containers[0].Args, "--auth=kubernetes") {
+			t.Errorf("serve args: %q", serve.Spec.Template.Spec.Containers[0].Args)
+		}
+		if find(t, objs, "ClusterRole", "promptops-serve", nil) || find(t, objs, "ClusterRoleBinding", "promptops-serve", nil) {
+			t.Error("serve reads every namespace although serve.namespaces is set")
+		}
+		var roles, bindings []string
+		for _, u := range objs {
+			switch {
+			case u.GetKind() == "Role" && u.GetName() == "promptops-serve":
+				role := &rbacv1.Role{}
+				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, role); err != nil {
+					t.Fatal(err)
+				}
+				checkServeReadRules(t, role.Rules)
+				roles = append(roles, u.GetNamespace())
+			case u.GetKind() == "RoleBinding" && u.GetName() == "promptops-serve":
+				rb := &rbacv1.RoleBinding{}
+				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, rb); err != nil {
+					t.Fatal(err)
+				}
+				if rb.RoleRef.Kind != "Role" || len(rb.Subjects) != 1 || rb.Subjects[0].Name != "promptops-serve" || rb.Subjects[0].Namespace != namespace {
+					t.Errorf("RoleBinding in %s: %+v", rb.Namespace, rb)
+				}
+				bindings = append(bindings, u.GetNamespace())
+			}
+		}
+		if !slices.Equal(roles, servedNamespaces) || !slices.Equal(bindings, servedNamespaces) {
+			t.Errorf("Roles in %v, RoleBindings in %v, want %v", roles, bindings, servedNamespaces)
+		}
+		checkServeAuthRole(t, objs)
+
+		mgr, srv := &networkingv1.NetworkPolicy{}, &networkingv1.NetworkPolicy{}
+		if !find(t, objs, "NetworkPolicy", "promptops-manager", mgr) || !find(t, objs, "NetworkPolicy", "promptops-serve", srv) {
+			t.Fatal("no NetworkPolicies")
+		}
+		var ports []string
+		for _, r := range mgr.Spec.Ingress {
+			for _, p := range r.Ports {
+				ports = append(ports, p.Port.String())
+			}
+		}
+		if !slices.Equal(ports, []string{"metrics", "probes", "webhook"}) || mgr.Spec.PodSelector.MatchLabels["app.kubernetes.io/component"] != "manager" {
+			t.Errorf("manager policy: %+v", mgr.Spec)
+		}
+		if len(srv.Spec.Ingress) != 1 || srv.Spec.Ingress[0].Ports[0].Port.String() != "http" || len(srv.Spec.Ingress[0].From) != 1 || srv.Spec.PodSelector.MatchLabels["app.kubernetes.io/component"] != "serve" {
+			t.Errorf("serve policy: %+v", srv.Spec)
+		}
+		// The named ports exist in the pods they select.
+		_, c := managerContainer(t, objs)
+		for _, name := range []string{"metrics", "probes", "webhook"} {
+			if !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == name }) {
+				t.Errorf("the manager has no port %s", name)
+			}
+		}
+		if serve.Spec.Template.Spec.Containers[0].Ports[0].Name != "http" {
+			t.Errorf("serve ports: %+v", serve.Spec.Template.Spec.Containers[0].Ports)
 		}
 	})
 	t.Run("job image", func(t *testing.T) {
@@ -313,7 +383,12 @@ func TestChartValues(t *testing.T) {
 func TestChartAppliesToTheAPIServer(t *testing.T) {
 	c := controlPlane(t)
 	ctx := context.Background()
-	for _, name := range []string{"defaults", "webhook", "no-extras", "job-image", "serviceacct"} {
+	for _, ns := range servedNamespaces {
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"defaults", "webhook", "no-extras", "job-image", "serviceacct", "namespaced"} {
 		t.Run(name, func(t *testing.T) {
 			objs := render(t, valueSets[name]...)
 			if len(objs) < 10 {
@@ -328,6 +403,35 @@ func TestChartAppliesToTheAPIServer(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// checkServeReadRules: serve reads ConfigMaps and PromptTemplates, nothing more.
+func checkServeReadRules(t *testing.T, rules []rbacv1.PolicyRule) {
+	t.Helper()
+	want := []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"promptops.io"}, Resources: []string{"prompttemplates"}, Verbs: []string{"get", "list", "watch"}},
+	}
+	if !equality.Semantic.DeepEqual(rules, want) {
+		t.Errorf("serve rules: %+v", rules)
+	}
+}
+
+// checkServeAuthRole: --auth=kubernetes creates TokenReviews and
+// SubjectAccessReviews, bound to serve's ServiceAccount.
+func checkServeAuthRole(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	role, binding := &rbacv1.ClusterRole{}, &rbacv1.ClusterRoleBinding{}
+	if !find(t, objs, "ClusterRole", "promptops-serve-auth", role) || !find(t, objs, "ClusterRoleBinding", "promptops-serve-auth", binding) {
+		t.Fatal("no promptops-serve-auth ClusterRole and binding")
+	}
+	want := []rbacv1.PolicyRule{
+		{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+		{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
+	}
+	if !equality.Semantic.DeepEqual(role.Rules, want) || binding.Subjects[0].Name != "promptops-serve" {
+		t.Errorf("serve auth role: %+v, %+v", role.Rules, binding.Subjects)
 	}
 }
 

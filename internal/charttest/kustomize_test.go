@@ -20,6 +20,20 @@ import (
 // does, from a copy of config/ whose default kustomization lists them.
 func kustomize(t *testing.T, components ...string) []*unstructured.Unstructured {
 	t.Helper()
+	fs := configFS(t)
+	if len(components) > 0 {
+		k, _ := fs.ReadFile("/config/default/kustomization.yaml")
+		k = append(k, []byte("components:\n- ../"+strings.Join(components, "\n- ../")+"\n")...)
+		if err := fs.WriteFile("/config/default/kustomization.yaml", k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return build(t, fs, "/config/default")
+}
+
+// configFS is an in-memory copy of config/.
+func configFS(t *testing.T) filesys.FileSystem {
+	t.Helper()
 	fs := filesys.MakeFsInMemory()
 	root := filepath.Join(testenv.Root(), "config")
 	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
@@ -36,16 +50,14 @@ func kustomize(t *testing.T, components ...string) []*unstructured.Unstructured 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(components) > 0 {
-		k, _ := fs.ReadFile("/config/default/kustomization.yaml")
-		k = append(k, []byte("components:\n- ../"+strings.Join(components, "\n- ../")+"\n")...)
-		if err := fs.WriteFile("/config/default/kustomization.yaml", k); err != nil {
-			t.Fatal(err)
-		}
-	}
-	res, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(fs, "/config/default")
+	return fs
+}
+
+func build(t *testing.T, fs filesys.FileSystem, dir string) []*unstructured.Unstructured {
+	t.Helper()
+	res, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(fs, dir)
 	if err != nil {
-		t.Fatalf("kustomize build config/default with %v: %v", components, err)
+		t.Fatalf("kustomize build %s: %v", dir, err)
 	}
 	data, err := res.AsYaml()
 	if err != nil {
@@ -97,6 +109,23 @@ func TestKustomizeAppliesToTheAPIServer(t *testing.T) {
 			if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.DryRunAll, client.ForceOwnership, client.FieldOwner("kubectl")); err != nil {
 				t.Errorf("%v: %s %s: %v", comps, u.GetKind(), u.GetName(), err)
 			}
+		}
+	}
+}
+
+// config/serve, the shared serve's RBAC, builds and applies: reading
+// ConfigMaps and PromptTemplates, and checking callers.
+func TestKustomizeServeAppliesToTheAPIServer(t *testing.T) {
+	c := controlPlane(t)
+	objs := build(t, configFS(t), "/config/serve")
+	for _, k := range [][2]string{{"ServiceAccount", "promptops-serve"}, {"ClusterRole", "promptops-serve"}, {"ClusterRoleBinding", "promptops-serve"}, {"ClusterRole", "promptops-serve-auth"}, {"ClusterRoleBinding", "promptops-serve-auth"}} {
+		if !find(t, objs, k[0], k[1], nil) {
+			t.Errorf("no %s %s", k[0], k[1])
+		}
+	}
+	for _, u := range objs {
+		if err := c.Apply(context.Background(), client.ApplyConfigurationFromUnstructured(u), client.DryRunAll, client.ForceOwnership, client.FieldOwner("kubectl")); err != nil {
+			t.Errorf("%s %s: %v", u.GetKind(), u.GetName(), err)
 		}
 	}
 }

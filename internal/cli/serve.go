@@ -10,9 +10,13 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -37,13 +41,14 @@ func runServe(args []string, _ io.Reader, _, stderr io.Writer) int {
 	listen := fs.String("listen", "127.0.0.1:8089", "Address to listen on (the default suits a sidecar; use :8089 for a shared Deployment).")
 	plansDir := fs.String("plans-dir", "", "Directory of plans: a mounted <name>-prompts ConfigMap, a tree of them, or `render --out-dir` output. Reloaded when its files change.")
 	watch := fs.Bool("watch", false, "Read the rendered ConfigMaps from the API server instead of --plans-dir.")
-	namespace := fs.String("namespace", "", "With --watch, the namespace to watch; all namespaces when empty.")
+	namespace := fs.String("namespace", "", "With --watch, the namespaces to watch, comma-separated; all namespaces when empty.")
+	auth := fs.String("auth", authNone, "Who may call /v1/*: none (only when --listen is a loopback address), or kubernetes (a ServiceAccount token allowed get on the PromptTemplate, checked with TokenReview and SubjectAccessReview; /metrics needs get on the URL /metrics).")
 	maxBody := fs.Int64("max-body-bytes", serve.DefaultMaxBodyBytes, "Largest request body accepted; larger ones get 413.")
 	poll := fs.Duration("poll-interval", time.Second, "How often --plans-dir is re-read.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: promptops serve (--plans-dir DIR | --watch [--namespace NS]) [--listen ADDR]\n\nPOST /v1/assemble {\"namespace\", \"name\", \"intent\", \"runtime\": {\"<section>\": \"<text>\"}}\nanswers the prompt as `promptops assemble` would; GET /v1/templates lists the plans.\n/healthz, /readyz (after the first load) and /metrics are on the same address.")
+		fmt.Fprintln(stderr, "Usage: promptops serve (--plans-dir DIR | --watch [--namespace NS,...]) [--listen ADDR] [--auth none|kubernetes]\n\nPOST /v1/assemble {\"namespace\", \"name\", \"intent\", \"runtime\": {\"<section>\": \"<text>\"}}\nanswers the prompt as `promptops assemble` would; GET /v1/templates lists the plans.\n/healthz, /readyz (after the first load) and /metrics are on the same address.")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args); !ok {
@@ -58,13 +63,43 @@ func runServe(args []string, _ io.Reader, _, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "promptops serve: --namespace needs --watch")
 		return ExitInvalid
 	}
+	namespaces, err := splitNamespaces(*namespace)
+	if err != nil {
+		fmt.Fprintln(stderr, "promptops serve: --namespace:", err)
+		return ExitInvalid
+	}
+	switch *auth {
+	case authKubernetes:
+	case authNone:
+		if !loopback(*listen) {
+			fmt.Fprintf(stderr, "promptops serve: --auth=none serves every plan to anyone who can reach %s; listen on a loopback address (127.0.0.1:8089) or use --auth=kubernetes\n", *listen)
+			return ExitInvalid
+		}
+	default:
+		fmt.Fprintf(stderr, "promptops serve: --auth is none or kubernetes, not %q\n", *auth)
+		return ExitInvalid
+	}
 	// A server holds a few MB of plans and allocates per request; collecting
 	// less often buys throughput and tail latency for little memory.
 	if _, set := os.LookupEnv("GOGC"); !set {
 		debug.SetGCPercent(400)
 	}
 	log := zap.New(zap.UseFlagOptions(&zapOpts), zap.WriteTo(stderr)).WithName("serve")
-	srv := serve.New(serve.Options{MaxBodyBytes: *maxBody, Log: log})
+	opts := serve.Options{MaxBodyBytes: *maxBody, Log: log}
+	var cfg *rest.Config
+	if *watch || *auth == authKubernetes {
+		if cfg, err = ctrl.GetConfig(); err != nil {
+			fmt.Fprintln(stderr, "promptops serve:", err)
+			return ExitInvalid
+		}
+	}
+	if *auth == authKubernetes {
+		if opts.Auth, err = serve.NewKubernetesAuth(cfg); err != nil {
+			fmt.Fprintln(stderr, "promptops serve:", err)
+			return ExitInvalid
+		}
+	}
+	srv := serve.New(opts)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -90,18 +125,13 @@ func runServe(args []string, _ io.Reader, _, stderr io.Writer) int {
 	}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
-	log.Info("Serving", "address", ln.Addr().String(), "plansDir", *plansDir, "watch", *watch, "namespace", *namespace)
+	log.Info("Serving", "address", ln.Addr().String(), "plansDir", *plansDir, "watch", *watch, "namespaces", namespaces, "auth", *auth)
 	if serveReady != nil {
 		serveReady(ln.Addr().String())
 	}
 	if *watch {
-		cfg, err := ctrl.GetConfig()
-		if err != nil {
-			fmt.Fprintln(stderr, "promptops serve:", err)
-			return ExitInvalid
-		}
 		go func() {
-			if err := srv.Watch(ctx, cfg, *namespace); err != nil && ctx.Err() == nil {
+			if err := srv.Watch(ctx, cfg, namespaces); err != nil && ctx.Err() == nil {
 				log.Error(err, "Watching rendered ConfigMaps")
 				stop()
 			}
@@ -121,4 +151,41 @@ func runServe(args []string, _ io.Reader, _, stderr io.Writer) int {
 		return ExitFailed
 	}
 	return ExitOK
+}
+
+const (
+	authNone       = "none"
+	authKubernetes = "kubernetes"
+)
+
+// loopback says whether addr (host:port) listens on loopback only; an
+// empty host listens on every interface.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// splitNamespaces parses --namespace's comma-separated list.
+func splitNamespaces(list string) ([]string, error) {
+	if list == "" {
+		return nil, nil
+	}
+	var out []string
+	for _, ns := range strings.Split(list, ",") {
+		ns = strings.TrimSpace(ns)
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return nil, fmt.Errorf("%q is not a namespace name: %s", ns, strings.Join(errs, "; "))
+		}
+		if !slices.Contains(out, ns) {
+			out = append(out, ns)
+		}
+	}
+	return out, nil
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -25,6 +26,36 @@ func TestServeFlags(t *testing.T) {
 	}
 	if code, _, e := run(t, "", "serve", "--plans-dir", filepath.Join(t.TempDir(), "missing")); code != ExitInvalid || !strings.Contains(e, "missing") {
 		t.Errorf("a missing plans dir: exit %d %s", code, e)
+	}
+	// Without authentication, only on loopback: refused before anything is
+	// read or listened on.
+	for _, listen := range []string{":8089", "0.0.0.0:8089", "10.1.2.3:8089", "[::]:8089"} {
+		if code, _, e := run(t, "", "serve", "--plans-dir", t.TempDir(), "--listen", listen); code != ExitInvalid || !strings.Contains(e, "--auth=none") || !strings.Contains(e, "--auth=kubernetes") {
+			t.Errorf("--auth=none on %s: exit %d %s", listen, code, e)
+		}
+	}
+	for _, args := range [][]string{
+		{"serve", "--plans-dir", "x", "--auth", "basic"},
+		{"serve", "--watch", "--namespace", "a,Not_A_Namespace"},
+	} {
+		if code, _, _ := run(t, "", args...); code != ExitInvalid {
+			t.Errorf("%v: exit %d, want %d", args, code, ExitInvalid)
+		}
+	}
+}
+
+func TestServeAddresses(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"127.0.0.1:8089": true, "localhost:0": true, "[::1]:8089": true, "127.1.2.3:1": true,
+		":8089": false, "0.0.0.0:8089": false, "[::]:1": false, "10.0.0.1:8089": false, "example.com:80": false, "nonsense": false,
+	} {
+		if got := loopback(addr); got != want {
+			t.Errorf("loopback(%q) = %v", addr, got)
+		}
+	}
+	got, err := splitNamespaces("team-a, team-b,team-a")
+	if err != nil || !slices.Equal(got, []string{"team-a", "team-b"}) {
+		t.Errorf("splitNamespaces: %q %v", got, err)
 	}
 }
 

@@ -19,6 +19,8 @@ type metrics struct {
 	plans      prometheus.Gauge
 	failing    prometheus.Gauge
 	loadErrors prometheus.Counter
+	refused    prometheus.Counter
+	authDenied *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -52,8 +54,14 @@ func newMetrics() *metrics {
 		loadErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "promptops_serve_plan_load_errors_total", Help: "Plans that failed to load.",
 		}),
+		refused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "promptops_serve_plan_sources_refused_total", Help: "Plan sources refused: not rendered by the operator, outside the directory layouts, or claiming another template than their place names.",
+		}),
+		authDenied: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "promptops_serve_auth_denied_total", Help: "Requests refused by --auth=kubernetes, by reason (unauthenticated, forbidden, error).",
+		}, []string{"reason"}),
 	}
-	m.registry.MustRegister(m.requests, m.latency, m.tokens, m.sections, m.truncated, m.revision, m.plans, m.failing, m.loadErrors,
+	m.registry.MustRegister(m.requests, m.latency, m.tokens, m.sections, m.truncated, m.revision, m.plans, m.failing, m.loadErrors, m.refused, m.authDenied,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -41,6 +41,7 @@ type Server struct {
 	metrics      *metrics
 	log          logr.Logger
 	maxBodyBytes int64
+	auth         *Auth
 }
 
 // Options configure a Server.
@@ -49,6 +50,9 @@ type Options struct {
 	MaxBodyBytes int64
 	// Log receives load and server errors, never request content.
 	Log logr.Logger
+	// Auth, when set, requires a Kubernetes bearer token of a caller that
+	// may get the template (/v1/*) or /metrics; nil serves everyone.
+	Auth *Auth
 }
 
 // New returns a server with no plans: it answers 503 until the first load.
@@ -56,7 +60,7 @@ func New(o Options) *Server {
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	s := &Server{store: &Store{}, metrics: newMetrics(), log: o.Log, maxBodyBytes: o.MaxBodyBytes}
+	s := &Server{store: &Store{}, metrics: newMetrics(), log: o.Log, maxBodyBytes: o.MaxBodyBytes, auth: o.Auth}
 	s.loader = newLoader(s.store, s.metrics, o.Log)
 	return s
 }
@@ -72,8 +76,8 @@ func (s *Server) Snapshot() *Snapshot { return s.store.Load() }
 // Handler routes the server's endpoints.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/v1/assemble", s.instrument("assemble", s.assemble))
-	mux.Handle("/v1/templates", s.instrument("templates", s.templates))
+	mux.Handle("/v1/assemble", s.instrument("assemble", s.authenticated(s.assemble)))
+	mux.Handle("/v1/templates", s.instrument("templates", s.authenticated(s.templates)))
 	mux.Handle("/healthz", s.instrument("healthz", func(w http.ResponseWriter, r *http.Request) int {
 		return writeText(w, http.StatusOK, "ok")
 	}))
@@ -83,7 +87,7 @@ func (s *Server) Handler() http.Handler {
 		}
 		return writeText(w, http.StatusOK, "ok")
 	}))
-	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", s.metricsAuthorized(promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{})))
 	mux.Handle("/", s.instrument("other", func(w http.ResponseWriter, r *http.Request) int {
 		return writeError(w, http.StatusNotFound, CodeNotFound, "no such endpoint: use POST /v1/assemble or GET /v1/templates")
 	}))
@@ -157,6 +161,9 @@ func (s *Server) assemble(w http.ResponseWriter, r *http.Request) int {
 		return writeError(w, status, code, msg)
 	}
 	k := Key{req.Namespace, req.Name}
+	if code := s.authorize(w, r, k); code != 0 {
+		return code
+	}
 	p := snap.Plan(k)
 	if p == nil {
 		return writeError(w, http.StatusNotFound, CodeTemplateNotFound, fmt.Sprintf("no template %s is loaded", k))
@@ -365,7 +372,7 @@ func (s *Server) templates(w http.ResponseWriter, r *http.Request) int {
 	out := struct {
 		Templates []TemplateSummary `json:"templates"`
 	}{Templates: make([]TemplateSummary, 0, snap.Len())}
-	for _, k := range snap.keys {
+	for _, k := range s.visible(r.Context(), snap.keys) {
 		p := snap.plans[k]
 		out.Templates = append(out.Templates, TemplateSummary{Namespace: p.Namespace, Name: p.Name, Revision: p.Revision, Encoding: p.Encoding, MaxTokens: p.MaxTokens, Intents: p.IntentNames()})
 	}

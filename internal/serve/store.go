@@ -39,27 +39,58 @@ type Store struct{ cur atomic.Pointer[Snapshot] }
 // Load returns the current snapshot, nil before the first load.
 func (s *Store) Load() *Snapshot { return s.cur.Load() }
 
+// source is where one plan.json comes from, and which template that place
+// names: the identity comes from the cluster (the ConfigMap's namespace and
+// its owner PromptTemplate) or the directory layout, never from the plan's
+// content, which must only agree with it.
+type source struct {
+	data []byte
+	// want is the template the source's place names; zero when the plan
+	// names itself (a single mounted ConfigMap, Server.Apply).
+	want Key
+	// refused, when set, says why the source cannot name a template (a
+	// ConfigMap the operator did not render, a file outside the layouts);
+	// it is never served.
+	refused string
+}
+
 // loader turns the raw plan.json of each source (a file path or a
 // ConfigMap) into a snapshot. A source whose new bytes do not load keeps
-// its previous plan and is reported; one that never loaded is left out.
+// its previous plan and is reported; one that never loaded is left out. A
+// source that is refused (see source) or whose plan claims another template
+// than its place names is dropped, logged and counted.
 type loader struct {
 	store   *Store
 	metrics *metrics
 	log     logr.Logger
 
 	mu   sync.Mutex
-	last map[string][]byte     // bytes last seen per source
+	last map[string]source     // what was last seen per source
 	good map[string]*plan.Plan // last plan that loaded per source
 	bad  map[string]string     // sources whose last bytes failed, and why
 }
 
 func newLoader(store *Store, m *metrics, log logr.Logger) *loader {
-	return &loader{store: store, metrics: m, log: log, last: map[string][]byte{}, good: map[string]*plan.Plan{}, bad: map[string]string{}}
+	return &loader{store: store, metrics: m, log: log, last: map[string]source{}, good: map[string]*plan.Plan{}, bad: map[string]string{}}
 }
 
-// apply takes the complete current set of sources and publishes the
-// snapshot they make.
+// apply takes the complete current set of sources, each plan naming its
+// own template, and publishes the snapshot they make.
 func (l *loader) apply(sources map[string][]byte) {
+	m := make(map[string]source, len(sources))
+	for id, data := range sources {
+		m[id] = source{data: data}
+	}
+	l.load(m)
+}
+
+func (a source) same(b source) bool {
+	return a.want == b.want && a.refused == b.refused && bytes.Equal(a.data, b.data)
+}
+
+// load takes the complete current set of sources and publishes the
+// snapshot they make.
+func (l *loader) load(sources map[string]source) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	changed := l.store.Load() == nil
@@ -71,13 +102,26 @@ func (l *loader) apply(sources map[string][]byte) {
 			changed = true
 		}
 	}
-	for id, data := range sources {
-		if prev, ok := l.last[id]; ok && bytes.Equal(prev, data) {
+	for id, src := range sources {
+		if prev, ok := l.last[id]; ok && prev.same(src) {
 			continue
 		}
 		changed = true
-		l.last[id] = bytes.Clone(data)
-		p, err := plan.Load(data)
+		l.last[id] = source{data: bytes.Clone(src.data), want: src.want, refused: src.refused}
+		if src.refused != "" {
+			l.refuse(id, src.refused, "", Key{})
+			continue
+		}
+		p, err := plan.Load(src.data)
+		if err == nil && src.want != (Key{}) && (Key{p.Namespace, p.Name}) != src.want {
+			// Never served, not even the previous version: the place no
+			// longer holds the template it names.
+			l.refuse(id, "its plan claims another template than its place names", src.want.String(), Key{p.Namespace, p.Name})
+			continue
+		}
+		if old := l.good[id]; old != nil && src.want != (Key{}) && (Key{old.Namespace, old.Name}) != src.want {
+			delete(l.good, id) // the place names another template now
+		}
 		if err != nil {
 			l.bad[id] = err.Error()
 			l.metrics.loadErrors.Inc()
@@ -97,6 +141,24 @@ func (l *loader) apply(sources map[string][]byte) {
 	if !changed {
 		return
 	}
+	l.publish()
+}
+
+// refuse drops a source and reports it: the source, why, and the template
+// names involved; never the plan's content.
+func (l *loader) refuse(id, reason, want string, claimed Key) {
+	delete(l.good, id)
+	l.bad[id] = reason
+	l.metrics.refused.Inc()
+	kv := []any{"source", id, "reason", reason}
+	if want != "" {
+		kv = append(kv, "template", want, "claimed", claimed)
+	}
+	l.log.Error(nil, "Plan source refused", kv...)
+}
+
+// publish makes and stores the snapshot of the good plans; l.mu is held.
+func (l *loader) publish() {
 	ids := make([]string, 0, len(l.good))
 	for id := range l.good {
 		ids = append(ids, id)
@@ -105,7 +167,7 @@ func (l *loader) apply(sources map[string][]byte) {
 	snap := &Snapshot{plans: make(map[Key]*plan.Plan, len(ids))}
 	for _, id := range ids {
 		p := l.good[id]
-		k := Key{p.Namespace, p.Name}
+		k := Key{p.Namespace, p.Name} // equal to the source's place, when it names one
 		if _, dup := snap.plans[k]; dup {
 			l.log.Error(nil, "Two sources hold the same template; serving the first", "template", k, "ignored", id)
 			continue

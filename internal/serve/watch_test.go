@@ -7,11 +7,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -98,104 +96,84 @@ func TestWatchServesRenderedConfigMaps(t *testing.T) {
 	env, cfg, cs := apiServer(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	root := testenv.Root()
-	for _, obj := range decodeYAML(t, filepath.Join(root, "config", "serve", "cluster_role.yaml")) {
-		if _, err := cs.RbacV1().ClusterRoles().Create(ctx, obj.(*rbacv1.ClusterRole), metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, obj := range decodeYAML(t, filepath.Join(root, "config", "serve", "cluster_role_binding.yaml")) {
-		if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, obj.(*rbacv1.ClusterRoleBinding), metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	sa, err := env.AddUser(envtest.User{Name: "system:serviceaccount:promptops-system:promptops-serve", Groups: []string{"system:serviceaccounts"}}, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, ns := range []string{"team-a", "team-b"} {
-		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	v1 := fixture(t, "ssa-pro")
+	admin := adminClient(t, cfg)
+	sa := serveUser(t, ctx, env, cfg, cs)
+	const nsA, nsB = "watch-team-a", "watch-team-b"
+	createNamespaces(t, ctx, cs, nsA, nsB)
+	ssaPT := promptTemplate(t, ctx, admin, nsA, "ssa-pro")
+	supportPT := promptTemplate(t, ctx, admin, nsB, "support-assistant")
+	v1 := claiming(t, fixture(t, "ssa-pro"), nsA, "ssa-pro")
 	v2 := secondVersion(t, v1)
-	support := fixture(t, "support-assistant")
+	support := claiming(t, fixture(t, "support-assistant"), nsB, "support-assistant")
 	create := func(cm *corev1.ConfigMap) {
 		t.Helper()
 		if _, err := cs.CoreV1().ConfigMaps(cm.Namespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	create(renderedConfigMap("team-a", "ssa-pro-prompts", "rendered", v1))
-	create(renderedConfigMap("team-a", "ssa-pro-prompts-0badc0de", "history", v2))
-	unlabelled := renderedConfigMap("team-b", "look-alike", "rendered", support)
+	create(rendered(ssaPT, v1))
+	create(ownedBy(renderedConfigMap(nsA, "ssa-pro-prompts-0badc0de", "history", v2), "ssa-pro", string(ssaPT.UID)))
+	unlabelled := rendered(supportPT, support)
 	unlabelled.Labels = nil
 	create(unlabelled)
 
 	s := New(Options{Log: logr.Discard()})
-	if err := s.Watch(ctx, sa.Config(), ""); err != nil {
+	if err := s.Watch(ctx, sa, []string{nsA, nsB}); err != nil {
 		t.Fatal(err)
 	}
 	wait := func(what string, ok func(*Snapshot) bool) {
 		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			if snap := s.Snapshot(); snap != nil && ok(snap) {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		waitFor(t, what, func() bool { snap := s.Snapshot(); return snap != nil && ok(snap) })
 	}
 	rev := func(data []byte) string { return mustLoad(t, data).Revision }
-	// The plan's own namespace/name ("default/ssa-pro") name the template.
-	ssa := Key{"default", "ssa-pro"}
+	ssa := Key{nsA, "ssa-pro"}
 	wait("the live plan", func(s *Snapshot) bool { p := s.Plan(ssa); return p != nil && p.Revision == rev(v1) && s.Len() == 1 })
 
 	// The operator re-renders: the live ConfigMap gets a new plan.
-	cm, err := cs.CoreV1().ConfigMaps("team-a").Get(ctx, "ssa-pro-prompts", metav1.GetOptions{})
+	cm, err := cs.CoreV1().ConfigMaps(nsA).Get(ctx, "ssa-pro-prompts", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cm.Data["plan.json"] = string(v2)
-	if _, err := cs.CoreV1().ConfigMaps("team-a").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+	if _, err := cs.CoreV1().ConfigMaps(nsA).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	wait("the new revision", func(s *Snapshot) bool { p := s.Plan(ssa); return p != nil && p.Revision == rev(v2) })
 
-	// A second namespace's template appears.
-	create(renderedConfigMap("team-b", "support-assistant-prompts", "rendered", support))
-	wait("the second template", func(s *Snapshot) bool { return s.Plan(Key{"default", "support-assistant"}) != nil })
-
-	// A broken plan keeps the previous version.
-	cm, _ = cs.CoreV1().ConfigMaps("team-a").Get(ctx, "ssa-pro-prompts", metav1.GetOptions{})
-	cm.Data["plan.json"] = `{"kind": "PromptPlan"}`
-	if _, err := cs.CoreV1().ConfigMaps("team-a").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+	// A second namespace's template appears: its ConfigMap gets the labels.
+	cm, err = cs.CoreV1().ConfigMaps(nsB).Get(ctx, "support-assistant-prompts", metav1.GetOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for testutilValue(s.metrics.loadErrors) == 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
+	cm.Labels = rendered(supportPT, nil).Labels
+	if _, err := cs.CoreV1().ConfigMaps(nsB).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
 	}
+	wait("the second template", func(s *Snapshot) bool { return s.Plan(Key{nsB, "support-assistant"}) != nil })
+
+	// A broken plan keeps the previous version.
+	cm, _ = cs.CoreV1().ConfigMaps(nsA).Get(ctx, "ssa-pro-prompts", metav1.GetOptions{})
+	cm.Data["plan.json"] = `{"kind": "PromptPlan"}`
+	if _, err := cs.CoreV1().ConfigMaps(nsA).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the load error", func() bool { return testutilValue(s.metrics.loadErrors) > 0 })
 	if p := s.Snapshot().Plan(ssa); testutilValue(s.metrics.loadErrors) != 1 || p == nil || p.Revision != rev(v2) {
 		t.Fatal("a broken plan must be reported and the previous version kept")
 	}
 
 	// Deleting the ConfigMap removes the template.
-	if err := cs.CoreV1().ConfigMaps("team-b").Delete(ctx, "support-assistant-prompts", metav1.DeleteOptions{}); err != nil {
+	if err := cs.CoreV1().ConfigMaps(nsB).Delete(ctx, "support-assistant-prompts", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	wait("the deleted template to go", func(s *Snapshot) bool { return s.Plan(Key{"default", "support-assistant"}) == nil })
+	wait("the deleted template to go", func(s *Snapshot) bool { return s.Plan(Key{nsB, "support-assistant"}) == nil })
 
-	// The RBAC grants reading ConfigMaps and nothing more.
-	sacs, _ := kubernetes.NewForConfig(sa.Config())
-	if _, err := sacs.CoreV1().Secrets("team-a").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+	// The RBAC grants reading ConfigMaps and templates and nothing more.
+	sacs, _ := kubernetes.NewForConfig(sa)
+	if _, err := sacs.CoreV1().Secrets(nsA).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
 		t.Fatalf("listing secrets: %v, want forbidden", err)
 	}
-	if err := sacs.CoreV1().ConfigMaps("team-a").Delete(ctx, "ssa-pro-prompts", metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
+	if err := sacs.CoreV1().ConfigMaps(nsA).Delete(ctx, "ssa-pro-prompts", metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
 		t.Fatalf("deleting a ConfigMap: %v, want forbidden", err)
 	}
 }
