@@ -38,7 +38,7 @@ func readDir(dir string) (map[string][]byte, error) {
 		if d.Name() != PlanFile || d.IsDir() {
 			return nil
 		}
-		data, err := readPlanFile(path)
+		data, err := readRegularFile(path, maxPlanBytes)
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				return nil
