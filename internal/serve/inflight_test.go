@@ -68,6 +68,15 @@ func TestInflightBytesCap(t *testing.T) {
 	// holds 32 KiB (the buffer the 20 KiB arrived in), not 1 MiB.
 	slow := stall(t, ts, 1<<20, 20<<10)
 	waitHeld(t, s, 32<<10)
+	if resp, err := http.Get(ts.URL + "/metrics"); err != nil {
+		t.Fatal(err)
+	} else {
+		m, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(m), "promptops_serve_inflight_body_bytes 32768\n") {
+			t.Fatal("promptops_serve_inflight_body_bytes is not 32768")
+		}
+	}
 
 	big := fmt.Sprintf(`{"namespace":"default","name":"ssa-pro","intent":"analyze","runtime":{"data_context":%q}}`, strings.Repeat("均值 45.2。\n", 3000))
 	resp, err := http.Post(ts.URL+"/v1/assemble", "application/json", strings.NewReader(big))
