@@ -62,7 +62,10 @@ func runServe(args []string, _ io.Reader, _, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "promptops serve: --namespace needs --watch")
 		return ExitInvalid
 	}
-	if *maxBody <= 0 || *maxInflight/4*3 < *maxBody || *timeout <= 0 {
+	if *maxBody <= 0 {
+		*maxBody = serve.DefaultMaxBodyBytes
+	}
+	if *maxInflight/4*3 < *maxBody || *timeout <= 0 {
 		fmt.Fprintln(stderr, "promptops serve: --max-inflight-bytes must be at least 4/3 of --max-body-bytes, and --request-timeout positive")
 		return ExitInvalid
 	}
