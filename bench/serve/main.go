@@ -98,6 +98,7 @@ func run(w io.Writer, root, bin string, clientList string, duration time.Duratio
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	srv := exec.CommandContext(ctx, bin, "serve", "--plans-dir", plans, "--listen", addr)
+	srv.Env = append(os.Environ(), "PROMPTOPS_MEMORY_LIMIT=134217728") // as in the sidecar sample (128Mi)
 	var srvLog bytes.Buffer
 	srv.Stderr = &srvLog
 	if err := srv.Start(); err != nil {

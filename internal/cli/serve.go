@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -44,6 +45,8 @@ func runServe(args []string, _ io.Reader, _, stderr io.Writer) int {
 	namespace := fs.String("namespace", "", "With --watch, the namespaces to watch, comma-separated; all namespaces when empty.")
 	auth := fs.String("auth", authNone, "Who may call /v1/*: none (only when --listen is a loopback address), or kubernetes (a ServiceAccount token allowed get on the PromptTemplate, checked with TokenReview and SubjectAccessReview; /metrics needs get on the URL /metrics).")
 	maxBody := fs.Int64("max-body-bytes", serve.DefaultMaxBodyBytes, "Largest request body accepted; larger ones get 413.")
+	maxInflight := fs.Int64("max-inflight-bytes", serve.DefaultMaxInflightBytes, "Request body bytes buffered at once by all requests in flight, each held until its answer; a request that would go over it gets 503 with Retry-After. One over 256 KiB may use three quarters of it.")
+	timeout := fs.Duration("request-timeout", serve.DefaultRequestTimeout, "Longest a request may take, body included; a body not in by then gets 408.")
 	poll := fs.Duration("poll-interval", time.Second, "How often --plans-dir is re-read.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
@@ -79,13 +82,29 @@ func runServe(args []string, _ io.Reader, _, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "promptops serve: --auth is none or kubernetes, not %q\n", *auth)
 		return ExitInvalid
 	}
-	// A server holds a few MB of plans and allocates per request; collecting
-	// less often buys throughput and tail latency for little memory.
-	if _, set := os.LookupEnv("GOGC"); !set {
-		debug.SetGCPercent(400)
+	if *maxBody <= 0 {
+		*maxBody = serve.DefaultMaxBodyBytes
+	}
+	if *maxInflight/4*3 < *maxBody || *timeout <= 0 {
+		fmt.Fprintln(stderr, "promptops serve: --max-inflight-bytes must be at least 4/3 of --max-body-bytes, and --request-timeout positive")
+		return ExitInvalid
 	}
 	log := zap.New(zap.UseFlagOptions(&zapOpts), zap.WriteTo(stderr)).WithName("serve")
-	opts := serve.Options{MaxBodyBytes: *maxBody, Log: log}
+	limit, from := memoryLimit(os.Getenv, os.ReadFile)
+	if from != "" && from != "GOMEMLIMIT" {
+		debug.SetMemoryLimit(limit)
+	}
+	// A server holds a few MB of plans and allocates per request; collecting
+	// less often buys throughput and tail latency, and under a memory limit
+	// the limit, not GOGC, decides how far the heap grows. Without one, Go's
+	// default stands: 400 let the heap grow to five times what is live.
+	if _, set := os.LookupEnv("GOGC"); !set && from != "" {
+		debug.SetGCPercent(400)
+	}
+	gogc := debug.SetGCPercent(-1) // reads it, and turns collection off until the next line
+	debug.SetGCPercent(gogc)
+	log.Info("Memory", "limit", limit, "from", from, "GOGC", gogc)
+	opts := serve.Options{MaxBodyBytes: *maxBody, MaxInflightBytes: *maxInflight, RequestTimeout: *timeout, Log: log}
 	var cfg *rest.Config
 	if *watch || *auth == authKubernetes {
 		if cfg, err = ctrl.GetConfig(); err != nil {
@@ -117,8 +136,8 @@ func runServe(args []string, _ io.Reader, _, stderr io.Writer) int {
 	hs := &http.Server{
 		Handler:           srv.Handler(),
 		ReadHeaderTimeout: serveTimeouts.readHeader,
-		ReadTimeout:       serveTimeouts.read,
-		WriteTimeout:      serveTimeouts.write,
+		ReadTimeout:       max(serveTimeouts.read, *timeout),
+		WriteTimeout:      max(serveTimeouts.write, *timeout),
 		IdleTimeout:       serveTimeouts.idle,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          nil,
@@ -188,4 +207,44 @@ func splitNamespaces(list string) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// memoryLimitEnv holds the container's memory limit in bytes: the samples
+// and the chart set it from the downward API (resourceFieldRef
+// limits.memory).
+const memoryLimitEnv = "PROMPTOPS_MEMORY_LIMIT"
+
+// memoryLimit is the Go runtime's soft memory limit for serve, and where it
+// came from: GOMEMLIMIT when set (the runtime has applied it); else 80% of
+// the container's limit, from PROMPTOPS_MEMORY_LIMIT or else the cgroup
+// (v2 memory.max, v1 memory.limit_in_bytes); the other 20% is for what the
+// Go runtime does not count (kernel socket buffers, page cache charged to
+// the container). from is empty when there is no limit.
+func memoryLimit(getenv func(string) string, readFile func(string) ([]byte, error)) (limit int64, from string) {
+	if getenv("GOMEMLIMIT") != "" {
+		return debug.SetMemoryLimit(-1), "GOMEMLIMIT"
+	}
+	container, from := parseLimit(getenv(memoryLimitEnv)), memoryLimitEnv
+	for _, f := range []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"} {
+		if container > 0 {
+			break
+		}
+		if data, err := readFile(f); err == nil {
+			container, from = parseLimit(string(data)), f
+		}
+	}
+	if container <= 0 {
+		return 0, ""
+	}
+	return container / 5 * 4, from
+}
+
+// parseLimit reads a limit in bytes; 0 for none ("max", unlimited cgroup
+// v1's near 2^63, or not a number).
+func parseLimit(s string) int64 {
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil || n <= 0 || n >= 1<<50 {
+		return 0
+	}
+	return n
 }

@@ -19,6 +19,7 @@ func TestServeFlags(t *testing.T) {
 		{"serve"},
 		{"serve", "--plans-dir", "x", "--watch"},
 		{"serve", "--plans-dir", "x", "--namespace", "ns"},
+		{"serve", "--plans-dir", "x", "--max-inflight-bytes", "1048576"},
 	} {
 		if code, _, _ := run(t, "", args...); code != ExitInvalid {
 			t.Errorf("%v: exit %d, want %d", args, code, ExitInvalid)
@@ -141,5 +142,41 @@ func TestServeFixturesAreCurrent(t *testing.T) {
 		if !bytes.Equal(got, want) {
 			t.Errorf("internal/serve/testdata/%s.plan.json is stale: copy %s/default/%s/plan.json there", name, "render --out-dir", name)
 		}
+	}
+}
+
+// serve's memory limit: GOMEMLIMIT when set, else 80% of the container's
+// limit from the downward API's env or the cgroup, else none.
+func TestServeMemoryLimit(t *testing.T) {
+	files := func(m map[string]string) func(string) ([]byte, error) {
+		return func(name string) ([]byte, error) {
+			if v, ok := m[name]; ok {
+				return []byte(v), nil
+			}
+			return nil, os.ErrNotExist
+		}
+	}
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	v2, v1 := "/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"
+	for _, c := range []struct {
+		env   map[string]string
+		files map[string]string
+		limit int64
+		from  string
+	}{
+		{map[string]string{"PROMPTOPS_MEMORY_LIMIT": "134217728"}, map[string]string{v2: "268435456\n"}, 128 << 20 / 5 * 4, "PROMPTOPS_MEMORY_LIMIT"},
+		{nil, map[string]string{v2: "268435456\n"}, 256 << 20 / 5 * 4, v2},
+		{nil, map[string]string{v2: "max\n", v1: "134217728\n"}, 128 << 20 / 5 * 4, v1},
+		{nil, map[string]string{v1: "9223372036854771712\n"}, 0, ""},
+		{map[string]string{"PROMPTOPS_MEMORY_LIMIT": "128Mi"}, nil, 0, ""},
+		{nil, nil, 0, ""},
+	} {
+		limit, from := memoryLimit(env(c.env), files(c.files))
+		if limit != c.limit || from != c.from {
+			t.Errorf("%v %v: %d from %q, want %d from %q", c.env, c.files, limit, from, c.limit, c.from)
+		}
+	}
+	if _, from := memoryLimit(env(map[string]string{"GOMEMLIMIT": "100MiB", "PROMPTOPS_MEMORY_LIMIT": "1"}), files(nil)); from != "GOMEMLIMIT" {
+		t.Errorf("GOMEMLIMIT set: from %q", from)
 	}
 }

@@ -2,9 +2,7 @@ package serve
 
 import (
 	"errors"
-	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 )
@@ -48,14 +46,14 @@ func readDir(dir string) (map[string]source, error) {
 		if d.Name() != PlanFile || d.IsDir() {
 			return nil
 		}
-		data, err := readPlanFile(path)
+		data, err := readRegularFile(path, maxPlanBytes)
+		src := source{data: data}
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				return nil
 			}
-			data = []byte("unreadable: " + err.Error()) // reported as a load error
+			src.unreadable = err.Error() // reported as a load error
 		}
-		src := source{data: data}
 		rel, _ := filepath.Rel(dir, path)
 		switch parts := strings.Split(filepath.ToSlash(rel), "/"); len(parts) {
 		case 1:
@@ -72,25 +70,4 @@ func readDir(dir string) (map[string]source, error) {
 		out[root] = source{data: out[root].data, refused: "a plan.json at the directory's root must be its only plan; use <namespace>/<name>/plan.json for several"}
 	}
 	return out, err
-}
-
-func readPlanFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, errors.New("not a regular file")
-	}
-	if st.Size() > maxPlanBytes {
-		return nil, errors.New("larger than 1 MiB")
-	}
-	buf := make([]byte, st.Size())
-	_, err = io.ReadFull(f, buf)
-	return buf, err
 }

@@ -1,17 +1,21 @@
 package serve
 
 import (
-	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/promptops/promptops/plan"
@@ -19,6 +23,17 @@ import (
 
 // DefaultMaxBodyBytes bounds a request body.
 const DefaultMaxBodyBytes = 4 << 20
+
+// DefaultMaxInflightBytes bounds the request bodies held at once. Each byte
+// held costs a few more while it is decoded and assembled; 16 MiB keeps the
+// server within the sidecar sample's 128Mi limit.
+const DefaultMaxInflightBytes = 16 << 20
+
+// DefaultRequestTimeout bounds a request, from its headers to its answer.
+const DefaultRequestTimeout = 10 * time.Second
+
+// retryAfter is the Retry-After, in seconds, of a 503 Busy.
+const retryAfter = 1
 
 // Error codes of the JSON error body {"error": {"code", "message"}}.
 const (
@@ -29,6 +44,8 @@ const (
 	CodeTemplateNotFound = "TemplateNotFound"
 	CodeIntentNotFound   = "IntentNotFound"
 	CodeTooLarge         = "RequestTooLarge"
+	CodeBusy             = "Busy"
+	CodeTimeout          = "RequestTimeout"
 	CodeMethodNotAllowed = "MethodNotAllowed"
 	CodeNotFound         = "NotFound"
 )
@@ -42,12 +59,22 @@ type Server struct {
 	log          logr.Logger
 	maxBodyBytes int64
 	auth         *Auth
+	inflight     *byteBudget
+	timeout      time.Duration
 }
 
 // Options configure a Server.
 type Options struct {
 	// MaxBodyBytes bounds a request body; DefaultMaxBodyBytes when 0.
 	MaxBodyBytes int64
+	// MaxInflightBytes bounds the bytes of request bodies buffered by all
+	// requests in flight, each held until its answer is written;
+	// DefaultMaxInflightBytes when 0. A request that would go over it is
+	// answered 503 Busy with Retry-After.
+	MaxInflightBytes int64
+	// RequestTimeout bounds each request, body reading included;
+	// DefaultRequestTimeout when 0.
+	RequestTimeout time.Duration
 	// Log receives load and server errors, never request content.
 	Log logr.Logger
 	// Auth, when set, requires a Kubernetes bearer token of a caller that
@@ -60,7 +87,17 @@ func New(o Options) *Server {
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	s := &Server{store: &Store{}, metrics: newMetrics(), log: o.Log, maxBodyBytes: o.MaxBodyBytes, auth: o.Auth}
+	if o.MaxInflightBytes <= 0 {
+		o.MaxInflightBytes = DefaultMaxInflightBytes
+	}
+	if o.RequestTimeout <= 0 {
+		o.RequestTimeout = DefaultRequestTimeout
+	}
+	s := &Server{store: &Store{}, metrics: newMetrics(), log: o.Log, maxBodyBytes: o.MaxBodyBytes,
+		inflight: &byteBudget{max: o.MaxInflightBytes}, timeout: o.RequestTimeout, auth: o.Auth}
+	s.metrics.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "promptops_serve_inflight_body_bytes", Help: "Bytes of request bodies held by requests in flight (at most --max-inflight-bytes).",
+	}, func() float64 { return float64(s.inflight.used.Load()) }))
 	s.loader = newLoader(s.store, s.metrics, o.Log)
 	return s
 }
@@ -97,7 +134,13 @@ func (s *Server) Handler() http.Handler {
 func (s *Server) instrument(name string, h func(http.ResponseWriter, *http.Request) int) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		code := h(w, r)
+		// The deadline stops the work (the context) and the reading of the
+		// body (the connection's read deadline); the client going away
+		// cancels the context too.
+		ctx, cancel := context.WithTimeout(r.Context(), s.timeout)
+		defer cancel()
+		_ = http.NewResponseController(w).SetReadDeadline(start.Add(s.timeout))
+		code := h(w, r.WithContext(ctx))
 		s.metrics.request(name, code, time.Since(start).Seconds())
 	})
 }
@@ -148,15 +191,25 @@ func (s *Server) assemble(w http.ResponseWriter, r *http.Request) int {
 	if snap == nil {
 		return writeError(w, http.StatusServiceUnavailable, CodeNotReady, "no plans loaded yet")
 	}
-	body, err := readBody(w, r, s.maxBodyBytes)
+	held := &reservation{budget: s.inflight}
+	defer held.release()
+	body, err := readBody(w, r, s.maxBodyBytes, held)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
+		switch {
+		case errors.As(err, &tooLarge):
 			return writeError(w, http.StatusRequestEntityTooLarge, CodeTooLarge, fmt.Sprintf("the request body is over %d bytes", s.maxBodyBytes))
+		case errors.Is(err, errBusy):
+			w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
+			w.Header().Set("Connection", "close") // the rest of the body is not read
+			return writeError(w, http.StatusServiceUnavailable, CodeBusy, "too many request bytes in flight; retry later")
+		case errors.Is(err, os.ErrDeadlineExceeded), r.Context().Err() != nil:
+			return writeError(w, http.StatusRequestTimeout, CodeTimeout, "the request body did not arrive in time")
 		}
 		return writeError(w, http.StatusBadRequest, CodeMalformed, "reading the request body failed")
 	}
 	req, status, code, msg := decodeRequest(body)
+	body = nil // the decoded request holds its own copy
 	if status != 0 {
 		return writeError(w, status, code, msg)
 	}
@@ -168,11 +221,14 @@ func (s *Server) assemble(w http.ResponseWriter, r *http.Request) int {
 	if p == nil {
 		return writeError(w, http.StatusNotFound, CodeTemplateNotFound, fmt.Sprintf("no template %s is loaded", k))
 	}
-	a, err := p.Assemble(req.Intent, req.Runtime)
+	a, err := p.AssembleContext(r.Context(), req.Intent, req.Runtime)
 	if err != nil {
 		var ui *plan.UnknownIntentError
 		var us *plan.UnknownSectionError
 		switch {
+		case r.Context().Err() != nil:
+			// The deadline passed or the client went away: nobody may read this.
+			return writeError(w, http.StatusServiceUnavailable, CodeTimeout, "the request took longer than the server's request timeout")
 		case errors.As(err, &ui):
 			return writeError(w, http.StatusNotFound, CodeIntentNotFound, fmt.Sprintf("template %s has no intent %q (intents: %s)", k, ui.Intent, strings.Join(ui.Intents, ", ")))
 		case errors.As(err, &us):
@@ -199,18 +255,94 @@ func (s *Server) assemble(w http.ResponseWriter, r *http.Request) int {
 	return writeJSON(w, status, &resp)
 }
 
-// readBody reads the whole body, at most limit bytes, into one buffer sized
-// from Content-Length when the client sent one.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+// firstBodyChunk is the buffer a body is first read into.
+const firstBodyChunk = 4 << 10
+
+// readBody reads the whole body, at most limit bytes. Nothing is allocated
+// on the strength of Content-Length alone: the buffer starts small and at
+// most doubles as bytes arrive (Content-Length only caps it, so a body that
+// says its size ends in a buffer of that size). The buffer's capacity is
+// reserved from the server's in-flight budget before each growth; errBusy
+// when it is spent.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64, held *reservation) ([]byte, error) {
 	if r.ContentLength > limit {
 		return nil, &http.MaxBytesError{Limit: limit}
 	}
-	var buf bytes.Buffer
-	if r.ContentLength > 0 {
-		buf.Grow(int(r.ContentLength) + bytes.MinRead)
+	if r.ContentLength == 0 {
+		return nil, nil
 	}
-	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
-	return buf.Bytes(), err
+	want := limit + 1 // unknown length: read until EOF or past the limit
+	if r.ContentLength > 0 {
+		want = r.ContentLength
+	}
+	body := http.MaxBytesReader(w, r.Body, limit)
+	var buf []byte
+	for {
+		if len(buf) == cap(buf) {
+			if int64(len(buf)) >= want {
+				if want > limit {
+					return nil, &http.MaxBytesError{Limit: limit}
+				}
+				return buf, nil // all of Content-Length; the body ends here
+			}
+			n := min(want, max(firstBodyChunk, 2*int64(cap(buf))))
+			if !held.grow(n - int64(cap(buf))) {
+				return nil, errBusy
+			}
+			next := make([]byte, len(buf), n)
+			copy(next, buf)
+			buf = next
+		}
+		n, err := body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// errBusy is the in-flight budget being spent.
+var errBusy = errors.New("too many request bytes in flight")
+
+// byteBudget counts the bytes of request bodies held by requests in flight.
+// A request over smallRequest may take only three quarters of it, so that
+// a few large requests cannot turn away the ordinary ones.
+type byteBudget struct {
+	max  int64
+	used atomic.Int64
+}
+
+// smallRequest is what a request may hold and still use the last quarter
+// of the budget.
+const smallRequest = 256 << 10
+
+// reservation is one request's share of the budget.
+type reservation struct {
+	budget *byteBudget
+	held   int64
+}
+
+// grow reserves n more bytes, or none and reports false.
+func (r *reservation) grow(n int64) bool {
+	limit := r.budget.max
+	if r.held+n > smallRequest {
+		limit -= r.budget.max / 4
+	}
+	if r.budget.used.Add(n) > limit {
+		r.budget.used.Add(-n)
+		return false
+	}
+	r.held += n
+	return true
+}
+
+// release gives back all the request holds.
+func (r *reservation) release() {
+	r.budget.used.Add(-r.held)
+	r.held = 0
 }
 
 // decodeRequest parses the body strictly: one JSON object of known fields.

@@ -5,6 +5,7 @@ package serve
 
 import (
 	"bytes"
+	"errors"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -52,6 +53,9 @@ type source struct {
 	// ConfigMap the operator did not render, a file outside the layouts);
 	// it is never served.
 	refused string
+	// unreadable, when set, is why the file could not be read (not a
+	// regular file, too large); it counts as a plan that does not load.
+	unreadable string
 }
 
 // loader turns the raw plan.json of each source (a file path or a
@@ -85,7 +89,7 @@ func (l *loader) apply(sources map[string][]byte) {
 }
 
 func (a source) same(b source) bool {
-	return a.want == b.want && a.refused == b.refused && bytes.Equal(a.data, b.data)
+	return a.want == b.want && a.refused == b.refused && a.unreadable == b.unreadable && bytes.Equal(a.data, b.data)
 }
 
 // load takes the complete current set of sources and publishes the
@@ -107,12 +111,18 @@ func (l *loader) load(sources map[string]source) {
 			continue
 		}
 		changed = true
-		l.last[id] = source{data: bytes.Clone(src.data), want: src.want, refused: src.refused}
+		l.last[id] = source{data: bytes.Clone(src.data), want: src.want, refused: src.refused, unreadable: src.unreadable}
 		if src.refused != "" {
 			l.refuse(id, src.refused, "", Key{})
 			continue
 		}
-		p, err := plan.Load(src.data)
+		var p *plan.Plan
+		var err error
+		if src.unreadable != "" {
+			err = errors.New(src.unreadable)
+		} else {
+			p, err = plan.Load(src.data)
+		}
 		if err == nil && src.want != (Key{}) && (Key{p.Namespace, p.Name}) != src.want {
 			// Never served, not even the previous version: the place no
 			// longer holds the template it names.
