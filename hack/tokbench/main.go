@@ -1,0 +1,45 @@
+// Command tokbench counts the tokens of a file with promptops' encoder, to be
+// timed as a whole process against hack/tokenfixtures/count.mjs (npm
+// tiktoken) on the same file:
+//
+//	go run ./hack/tokencorpus -size 10000000 > /tmp/corpus10.txt
+//	go build -o /tmp/tokbench ./hack/tokbench
+//	time /tmp/tokbench -encoding o200k_base /tmp/corpus10.txt
+//	time node hack/tokenfixtures/count.mjs o200k_base /tmp/corpus10.txt
+//
+// Like count.mjs it encodes the file in ~4 KB chunks cut at line ends (the
+// size of a prompt section), uncached, and prints the total.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/promptops/promptops/internal/tokens"
+	"github.com/promptops/promptops/internal/tokens/corpus"
+)
+
+func main() {
+	enc := flag.String("encoding", tokens.O200K, "encoding: cl100k_base or o200k_base")
+	flag.Parse()
+	if flag.NArg() != 1 {
+		fmt.Fprintln(os.Stderr, "usage: tokbench [-encoding name] file")
+		os.Exit(2)
+	}
+	data, err := os.ReadFile(flag.Arg(0))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	e, err := tokens.Get(*enc)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	n := 0
+	for _, c := range corpus.Chunks(string(data), 4096) {
+		n += e.CountUncached(c)
+	}
+	fmt.Printf("%s: %d tokens, %d bytes\n", *enc, n, len(data))
+}
