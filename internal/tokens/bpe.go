@@ -22,6 +22,9 @@ func (v *vocab) appendPiece(dst []int, piece string) []int {
 	if len(piece) <= shortPiece {
 		return v.mergeShort(dst, piece)
 	}
+	if len(piece) >= giantPiece {
+		return v.mergeGiant(dst, piece)
+	}
 	return v.mergeLong(dst, piece)
 }
 

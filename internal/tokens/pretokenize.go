@@ -130,7 +130,7 @@ func upperLower(s string, p int) int {
 		if c&cU == 0 {
 			break
 		}
-		q += n
+		q = repeatEnd(s, q, n)
 		if c&cW != 0 {
 			lastLower = q
 		}
@@ -214,9 +214,35 @@ func runEnd(s string, p int, bits uint8) int {
 		if c&bits == 0 {
 			return p
 		}
-		p += n
+		p = repeatEnd(s, p, n)
 	}
 	return p
+}
+
+// repeatEnd returns the end of the copies of the n-byte character at s[p]
+// that follow one another from p (at least p+n): a megabyte-long run of one
+// character is then classified once, and skipped at the speed of a memory
+// compare.
+func repeatEnd(s string, p, n int) int {
+	q := p + n
+	if q+n > len(s) || s[q+n-1] != s[p+n-1] || s[q:q+n] != s[p:q] {
+		return q
+	}
+	q += n
+	// s[p:q] is copies of the character: compare blocks of doubling, then
+	// halving, length.
+	l := q - p
+	for q+l <= len(s) && s[q:q+l] == s[p:p+l] {
+		q += l
+		l *= 2
+	}
+	for l > n {
+		l /= 2
+		if q+l <= len(s) && s[q:q+l] == s[p:p+l] {
+			q += l
+		}
+	}
+	return q
 }
 
 // digitsEnd ends \p{N}{1,3} whose first digit ends at p.
@@ -248,11 +274,18 @@ func punctEnd(s string, i int, c uint8, slash bool) int {
 		return 0
 	}
 	for p < len(s) {
+		if b := s[p]; b < utf8.RuneSelf {
+			if bmpClass[b]&(cS|cL|cN) != 0 {
+				break
+			}
+			p++
+			continue
+		}
 		c, n := classAt(s, p)
 		if c&(cS|cL|cN) != 0 {
 			break
 		}
-		p += n
+		p = repeatEnd(s, p, n)
 	}
 	for p < len(s) && (s[p] == '\r' || s[p] == '\n' || (slash && s[p] == '/')) {
 		p++
@@ -271,11 +304,12 @@ func spaceEnd(s string, i int) int {
 		if c&cS == 0 {
 			break
 		}
+		end := repeatEnd(s, p, n)
 		if s[p] == '\r' || s[p] == '\n' {
-			lastBreak = p + 1
+			lastBreak = end
 		}
-		lastStart = p
-		p += n
+		lastStart = end - n
+		p = end
 	}
 	switch {
 	case lastBreak > 0:

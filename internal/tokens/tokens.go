@@ -110,11 +110,27 @@ func (e *Encoder) count(text string, limit int) (int, bool) {
 	buf := (*bp)[:0]
 	v, split := e.vocab, e.split
 	n := 0
+	// last is the previous piece and lastN its count: runs of one piece
+	// ("777" in a long number, "\t\t" in deep code) count once.
+	last, lastN := "", 0
 	for i := 0; i < len(text); {
 		end := split(text, i)
-		buf = v.appendPiece(buf[:0], text[i:end])
-		n += len(buf)
+		piece := text[i:end]
 		i = end
+		switch {
+		case len(piece) == len(last) && piece == last:
+		case len(piece) < giantPiece:
+			buf = v.appendPiece(buf[:0], piece)
+			last, lastN = piece, len(buf)
+		case limit >= 0 && n+(len(piece)+v.maxLen-1)/v.maxLen > limit:
+			// No token is longer than maxLen, so the piece has at least
+			// this many tokens: enough to know the count is over the
+			// limit without merging it.
+			last, lastN = "", (len(piece)+v.maxLen-1)/v.maxLen
+		default:
+			last, lastN = piece, v.countGiant(piece)
+		}
+		n += lastN
 		if limit >= 0 && n > limit {
 			break
 		}
@@ -208,7 +224,7 @@ func (e *Encoder) Truncate(text string, maxTokens int) (string, int) {
 	// maxTokens, so nothing past that is read: a hostile megabyte-long
 	// piece costs what its kept part costs. Prefixes are counted on their
 	// own, so the answer is the same as for the whole text.
-	if limit := maxTokens * e.vocab.maxTokenLen(); limit < len(text) {
+	if limit := maxTokens * e.vocab.maxLen; limit < len(text) {
 		text = text[:backOffToRune(text, limit)]
 	}
 	v, split := e.vocab, e.split

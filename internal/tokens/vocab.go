@@ -26,6 +26,8 @@ type vocab struct {
 	// byte: a long piece of CJK text is longer than any token that starts
 	// like it, and needs no hashing to know it is not one.
 	maxLenFrom [256]int
+	// maxLen is the length of the longest token.
+	maxLen int
 	// shorts finds the tokens of up to 8 bytes, most pieces, by their
 	// bytes alone: one probe that compares a number, with no hashing of a
 	// string and no reading of the token's text.
@@ -88,6 +90,7 @@ func loadVocab(name string) (*vocab, error) {
 		v.offs[id+1] = e.end
 	}
 	v.buildPieces()
+	v.maxLen = v.maxTokenLen()
 	v.shorts = newShortTable(v)
 	for b := 0; b < 256; b++ {
 		id, ok := v.lookup(string([]byte{byte(b)}))

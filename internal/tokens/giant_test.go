@@ -1,0 +1,192 @@
+package tokens
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/promptops/promptops/internal/tokens/corpus"
+)
+
+// giantCases returns long random pieces of the kinds that pre-tokenize into
+// one piece or are adversarial to a chunked merge: runs of one character,
+// periodic patterns, random CJK, punctuation and emoji runs, spaces, and
+// those with other text at the edges.
+func giantCases(r *rand.Rand, n int) []string {
+	alphabets := [][]string{
+		{"a"}, {"!"}, {" "}, {"7"}, {"中"}, {"😀"}, {"\n"}, {"="}, {"-"}, {"\t"},
+		{"a", "b"}, {"a", "aa", "ab"}, {"中", "文", "的"}, {"!", "?", ".", "*", "#"},
+		{"😀", "🇺", "🇸", "\u200d"}, {"e", "\u0301"}, {"ab", "ba", "abc"},
+		strings.Split("统计分析数据变量均值标准差置信区间检验用户研究结果方法模型样本分布缺失", ""),
+		strings.Split("的一是不了人我在有他这为之大来以个中上们到说国和地也子时道出而要于就下得可你年生", ""),
+		strings.Split("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ", ""),
+		strings.Split("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~", ""),
+		{"\xf0", "\x9f", "\x98", "\x80", "\xe4", "\xb8"}, // bytes, not characters
+	}
+	edges := []string{"", " ", "x", "Hello, world ", "中文", "!?", "😀", " 7", "\xff"}
+	var out []string
+	for len(out) < n {
+		al := alphabets[r.IntN(len(alphabets))]
+		size := 1 + r.IntN(40_000)
+		if r.IntN(8) == 0 {
+			size = 40_000 + r.IntN(300_000)
+		}
+		var b strings.Builder
+		switch r.IntN(4) {
+		case 0: // one character repeated
+			c := al[r.IntN(len(al))]
+			for b.Len() < size {
+				b.WriteString(c)
+			}
+		case 1: // a random period repeated
+			period := make([]string, 1+r.IntN(12))
+			for i := range period {
+				period[i] = al[r.IntN(len(al))]
+			}
+			p := strings.Join(period, "")
+			for b.Len() < size {
+				b.WriteString(p)
+			}
+		case 2: // random
+			for b.Len() < size {
+				b.WriteString(al[r.IntN(len(al))])
+			}
+		default: // runs of random lengths
+			for b.Len() < size {
+				c := al[r.IntN(len(al))]
+				for k := r.IntN(300); k >= 0; k-- {
+					b.WriteString(c)
+				}
+			}
+		}
+		s := edges[r.IntN(len(edges))] + b.String() + edges[r.IntN(len(edges))]
+		out = append(out, s)
+	}
+	return out
+}
+
+// TestGiantMergeDifferential compares the chunked merge of long pieces with
+// the heap merge, with the chunk lengths of production and tiny ones that
+// put a junction every few tokens.
+func TestGiantMergeDifferential(t *testing.T) {
+	n := 300
+	if testing.Short() {
+		n = 40
+	}
+	for _, name := range []string{CL100K, O200K} {
+		v := MustGet(name).vocab
+		r := rand.New(rand.NewPCG(16, uint64(len(name))))
+		cases := giantCases(r, n)
+		pieces, bytes, lost, repairs := 0, 0, 0, 0
+		for i, s := range cases {
+			if len(s) < 2 {
+				continue
+			}
+			want := v.mergeLong(nil, s)
+			for _, chunk := range []int{giantChunk, 7 + r.IntN(200)} {
+				g := giantMerge{v: v, chunk: chunk, chunks: map[string][]int{}, compat: map[[2]int32]bool{}}
+				got := g.merge(nil, s)
+				repairs += g.repairs
+				// Counting keeps only the last tokens; with few kept, some
+				// repairs reach past them and fall back to the heap merge.
+				gc := giantMerge{v: v, chunk: chunk, chunks: map[string][]int{}, compat: map[[2]int32]bool{}, keep: 1 + r.IntN(64)}
+				n := len(gc.merge(nil, s)) + gc.dropped
+				if gc.lost {
+					n = len(want)
+					lost++
+				}
+				if n != len(want) {
+					t.Fatalf("%s case %d (%d bytes, starts %q), chunk %d, keep %d: counts %d, want %d",
+						name, i, len(s), s[:min(len(s), 40)], chunk, gc.keep, n, len(want))
+				}
+				if !slices.Equal(got, want) {
+					at := 0
+					for at < min(len(got), len(want)) && got[at] == want[at] {
+						at++
+					}
+					t.Fatalf("%s case %d (%d bytes, starts %q), chunk %d: differs at token %d of %d/%d",
+						name, i, len(s), s[:min(len(s), 40)], chunk, at, len(got), len(want))
+				}
+			}
+			pieces++
+			bytes += len(s)
+		}
+		t.Logf("%s: %d pieces, %d bytes, each merged and counted with two chunk lengths: %d junctions repaired, %d counts fell back", name, pieces, bytes, repairs, lost)
+	}
+}
+
+// TestGiantPieces checks the six 1 MiB one-character values through the
+// public API: Encode against the heap merge of its pieces, Count,
+// CountUpTo and Truncate.
+func TestGiantPieces(t *testing.T) {
+	if testing.Short() {
+		t.Skip("1 MiB values")
+	}
+	for _, name := range []string{CL100K, O200K} {
+		e := MustGet(name)
+		for _, c := range []string{"a", "!", " ", "7", "中", "😀"} {
+			s := "x" + strings.Repeat(c, 1<<20/len(c)) + " end"
+			ids := e.Encode(s)
+			var want []int
+			for i := 0; i < len(s); {
+				end := e.split(s, i)
+				want = e.vocab.mergeLongOrLookup(want, s[i:end])
+				i = end
+			}
+			if !slices.Equal(ids, want) {
+				t.Fatalf("%s %q: chunked merge differs from the heap merge", name, c)
+			}
+			if n := e.CountUncached(s); n != len(ids) {
+				t.Fatalf("%s %q: count %d, encode %d", name, c, n, len(ids))
+			}
+			if n, over := e.CountUpTo(s, 1000); !over || n <= 1000 {
+				t.Fatalf("%s %q: CountUpTo(1000) = %d, %v", name, c, n, over)
+			}
+			if n, over := e.CountUpTo(s, len(ids)); over || n != len(ids) {
+				t.Fatalf("%s %q: CountUpTo(%d) = %d, %v", name, c, len(ids), n, over)
+			}
+			for _, max := range []int{1, 1000, len(ids) / 2} {
+				got, n := e.Truncate(s, max)
+				if n > max || n != e.CountUncached(got) || !strings.HasPrefix(s, got) {
+					t.Fatalf("%s %q: Truncate(%d) = %d bytes, %d tokens", name, c, max, len(got), n)
+				}
+			}
+			t.Log(fmt.Sprintf("%s %q: %d tokens", name, c, len(ids)))
+		}
+	}
+}
+
+// mergeLongOrLookup is appendPiece with the heap merge for long pieces.
+func (v *vocab) mergeLongOrLookup(dst []int, piece string) []int {
+	if id, ok := v.lookup(piece); ok {
+		return append(dst, int(id))
+	}
+	return v.pure(dst, piece)
+}
+
+// BenchmarkGiantPiece counts 4 MiB values of one character repeated, beside
+// 4 MiB of ordinary mixed text. Every iteration counts new content (a
+// different first line), so the count cache never answers:
+//
+//	go test -run '^$' -bench GiantPiece -benchmem ./internal/tokens/
+func BenchmarkGiantPiece(b *testing.B) {
+	const size = 4 << 20
+	cases := []struct{ name, text string }{{"ordinary", corpus.Generate(size)}}
+	for _, c := range []string{"a", "!", " ", "7", "中", "😀"} {
+		cases = append(cases, struct{ name, text string }{fmt.Sprintf("%q", c), strings.Repeat(c, size/len(c))})
+	}
+	for _, name := range []string{CL100K, O200K} {
+		e := MustGet(name)
+		for _, c := range cases {
+			b.Run(name+"/"+c.name, func(b *testing.B) {
+				b.SetBytes(int64(len(c.text)))
+				for i := 0; i < b.N; i++ {
+					_ = e.Count(strconv.Itoa(i) + "\n" + c.text)
+				}
+			})
+		}
+	}
+}
