@@ -17,6 +17,10 @@ type splitFunc func(s string, i int) int
 //	(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
 func splitCL100K(s string, i int) int {
 	b := s[i]
+	// No alternative before \p{N}{1,3} starts with a digit.
+	if b-'0' < 10 {
+		return digitsEnd(s, i+1)
+	}
 	// An ASCII letter, or a space and one, starts a letter run.
 	if (b|0x20)-'a' < 26 {
 		return runEnd(s, i+1, cL)
@@ -56,6 +60,10 @@ func splitCL100K(s string, i int) int {
 // The optional first character may be a mark (\p{M} is not \p{L}), so both
 // "with it" and "without it" are tried, as the engine would.
 func splitO200K(s string, i int) int {
+	// No alternative before \p{N}{1,3} starts with a digit.
+	if s[i]-'0' < 10 {
+		return digitsEnd(s, i+1)
+	}
 	if end := asciiWord(s, i); end > 0 {
 		return end
 	}
@@ -248,6 +256,10 @@ func repeatEnd(s string, p, n int) int {
 // digitsEnd ends \p{N}{1,3} whose first digit ends at p.
 func digitsEnd(s string, p int) int {
 	for k := 1; k < 3 && p < len(s); k++ {
+		if s[p]-'0' < 10 {
+			p++
+			continue
+		}
 		c, n := classAt(s, p)
 		if c&cN == 0 {
 			break
