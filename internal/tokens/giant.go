@@ -147,7 +147,7 @@ func (g *giantMerge) merged(s string) []int {
 	if toks, ok := g.chunks[s]; ok {
 		return toks
 	}
-	toks := g.v.pure(nil, s)
+	toks := g.v.pureFast(nil, s)
 	g.misses++
 	if g.misses < 64 || len(g.chunks) < 4*(g.misses-len(g.chunks)+1) {
 		g.chunks[s] = toks
@@ -195,7 +195,7 @@ func (g *giantMerge) repair(dst []int, base int, piece string, pos int, right []
 		for _, t := range right[:jr] {
 			to += v.tokenLen(uint32(t))
 		}
-		w := v.pure(nil, piece[from:to])
+		w := v.pureFast(nil, piece[from:to])
 		if (jl < len(left) && !g.compatible(left[len(left)-jl-1], w[0])) ||
 			(jr < len(right) && !g.compatible(w[len(w)-1], right[jr])) {
 			continue

@@ -190,3 +190,53 @@ func BenchmarkGiantPiece(b *testing.B) {
 		}
 	}
 }
+
+// TestCharMergeDifferential compares mergeChars, which starts from the
+// tokens of three-byte characters and checks its guess, with the heap merge
+// from bytes, on random pieces of CJK and other three-byte characters.
+func TestCharMergeDifferential(t *testing.T) {
+	n := 20000
+	if testing.Short() {
+		n = 2000
+	}
+	common := []rune("统计分析数据变量均值标准差置信区间检验用户研究结果方法模型样本分布缺失的一是不了人我在有他这为之大来以个中上们到说国和地也子时道出而要于就下得可你年生。，、「」한국어日本語のカタカナ")
+	for _, name := range []string{CL100K, O200K} {
+		v := MustGet(name).vocab
+		r := rand.New(rand.NewPCG(17, uint64(len(name))))
+		before := charRepairs.Load()
+		bytes := 0
+		for c := 0; c < n; c++ {
+			var b strings.Builder
+			size := 13 + r.IntN(300)
+			if r.IntN(20) == 0 {
+				size = 300 + r.IntN(4000)
+			}
+			if r.IntN(2) == 0 {
+				b.WriteString([]string{" ", "!", "a", "\xe4", "😀"}[r.IntN(5)])
+			}
+			for b.Len() < size {
+				switch k := r.IntN(20); {
+				case k < 14:
+					b.WriteRune(common[r.IntN(len(common))])
+				case k < 18: // any three-byte character
+					x := rune(0x800 + r.IntN(0x10000-0x800))
+					if x >= 0xd800 && x <= 0xdfff {
+						x = 0x4e00
+					}
+					b.WriteRune(x)
+				case k < 19:
+					b.WriteString([]string{"a", " ", "😀", "7", "é"}[r.IntN(5)])
+				default: // a stray byte
+					b.WriteByte(byte(0x80 + r.IntN(0x80)))
+				}
+			}
+			s := b.String()
+			want := v.mergeLong(nil, s)
+			if got := v.mergeChars(nil, s); !slices.Equal(got, want) {
+				t.Fatalf("%s %q: mergeChars %v, mergeLong %v", name, s, got, want)
+			}
+			bytes += len(s)
+		}
+		t.Logf("%s: %d pieces, %d bytes; %d guesses repaired", name, n, bytes, charRepairs.Load()-before)
+	}
+}

@@ -28,6 +28,8 @@ type vocab struct {
 	maxLenFrom [256]int
 	// maxLen is the length of the longest token.
 	maxLen int
+	// chars caches what mergeChars needs (chars.go).
+	chars charTables
 	// shorts finds the tokens of up to 8 bytes, most pieces, by their
 	// bytes alone: one probe that compares a number, with no hashing of a
 	// string and no reading of the token's text.
@@ -91,6 +93,7 @@ func loadVocab(name string) (*vocab, error) {
 	}
 	v.buildPieces()
 	v.maxLen = v.maxTokenLen()
+	v.chars = newCharTables(len(entries))
 	v.shorts = newShortTable(v)
 	for b := 0; b < 256; b++ {
 		id, ok := v.lookup(string([]byte{byte(b)}))
