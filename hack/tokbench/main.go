@@ -15,6 +15,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/promptops/promptops/internal/tokens"
 	"github.com/promptops/promptops/internal/tokens/corpus"
@@ -22,6 +23,7 @@ import (
 
 func main() {
 	enc := flag.String("encoding", tokens.O200K, "encoding: cl100k_base or o200k_base")
+	verbose := flag.Bool("v", false, "also print the time of loading the encoding and of counting")
 	flag.Parse()
 	if flag.NArg() != 1 {
 		fmt.Fprintln(os.Stderr, "usage: tokbench [-encoding name] file")
@@ -32,14 +34,20 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	t0 := time.Now()
 	e, err := tokens.Get(*enc)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	t1 := time.Now()
 	n := 0
 	for _, c := range corpus.Chunks(string(data), 4096) {
 		n += e.CountUncached(c)
 	}
 	fmt.Printf("%s: %d tokens, %d bytes\n", *enc, n, len(data))
+	if *verbose {
+		d := time.Since(t1)
+		fmt.Printf("load %v, count %v (%.1f MB/s)\n", t1.Sub(t0), d, float64(len(data))/d.Seconds()/1e6)
+	}
 }

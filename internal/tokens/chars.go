@@ -89,6 +89,11 @@ func (v *vocab) pairCompatible(a, b uint32) bool {
 	if v.pairs.get(a, b) != noRank {
 		return false
 	}
+	return v.unmergedCompatible(a, b)
+}
+
+// unmergedCompatible is pairCompatible for a and b that do not merge.
+func (v *vocab) unmergedCompatible(a, b uint32) bool {
 	key := uint64(a)<<pairIDBits | uint64(b)
 	slot := &v.chars.compat[(key*0x9e3779b97f4a7c15)>>(64-compatBits)]
 	if e := slot.Load(); e>>63 != 0 && e&(1<<62-1) == key {
@@ -155,7 +160,8 @@ func (v *vocab) mergeChars(dst []int, piece string) []int {
 	prev := uint32(noRank)
 	for i, t := range dst[base:] {
 		tok := uint32(t)
-		if !v.reachable(tok) || (prev != noRank && !v.pairCompatible(prev, tok)) {
+		// Adjacent tokens of a finished merge do not merge.
+		if !v.reachable(tok) || (prev != noRank && !v.unmergedCompatible(prev, tok)) {
 			charRepairs.Add(1)
 			guess := append([]int(nil), dst[base+i:]...)
 			return v.repairGuess(dst[:base+i], base, piece, guess)

@@ -105,8 +105,8 @@ func loadVocab(name string) (*vocab, error) {
 	// Every way to split a token into two tokens is a merge that can produce
 	// it; this covers exactly the lookups tiktoken makes while merging,
 	// since both sides of a pair are always tokens.
-	type pair struct{ a, b, merged uint32 }
-	var pairs []pair
+	// A pair is a<<40 | b<<20 | merged; there are about three per token.
+	pairs := make([]uint64, 0, 4*len(entries))
 	for id := range entries {
 		t := v.token(uint32(id))
 		for k := 1; k < len(t); k++ {
@@ -115,13 +115,13 @@ func loadVocab(name string) (*vocab, error) {
 				continue
 			}
 			if b, ok := v.lookup(t[k:]); ok {
-				pairs = append(pairs, pair{a, b, uint32(id)})
+				pairs = append(pairs, uint64(a)<<40|uint64(b)<<20|uint64(id))
 			}
 		}
 	}
 	v.pairs = newPairTable(len(pairs))
 	for _, p := range pairs {
-		v.pairs.put(p.a, p.b, p.merged)
+		v.pairs.put(uint32(p>>40), uint32(p>>20)&(1<<20-1), uint32(p)&(1<<20-1))
 	}
 	v.bytePairs = make([]uint32, 1<<16)
 	for x := 0; x < 1<<16; x++ {
