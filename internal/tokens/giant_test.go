@@ -167,9 +167,10 @@ func (v *vocab) mergeLongOrLookup(dst []int, piece string) []int {
 	return v.pure(dst, piece)
 }
 
-// BenchmarkGiantPiece counts 4 MiB values of one character repeated, beside
-// 4 MiB of ordinary mixed text. Every iteration counts new content (a
-// different first line), so the count cache never answers:
+// BenchmarkGiantPiece counts, encodes, truncates to 1000 tokens and
+// budget-checks against 1000 tokens 4 MiB values of one character
+// repeated, beside 4 MiB of ordinary mixed text. Every iteration works on
+// new content (a different first line), so the count cache never answers:
 //
 //	go test -run '^$' -bench GiantPiece -benchmem ./internal/tokens/
 func BenchmarkGiantPiece(b *testing.B) {
@@ -178,15 +179,26 @@ func BenchmarkGiantPiece(b *testing.B) {
 	for _, c := range []string{"a", "!", " ", "7", "中", "😀"} {
 		cases = append(cases, struct{ name, text string }{fmt.Sprintf("%q", c), strings.Repeat(c, size/len(c))})
 	}
+	ops := []struct {
+		name string
+		do   func(e *Encoder, s string)
+	}{
+		{"Count", func(e *Encoder, s string) { _ = e.Count(s) }},
+		{"Encode", func(e *Encoder, s string) { _ = e.Encode(s) }},
+		{"Truncate1k", func(e *Encoder, s string) { _, _ = e.Truncate(s, 1000) }},
+		{"CountUpTo1k", func(e *Encoder, s string) { _, _ = e.CountUpTo(s, 1000) }},
+	}
 	for _, name := range []string{CL100K, O200K} {
 		e := MustGet(name)
-		for _, c := range cases {
-			b.Run(name+"/"+c.name, func(b *testing.B) {
-				b.SetBytes(int64(len(c.text)))
-				for i := 0; i < b.N; i++ {
-					_ = e.Count(strconv.Itoa(i) + "\n" + c.text)
-				}
-			})
+		for _, op := range ops {
+			for _, c := range cases {
+				b.Run(name+"/"+op.name+"/"+c.name, func(b *testing.B) {
+					b.SetBytes(int64(len(c.text)))
+					for i := 0; i < b.N; i++ {
+						op.do(e, strconv.Itoa(i)+"\n"+c.text)
+					}
+				})
+			}
 		}
 	}
 }

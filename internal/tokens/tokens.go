@@ -261,7 +261,10 @@ func (e *Encoder) Truncate(text string, maxTokens int) (string, int) {
 	}
 	for kept := maxTokens; kept > 0; kept-- {
 		c := backOffToRune(text, cut)
-		if c < restart.at {
+		// The white space that ends the prefix is pre-tokenized as a run
+		// at the end of text, which can join pieces that the following
+		// character split (\s+(?!\S)), back to before the run.
+		if ws := spaceRunStart(text, c); c < restart.at || (ws < c && restart.at >= ws) {
 			restart = mark{0, 0}
 		}
 		n := restart.before + e.CountUncached(text[restart.at:c])
@@ -271,6 +274,19 @@ func (e *Encoder) Truncate(text string, maxTokens int) (string, int) {
 		cut -= v.tokenLen(uint32(toks[kept-1]))
 	}
 	return "", 0
+}
+
+// spaceRunStart returns the start of the run of white space that ends at
+// text[:n], n when there is none.
+func spaceRunStart(text string, n int) int {
+	for n > 0 {
+		r, size := utf8.DecodeLastRuneInString(text[:n])
+		if classOf(r)&cS == 0 {
+			break
+		}
+		n -= size
+	}
+	return n
 }
 
 // backOffToRune moves a byte offset back to the start of the character it
