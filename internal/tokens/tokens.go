@@ -89,10 +89,21 @@ func (e *Encoder) Encode(text string) []int {
 // the piece that takes the count past limit and reports over.
 func (e *Encoder) encode(dst []int, text string, limit int) (toks []int, over bool) {
 	v, split := e.vocab, e.split
+	// last is the previous piece, whose tokens are dst[lastAt:]: a run of
+	// one piece is merged once.
+	last, lastAt := "", 0
 	for i := 0; i < len(text); {
 		end := split(text, i)
-		dst = v.appendPiece(dst, text[i:end])
+		piece := text[i:end]
 		i = end
+		start := len(dst)
+		if len(piece) == len(last) && piece == last {
+			dst = append(dst, dst[lastAt:start]...)
+		} else {
+			dst = v.appendPiece(dst, piece)
+			last = piece
+		}
+		lastAt = start
 		if limit >= 0 && len(dst) > limit {
 			return dst, true
 		}
