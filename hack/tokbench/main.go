@@ -15,6 +15,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/promptops/promptops/internal/tokens"
@@ -34,20 +35,30 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	t0 := time.Now()
+	t0, c0 := time.Now(), cpu()
 	e, err := tokens.Get(*enc)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	t1 := time.Now()
+	t1, c1 := time.Now(), cpu()
 	n := 0
 	for _, c := range corpus.Chunks(string(data), 4096) {
 		n += e.CountUncached(c)
 	}
 	fmt.Printf("%s: %d tokens, %d bytes\n", *enc, n, len(data))
 	if *verbose {
-		d := time.Since(t1)
-		fmt.Printf("load %v, count %v (%.1f MB/s)\n", t1.Sub(t0), d, float64(len(data))/d.Seconds()/1e6)
+		d, c2 := time.Since(t1), cpu()
+		fmt.Printf("load %v (cpu %v), count %v (cpu %v, %.1f MB/s of cpu)\n",
+			t1.Sub(t0), c1-c0, d, c2-c1, float64(len(data))/(c2-c1).Seconds()/1e6)
 	}
+}
+
+// cpu is the process's user and system time so far.
+func cpu() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
