@@ -1,5 +1,11 @@
 package tokens
 
+import (
+	"hash/maphash"
+	"strings"
+	"sync/atomic"
+)
+
 // Giant pieces (a megabyte of one letter, of '!', of spaces, of one emoji)
 // are merged in chunks, exactly.
 //
@@ -50,6 +56,20 @@ const giantChunk = 1 << 10
 // giantBack is how many tokens at the end of a chunk are dropped and merged
 // again at the start of the next chunk.
 const giantBack = 4
+
+// giantChunkCache is the number of chunk merges an encoder keeps across
+// calls, about 1 KB of text and 2 KB of tokens each.
+const giantChunkCache = 256
+
+// chunkEntry is a chunk's text and its pure merge, shared read-only.
+type chunkEntry struct {
+	text string
+	toks []int
+}
+
+// chunkCache is a direct-mapped cache of chunk merges, safe for concurrent
+// use: an entry is never changed, only replaced.
+type chunkCache [giantChunkCache]atomic.Pointer[chunkEntry]
 
 // giantMerge is the state of one giant piece's merge.
 type giantMerge struct {
@@ -147,7 +167,19 @@ func (g *giantMerge) merged(s string) []int {
 	if toks, ok := g.chunks[s]; ok {
 		return toks
 	}
-	toks := g.v.pureFast(nil, s)
+	v := g.v
+	// Then the process-wide cache, for values counted again and again
+	// (budget checks that cut one long value at many places).
+	slot := &v.giantChunks[maphash.String(v.pieceSeed, s)%uint64(len(v.giantChunks))]
+	if e := slot.Load(); e != nil && e.text == s {
+		g.chunks[s] = e.toks
+		return e.toks
+	}
+	toks := v.pureFast(nil, s)
+	if len(s) >= g.chunk {
+		// A copy, so that the cache never holds on to the caller's text.
+		slot.Store(&chunkEntry{text: strings.Clone(s), toks: toks})
+	}
 	g.misses++
 	if g.misses < 64 || len(g.chunks) < 4*(g.misses-len(g.chunks)+1) {
 		g.chunks[s] = toks

@@ -30,6 +30,8 @@ type vocab struct {
 	maxLen int
 	// chars caches what mergeChars needs (chars.go).
 	chars charTables
+	// giantChunks caches the merges of giant pieces' chunks (giant.go).
+	giantChunks *chunkCache
 	// shorts finds the tokens of up to 8 bytes, most pieces, by their
 	// bytes alone: one probe that compares a number, with no hashing of a
 	// string and no reading of the token's text.
@@ -94,6 +96,7 @@ func loadVocab(name string) (*vocab, error) {
 	v.buildPieces()
 	v.maxLen = v.maxTokenLen()
 	v.chars = newCharTables(len(entries))
+	v.giantChunks = new(chunkCache)
 	v.shorts = newShortTable(v)
 	for b := 0; b < 256; b++ {
 		id, ok := v.lookup(string([]byte{byte(b)}))
