@@ -57,6 +57,10 @@ const giantChunk = 1 << 10
 // again at the start of the next chunk.
 const giantBack = 4
 
+// giantRepairMax bounds the tokens a repair merges again on each side of a
+// junction, so that no junction costs more than a few chunks.
+const giantRepairMax = 1 << 10
+
 // giantChunkCache is the number of chunk merges an encoder keeps across
 // calls, about 1 KB of text and 2 KB of tokens each.
 const giantChunkCache = 256
@@ -80,8 +84,8 @@ type giantMerge struct {
 	misses int
 	buf    []byte
 	// keep, when not 0, bounds the tokens kept: older ones are only counted
-	// (dropped), for counts of pieces with millions of tokens. A repair
-	// that reaches past the kept tokens cannot be checked (lost).
+	// (dropped), for counts of pieces with millions of tokens. lost is set
+	// when a repair gives up (see repair).
 	keep    int
 	dropped int
 	lost    bool
@@ -92,7 +96,17 @@ type giantMerge struct {
 // the same tokens as mergeLong.
 func (v *vocab) mergeGiant(dst []int, piece string) []int {
 	g := giantMerge{v: v, chunk: giantChunk, chunks: map[string][]int{}, compat: map[[2]int32]bool{}}
-	return g.merge(dst, piece)
+	return g.run(dst, piece)
+}
+
+// run is merge, or mergeLong when merge gives up.
+func (g *giantMerge) run(dst []int, piece string) []int {
+	base := len(dst)
+	dst = g.merge(dst, piece)
+	if g.lost {
+		return g.v.mergeLong(dst[:base], piece)
+	}
+	return dst
 }
 
 // countGiant returns the number of tokens of a piece longer than any token,
@@ -216,7 +230,10 @@ func (g *giantMerge) repair(dst []int, base int, piece string, pos int, right []
 	left := dst[base:]
 	for j := 2; ; j *= 2 {
 		jl, jr := min(j, len(left)), min(j, len(right))
-		if jl == len(left) && g.dropped > 0 {
+		// A window that reaches past the kept tokens cannot be checked;
+		// one that keeps growing would make the merge quadratic. Both are
+		// left to the heap merge of the whole piece.
+		if (jl == len(left) && g.dropped > 0) || j > giantRepairMax {
 			g.lost = true
 			return dst
 		}
