@@ -6,7 +6,10 @@ import "sync"
 // merged token has the lowest rank, the leftmost among equals, until no
 // pair merges. Short pieces use tiktoken's own linear scan over a small
 // array; long ones a min-heap of (rank, position) over a linked list, which
-// makes the same choices in O(n log n) instead of O(n²).
+// makes the same choices in O(n log n) instead of O(n²). Long pieces of
+// CJK text start the heap from their characters' tokens and check the
+// result (chars.go); giant pieces are merged in chunks joined where
+// provably exact (giant.go). mergeLong stays the reference of both.
 
 // shortPiece is the longest piece merged by linear scans.
 const shortPiece = 12
