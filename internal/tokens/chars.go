@@ -210,9 +210,35 @@ func (v *vocab) repairGuess(dst []int, base int, piece string, guess []int) []in
 				continue
 			}
 			dst = append(dst[:len(dst)-jl], w...)
+			v.splitChars(piece, from, w)
 			pos, i, checked = to, i+jr, true
 			break
 		}
 	}
 	return dst
+}
+
+// splitChars marks the three-byte characters that a token boundary of w,
+// the tokens of piece[from:], falls inside as not to be merged alone: the
+// next pieces start them from their bytes, and so guess right where a byte
+// of them merges with a neighbour (置信 in o200k_base). Only the guesses
+// change, never the result.
+func (v *vocab) splitChars(piece string, from int, w []int) {
+	p := from
+	for _, t := range w[:len(w)-1] {
+		p += v.tokenLen(uint32(t))
+		if runeStart(piece[p]) {
+			continue
+		}
+		for q := p - 1; q >= max(0, p-2); q-- {
+			if b := piece[q]; b&0xf0 == 0xe0 && q+2 < len(piece) {
+				r := rune(b&0x0f)<<12 | rune(piece[q+1]&0x3f)<<6 | rune(piece[q+2]&0x3f)
+				v.chars.char3[r].Store(noRank)
+				break
+			}
+			if runeStart(piece[q]) {
+				break
+			}
+		}
+	}
 }
