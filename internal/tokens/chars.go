@@ -32,6 +32,9 @@ type charTables struct {
 
 const compatBits = 16
 
+// learnSplits turns splitChars on; tests turn it off to run more repairs.
+var learnSplits = true
+
 // charRepairs counts the pieces whose guess mergeChars repaired, for tests.
 var charRepairs atomic.Int64
 
@@ -210,7 +213,9 @@ func (v *vocab) repairGuess(dst []int, base int, piece string, guess []int) []in
 				continue
 			}
 			dst = append(dst[:len(dst)-jl], w...)
-			v.splitChars(piece, from, w)
+			if learnSplits {
+				v.splitChars(piece, from, w)
+			}
 			pos, i, checked = to, i+jr, true
 			break
 		}

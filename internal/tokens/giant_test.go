@@ -224,6 +224,9 @@ func TestCharMergeDifferential(t *testing.T) {
 		before := charRepairs.Load()
 		bytes := 0
 		for c := 0; c < n; c++ {
+			// The first half with no learning of characters to split, so
+			// that guesses fail and are repaired often.
+			learnSplits = c >= n/2
 			var b strings.Builder
 			size := 13 + r.IntN(300)
 			if r.IntN(20) == 0 {
@@ -255,6 +258,7 @@ func TestCharMergeDifferential(t *testing.T) {
 			}
 			bytes += len(s)
 		}
+		learnSplits = true
 		t.Logf("%s: %d pieces, %d bytes; %d guesses repaired", name, n, bytes, charRepairs.Load()-before)
 	}
 }
