@@ -42,7 +42,8 @@ import (
 // again, widened until the pairs at the window's edges are compatible; at
 // worst the window is all the piece, which is the plain merge.
 //
-// A giant piece is longer than any token, so tiktoken's whole-piece lookup
+// A giant piece is longer than any token (128 bytes in both encodings,
+// checked by TestGiantMergeDifferential), so tiktoken's whole-piece lookup
 // never applies to it, and its merge is the pure merge.
 
 // giantPiece is the length from which a piece is merged in chunks.
