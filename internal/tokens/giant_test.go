@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/promptops/promptops/internal/tokens/corpus"
@@ -263,5 +264,45 @@ func TestCharMergeDifferential(t *testing.T) {
 		}
 		learnSplits = true
 		t.Logf("%s: %d pieces, %d bytes; %d guesses repaired", name, n, bytes, charRepairs.Load()-before)
+	}
+}
+
+// TestGiantAndCharsParallel counts giant pieces and CJK text from several
+// goroutines at once, which share the chunk cache and the character
+// tables (run it with -race).
+func TestGiantAndCharsParallel(t *testing.T) {
+	r := rand.New(rand.NewPCG(18, 1))
+	texts := giantCases(r, 6)
+	for i := range texts {
+		texts[i] = texts[i][:min(len(texts[i]), 20_000)]
+	}
+	texts = append(texts, strings.Repeat("中", 3000), strings.Repeat("置信区间统计", 300), strings.Repeat("!", 9000))
+	for _, name := range []string{CL100K, O200K} {
+		e := MustGet(name)
+		want := make([]int, len(texts))
+		for i, s := range texts {
+			for j := 0; j < len(s); {
+				end := e.split(s, j)
+				want[i] += len(e.vocab.mergeLongOrLookup(nil, s[j:end]))
+				j = end
+			}
+		}
+		var wg sync.WaitGroup
+		for g := 0; g < 4; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for k := range texts {
+					i := (k + g) % len(texts)
+					if n := e.CountUncached(texts[i]); n != want[i] {
+						t.Errorf("%s text %d: count %d, want %d", name, i, n, want[i])
+					}
+					if n := len(e.Encode(texts[i])); n != want[i] {
+						t.Errorf("%s text %d: encode %d tokens, want %d", name, i, n, want[i])
+					}
+				}
+			}()
+		}
+		wg.Wait()
 	}
 }
