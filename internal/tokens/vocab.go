@@ -5,7 +5,10 @@ import (
 	"encoding/base64"
 	"fmt"
 	"hash/maphash"
+	"runtime"
+	"slices"
 	"strconv"
+	"sync"
 
 	"github.com/pkoukk/tiktoken-go-loader/assets"
 )
@@ -93,11 +96,18 @@ func loadVocab(name string) (*vocab, error) {
 		v.offs[id] = e.start
 		v.offs[id+1] = e.end
 	}
-	v.buildPieces()
-	v.maxLen = v.maxTokenLen()
+	// The two token tables are independent: built side by side.
+	var tables sync.WaitGroup
+	tables.Add(1)
+	go func() {
+		defer tables.Done()
+		v.buildPieces()
+	}()
 	v.chars = newCharTables(len(entries))
 	v.giantChunks = new(chunkCache)
 	v.shorts = newShortTable(v)
+	tables.Wait()
+	v.maxLen = v.maxTokenLen()
 	for b := 0; b < 256; b++ {
 		id, ok := v.lookup(string([]byte{byte(b)}))
 		if !ok {
@@ -128,19 +138,37 @@ func loadVocab(name string) (*vocab, error) {
 		}
 		return v.lookup(s)
 	}
-	pairs := make([]uint64, 0, 4*len(entries))
-	for id := range entries {
-		t := v.token(uint32(id))
-		for k := 1; k < len(t); k++ {
-			a, ok := part(t[:k])
-			if !ok {
-				continue
-			}
-			if b, ok := part(t[k:]); ok {
-				pairs = append(pairs, uint64(a)<<40|uint64(b)<<20|uint64(id))
+	// The tokens are split in as many ranges as there are processors (up
+	// to 4), each enumerated by its own goroutine: the tables are only
+	// read. The pairs come out in the same order as from one loop.
+	splits := func(lo, hi int) []uint64 {
+		pairs := make([]uint64, 0, 4*(hi-lo))
+		for id := lo; id < hi; id++ {
+			t := v.token(uint32(id))
+			for k := 1; k < len(t); k++ {
+				a, ok := part(t[:k])
+				if !ok {
+					continue
+				}
+				if b, ok := part(t[k:]); ok {
+					pairs = append(pairs, uint64(a)<<40|uint64(b)<<20|uint64(id))
+				}
 			}
 		}
+		return pairs
 	}
+	workers := min(runtime.GOMAXPROCS(0), 4)
+	found := make([][]uint64, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			found[w] = splits(w*len(entries)/workers, (w+1)*len(entries)/workers)
+		}()
+	}
+	wg.Wait()
+	pairs := slices.Concat(found...)
 	v.pairs = newPairTable(len(pairs))
 	// Inserted in the order of their home slots, the pairs fill the table
 	// front to back instead of missing the cache at every one.
