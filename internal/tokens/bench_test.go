@@ -42,6 +42,13 @@ func chunks() []string {
 // and the npm reference on the same corpus:
 //
 //	go run ./hack/tokencorpus > /tmp/corpus.txt && node hack/tokenfixtures/bench.mjs /tmp/corpus.txt
+//
+// Whole process against whole process, loading included, on 10 MB:
+//
+//	go run ./hack/tokencorpus -size 10000000 > /tmp/corpus10.txt
+//	go build -o /tmp/tokbench ./hack/tokbench
+//	time /tmp/tokbench -encoding o200k_base /tmp/corpus10.txt
+//	time node hack/tokenfixtures/count.mjs o200k_base /tmp/corpus10.txt
 
 // BenchmarkRawTiktokenEncode is tiktoken-go alone, for comparison.
 func BenchmarkRawTiktokenEncode(b *testing.B) {

@@ -6,7 +6,10 @@ import "sync"
 // merged token has the lowest rank, the leftmost among equals, until no
 // pair merges. Short pieces use tiktoken's own linear scan over a small
 // array; long ones a min-heap of (rank, position) over a linked list, which
-// makes the same choices in O(n log n) instead of O(n²).
+// makes the same choices in O(n log n) instead of O(n²). Long pieces of
+// CJK text start the heap from their characters' tokens and check the
+// result (chars.go); giant pieces are merged in chunks joined where
+// provably exact (giant.go). mergeLong stays the reference of both.
 
 // shortPiece is the longest piece merged by linear scans.
 const shortPiece = 12
@@ -22,7 +25,19 @@ func (v *vocab) appendPiece(dst []int, piece string) []int {
 	if len(piece) <= shortPiece {
 		return v.mergeShort(dst, piece)
 	}
-	return v.mergeLong(dst, piece)
+	if len(piece) >= giantPiece {
+		return v.mergeGiant(dst, piece)
+	}
+	return v.pureFast(dst, piece)
+}
+
+// pureFast is the pure merge of s, by mergeChars when s starts (after one
+// leading character) with a three-byte character.
+func (v *vocab) pureFast(dst []int, s string) []int {
+	if len(s) > shortPiece && (s[0]&0xf0 == 0xe0 || s[1]&0xf0 == 0xe0) {
+		return v.mergeChars(dst, s)
+	}
+	return v.pure(dst, s)
 }
 
 func (v *vocab) mergeShort(dst []int, piece string) []int {
@@ -96,6 +111,12 @@ func (v *vocab) mergeLong(dst []int, piece string) []int {
 		}
 	}
 	nodes[n-1] = node{tok: v.byteToken[piece[n-1]], rank: noRank, next: -1, prev: int32(n - 2)}
+	return v.mergeNodes(dst, sc, nodes, h)
+}
+
+// mergeNodes runs the merge over a list of nodes whose mergeable pairs are
+// in h, and appends the resulting tokens to dst.
+func (v *vocab) mergeNodes(dst []int, sc *mergeScratch, nodes []node, h []uint64) []int {
 	// A heap entry packs rank over position, so the smallest word is the
 	// lowest rank and, among equal ranks, the leftmost pair. Entries go stale
 	// when a neighbour merges; a stale one no longer matches its node.

@@ -17,6 +17,10 @@ type splitFunc func(s string, i int) int
 //	(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
 func splitCL100K(s string, i int) int {
 	b := s[i]
+	// No alternative before \p{N}{1,3} starts with a digit.
+	if b-'0' < 10 {
+		return digitsEnd(s, i+1)
+	}
 	// An ASCII letter, or a space and one, starts a letter run.
 	if (b|0x20)-'a' < 26 {
 		return runEnd(s, i+1, cL)
@@ -56,6 +60,10 @@ func splitCL100K(s string, i int) int {
 // The optional first character may be a mark (\p{M} is not \p{L}), so both
 // "with it" and "without it" are tried, as the engine would.
 func splitO200K(s string, i int) int {
+	// No alternative before \p{N}{1,3} starts with a digit.
+	if s[i]-'0' < 10 {
+		return digitsEnd(s, i+1)
+	}
 	if end := asciiWord(s, i); end > 0 {
 		return end
 	}
@@ -130,7 +138,7 @@ func upperLower(s string, p int) int {
 		if c&cU == 0 {
 			break
 		}
-		q += n
+		q = repeatEnd(s, q, n)
 		if c&cW != 0 {
 			lastLower = q
 		}
@@ -214,14 +222,44 @@ func runEnd(s string, p int, bits uint8) int {
 		if c&bits == 0 {
 			return p
 		}
-		p += n
+		p = repeatEnd(s, p, n)
 	}
 	return p
+}
+
+// repeatEnd returns the end of the copies of the n-byte character at s[p]
+// that follow one another from p (at least p+n): a megabyte-long run of one
+// character is then classified once, and skipped at the speed of a memory
+// compare.
+func repeatEnd(s string, p, n int) int {
+	q := p + n
+	if q+n > len(s) || s[q+n-1] != s[p+n-1] || s[q:q+n] != s[p:q] {
+		return q
+	}
+	q += n
+	// s[p:q] is copies of the character: compare blocks of doubling, then
+	// halving, length.
+	l := q - p
+	for q+l <= len(s) && s[q:q+l] == s[p:p+l] {
+		q += l
+		l *= 2
+	}
+	for l > n {
+		l /= 2
+		if q+l <= len(s) && s[q:q+l] == s[p:p+l] {
+			q += l
+		}
+	}
+	return q
 }
 
 // digitsEnd ends \p{N}{1,3} whose first digit ends at p.
 func digitsEnd(s string, p int) int {
 	for k := 1; k < 3 && p < len(s); k++ {
+		if s[p]-'0' < 10 {
+			p++
+			continue
+		}
 		c, n := classAt(s, p)
 		if c&cN == 0 {
 			break
@@ -248,11 +286,18 @@ func punctEnd(s string, i int, c uint8, slash bool) int {
 		return 0
 	}
 	for p < len(s) {
+		if b := s[p]; b < utf8.RuneSelf {
+			if bmpClass[b]&(cS|cL|cN) != 0 {
+				break
+			}
+			p++
+			continue
+		}
 		c, n := classAt(s, p)
 		if c&(cS|cL|cN) != 0 {
 			break
 		}
-		p += n
+		p = repeatEnd(s, p, n)
 	}
 	for p < len(s) && (s[p] == '\r' || s[p] == '\n' || (slash && s[p] == '/')) {
 		p++
@@ -271,11 +316,12 @@ func spaceEnd(s string, i int) int {
 		if c&cS == 0 {
 			break
 		}
+		end := repeatEnd(s, p, n)
 		if s[p] == '\r' || s[p] == '\n' {
-			lastBreak = p + 1
+			lastBreak = end
 		}
-		lastStart = p
-		p += n
+		lastStart = end - n
+		p = end
 	}
 	switch {
 	case lastBreak > 0:

@@ -89,10 +89,21 @@ func (e *Encoder) Encode(text string) []int {
 // the piece that takes the count past limit and reports over.
 func (e *Encoder) encode(dst []int, text string, limit int) (toks []int, over bool) {
 	v, split := e.vocab, e.split
+	// last is the previous piece, whose tokens are dst[lastAt:]: a run of
+	// one piece is merged once.
+	last, lastAt := "", 0
 	for i := 0; i < len(text); {
 		end := split(text, i)
-		dst = v.appendPiece(dst, text[i:end])
+		piece := text[i:end]
 		i = end
+		start := len(dst)
+		if len(piece) == len(last) && piece == last {
+			dst = append(dst, dst[lastAt:start]...)
+		} else {
+			dst = v.appendPiece(dst, piece)
+			last = piece
+		}
+		lastAt = start
 		if limit >= 0 && len(dst) > limit {
 			return dst, true
 		}
@@ -110,11 +121,27 @@ func (e *Encoder) count(text string, limit int) (int, bool) {
 	buf := (*bp)[:0]
 	v, split := e.vocab, e.split
 	n := 0
+	// last is the previous piece and lastN its count: runs of one piece
+	// ("777" in a long number, "\t\t" in deep code) count once.
+	last, lastN := "", 0
 	for i := 0; i < len(text); {
 		end := split(text, i)
-		buf = v.appendPiece(buf[:0], text[i:end])
-		n += len(buf)
+		piece := text[i:end]
 		i = end
+		switch {
+		case len(piece) == len(last) && piece == last:
+		case len(piece) < giantPiece:
+			buf = v.appendPiece(buf[:0], piece)
+			last, lastN = piece, len(buf)
+		case limit >= 0 && n+(len(piece)+v.maxLen-1)/v.maxLen > limit:
+			// No token is longer than maxLen, so the piece has at least
+			// this many tokens: enough to know the count is over the
+			// limit without merging it.
+			last, lastN = "", (len(piece)+v.maxLen-1)/v.maxLen
+		default:
+			last, lastN = piece, v.countGiant(piece)
+		}
+		n += lastN
 		if limit >= 0 && n > limit {
 			break
 		}
@@ -208,7 +235,7 @@ func (e *Encoder) Truncate(text string, maxTokens int) (string, int) {
 	// maxTokens, so nothing past that is read: a hostile megabyte-long
 	// piece costs what its kept part costs. Prefixes are counted on their
 	// own, so the answer is the same as for the whole text.
-	if limit := maxTokens * e.vocab.maxTokenLen(); limit < len(text) {
+	if limit := maxTokens * e.vocab.maxLen; limit < len(text) {
 		text = text[:backOffToRune(text, limit)]
 	}
 	v, split := e.vocab, e.split
@@ -245,7 +272,10 @@ func (e *Encoder) Truncate(text string, maxTokens int) (string, int) {
 	}
 	for kept := maxTokens; kept > 0; kept-- {
 		c := backOffToRune(text, cut)
-		if c < restart.at {
+		// The white space that ends the prefix is pre-tokenized as a run
+		// at the end of text, which can join pieces that the following
+		// character split (\s+(?!\S)), back to before the run.
+		if ws := spaceRunStart(text, c); c < restart.at || (ws < c && restart.at >= ws) {
 			restart = mark{0, 0}
 		}
 		n := restart.before + e.CountUncached(text[restart.at:c])
@@ -255,6 +285,19 @@ func (e *Encoder) Truncate(text string, maxTokens int) (string, int) {
 		cut -= v.tokenLen(uint32(toks[kept-1]))
 	}
 	return "", 0
+}
+
+// spaceRunStart returns the start of the run of white space that ends at
+// text[:n], n when there is none.
+func spaceRunStart(text string, n int) int {
+	for n > 0 {
+		r, size := utf8.DecodeLastRuneInString(text[:n])
+		if classOf(r)&cS == 0 {
+			break
+		}
+		n -= size
+	}
+	return n
 }
 
 // backOffToRune moves a byte offset back to the start of the character it

@@ -5,7 +5,10 @@ import (
 	"encoding/base64"
 	"fmt"
 	"hash/maphash"
+	"runtime"
+	"slices"
 	"strconv"
+	"sync"
 
 	"github.com/pkoukk/tiktoken-go-loader/assets"
 )
@@ -26,6 +29,12 @@ type vocab struct {
 	// byte: a long piece of CJK text is longer than any token that starts
 	// like it, and needs no hashing to know it is not one.
 	maxLenFrom [256]int
+	// maxLen is the length of the longest token.
+	maxLen int
+	// chars caches what mergeChars needs (chars.go).
+	chars charTables
+	// giantChunks caches the merges of giant pieces' chunks (giant.go).
+	giantChunks *chunkCache
 	// shorts finds the tokens of up to 8 bytes, most pieces, by their
 	// bytes alone: one probe that compares a number, with no hashing of a
 	// string and no reading of the token's text.
@@ -87,8 +96,18 @@ func loadVocab(name string) (*vocab, error) {
 		v.offs[id] = e.start
 		v.offs[id+1] = e.end
 	}
-	v.buildPieces()
+	// The two token tables are independent: built side by side.
+	var tables sync.WaitGroup
+	tables.Add(1)
+	go func() {
+		defer tables.Done()
+		v.buildPieces()
+	}()
+	v.chars = newCharTables(len(entries))
+	v.giantChunks = new(chunkCache)
 	v.shorts = newShortTable(v)
+	tables.Wait()
+	v.maxLen = v.maxTokenLen()
 	for b := 0; b < 256; b++ {
 		id, ok := v.lookup(string([]byte{byte(b)}))
 		if !ok {
@@ -99,23 +118,62 @@ func loadVocab(name string) (*vocab, error) {
 	// Every way to split a token into two tokens is a merge that can produce
 	// it; this covers exactly the lookups tiktoken makes while merging,
 	// since both sides of a pair are always tokens.
-	type pair struct{ a, b, merged uint32 }
-	var pairs []pair
-	for id := range entries {
-		t := v.token(uint32(id))
-		for k := 1; k < len(t); k++ {
-			a, ok := v.lookup(t[:k])
-			if !ok {
-				continue
-			}
-			if b, ok := v.lookup(t[k:]); ok {
-				pairs = append(pairs, pair{a, b, uint32(id)})
-			}
+	// A pair is a<<40 | b<<20 | merged; there are about three per token.
+	// Parts of one and two bytes, a third of all, are looked up in a
+	// table by their bytes.
+	var two [1 << 16]uint32
+	for x := range two {
+		two[x] = noRank
+		if id, ok := v.shorts.get(string([]byte{byte(x >> 8), byte(x)})); ok {
+			two[x] = id
 		}
 	}
+	part := func(s string) (uint32, bool) {
+		switch len(s) {
+		case 1:
+			return v.byteToken[s[0]], true
+		case 2:
+			id := two[uint16(s[0])<<8|uint16(s[1])]
+			return id, id != noRank
+		}
+		return v.lookup(s)
+	}
+	// The tokens are split in as many ranges as there are processors (up
+	// to 4), each enumerated by its own goroutine: the tables are only
+	// read. The pairs come out in the same order as from one loop.
+	splits := func(lo, hi int) []uint64 {
+		pairs := make([]uint64, 0, 4*(hi-lo))
+		for id := lo; id < hi; id++ {
+			t := v.token(uint32(id))
+			for k := 1; k < len(t); k++ {
+				a, ok := part(t[:k])
+				if !ok {
+					continue
+				}
+				if b, ok := part(t[k:]); ok {
+					pairs = append(pairs, uint64(a)<<40|uint64(b)<<20|uint64(id))
+				}
+			}
+		}
+		return pairs
+	}
+	workers := min(runtime.GOMAXPROCS(0), 4)
+	found := make([][]uint64, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			found[w] = splits(w*len(entries)/workers, (w+1)*len(entries)/workers)
+		}()
+	}
+	wg.Wait()
+	pairs := slices.Concat(found...)
 	v.pairs = newPairTable(len(pairs))
-	for _, p := range pairs {
-		v.pairs.put(p.a, p.b, p.merged)
+	// Inserted in the order of their home slots, the pairs fill the table
+	// front to back instead of missing the cache at every one.
+	for _, p := range sortBySlot(pairs, &v.pairs) {
+		v.pairs.put(uint32(p>>40), uint32(p>>20)&(1<<20-1), uint32(p)&(1<<20-1))
 	}
 	v.bytePairs = make([]uint32, 1<<16)
 	for x := 0; x < 1<<16; x++ {
@@ -125,9 +183,19 @@ func loadVocab(name string) (*vocab, error) {
 }
 
 func (v *vocab) buildPieces() {
-	n := len(v.offs) - 1
+	// Only tokens longer than shortToken go in: lookup finds the others in
+	// the short table. The table is then a quarter of the size, and the
+	// lookups of loadVocab, most of them misses, stay in the cache more.
+	n, long := len(v.offs)-1, 0
+	for id := 0; id < n; id++ {
+		t := v.token(uint32(id))
+		v.maxLenFrom[t[0]] = max(v.maxLenFrom[t[0]], len(t))
+		if len(t) > shortToken {
+			long++
+		}
+	}
 	size, bits := 1, uint(0)
-	for size < 2*n+1 {
+	for size < 2*long+1 {
 		size <<= 1
 		bits++
 	}
@@ -135,7 +203,9 @@ func (v *vocab) buildPieces() {
 	mask := uint64(size - 1)
 	for id := 0; id < n; id++ {
 		t := v.token(uint32(id))
-		v.maxLenFrom[t[0]] = max(v.maxLenFrom[t[0]], len(t))
+		if len(t) <= shortToken {
+			continue
+		}
 		h := maphash.String(v.pieceSeed, t)
 		for i := h >> v.pieceShift; ; i = (i + 1) & mask {
 			if v.pieces[i] == 0 {
@@ -230,6 +300,38 @@ func (t *pairTable) put(a, b, merged uint32) {
 			return
 		}
 	}
+}
+
+// home is the first slot probed for a followed by b.
+func (t *pairTable) home(a, b uint32) uint64 {
+	key := uint64(a)<<pairIDBits | uint64(b)
+	return (key * 0x9e3779b97f4a7c15) >> t.shift
+}
+
+// sortBySlot returns pairs (a<<40 | b<<20 | merged) ordered by their home
+// slot in t, by a radix sort of two passes.
+func sortBySlot(pairs []uint64, t *pairTable) []uint64 {
+	bits := 64 - t.shift
+	lo := bits / 2
+	home := func(p uint64) uint64 { return t.home(uint32(p>>40), uint32(p>>20)&(1<<20-1)) }
+	out := make([]uint64, len(pairs))
+	for _, pass := range [2]struct{ shift, width uint }{{0, lo}, {lo, bits - lo}} {
+		counts := make([]int, 1<<pass.width+1)
+		mask := uint64(1)<<pass.width - 1
+		for _, p := range pairs {
+			counts[(home(p)>>pass.shift)&mask+1]++
+		}
+		for i := 1; i < len(counts); i++ {
+			counts[i] += counts[i-1]
+		}
+		for _, p := range pairs {
+			d := (home(p) >> pass.shift) & mask
+			out[counts[d]] = p
+			counts[d]++
+		}
+		pairs, out = out, pairs
+	}
+	return pairs
 }
 
 // get returns the token that a followed by b merges into, or noRank.
