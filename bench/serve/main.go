@@ -3,7 +3,10 @@
 // built binary as `promptops serve`, and drives POST /v1/assemble from N
 // keep-alive clients with 8 KB of runtime content (no cut) and 64 KB (cut to
 // the budget), reporting requests/second and p50/p99 latency; then the same
-// requests by forking `promptops assemble`, for comparison.
+// requests by forking `promptops assemble`, for comparison. With -hostile N
+// it also sends, one at a time, N requests whose one runtime value is 4 MiB
+// of one repeated character (and 4 MiB of ordinary text, the anchor), and
+// reports the server's CPU time per request (from /proc).
 //
 //	go build -o bin/promptops . && go run ./bench/serve
 package main
@@ -36,8 +39,9 @@ func main() {
 	duration := flag.Duration("duration", 5*time.Second, "How long each server scenario runs.")
 	forks := flag.Int("forks", 20, "Runs of `promptops assemble` per scenario.")
 	root := flag.String("root", ".", "The repository root (for config/samples).")
+	hostile := flag.Int("hostile", 0, "Requests per kind of 4 MiB hostile runtime value, sent one at a time; 0 for none.")
 	flag.Parse()
-	if err := run(os.Stdout, *root, *bin, *clients, *duration, *forks); err != nil {
+	if err := run(os.Stdout, *root, *bin, *clients, *duration, *forks, *hostile); err != nil {
 		fmt.Fprintln(os.Stderr, "bench/serve:", err)
 		os.Exit(1)
 	}
@@ -70,7 +74,7 @@ type scenario struct {
 	wantCut bool
 }
 
-func run(w io.Writer, root, bin string, clientList string, duration time.Duration, forks int) error {
+func run(w io.Writer, root, bin string, clientList string, duration time.Duration, forks, hostile int) error {
 	var counts []int
 	for _, f := range strings.Split(clientList, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -97,7 +101,8 @@ func run(w io.Writer, root, bin string, clientList string, duration time.Duratio
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	srv := exec.CommandContext(ctx, bin, "serve", "--plans-dir", plans, "--listen", addr)
+	// Bodies of a 4 MiB value and its JSON envelope: the hostile requests.
+	srv := exec.CommandContext(ctx, bin, "serve", "--plans-dir", plans, "--listen", addr, "--max-body-bytes", strconv.Itoa(hostileBytes+64<<10))
 	srv.Env = append(os.Environ(), "PROMPTOPS_MEMORY_LIMIT=134217728") // as in the sidecar sample (128Mi)
 	var srvLog bytes.Buffer
 	srv.Stderr = &srvLog
@@ -124,6 +129,17 @@ func run(w io.Writer, root, bin string, clientList string, duration time.Duratio
 				return fmt.Errorf("%s: %w", sc.name, err)
 			}
 			fmt.Fprintf(w, "%-34s %7d %10.0f %10s %10s %8d\n", sc.name, clients, r.rps, r.p50, r.p99, r.tokens)
+		}
+	}
+	if hostile > 0 {
+		fmt.Fprintf(w, "\n4 MiB runtime values, one request at a time, %d each: the server's CPU time per request\n\n", hostile)
+		fmt.Fprintf(w, "%-34s %10s %10s %8s\n", "value", "cpu/req", "max wall", "tokens")
+		for _, hc := range hostileCases {
+			r, err := hostileRun(base, srv.Process.Pid, hc.value, hostile)
+			if err != nil {
+				return fmt.Errorf("hostile %s: %w", hc.name, err)
+			}
+			fmt.Fprintf(w, "%-34s %10s %10s %8d\n", hc.name, r.p50, r.p99, r.tokens)
 		}
 	}
 	fmt.Fprintf(w, "\nforking promptops assemble, sequentially, %d runs each\n\n", forks)
@@ -261,6 +277,97 @@ func fork(bin, planFile string, sc scenario, n int) (result, error) {
 		}
 	}
 	return summarize(lat, time.Since(start)), nil
+}
+
+// hostileBytes is the size of a hostile runtime value.
+const hostileBytes = 4 << 20
+
+// hostileCases are the values of -hostile: one character repeated, and
+// ordinary text of the same size as the anchor.
+var hostileCases = []struct {
+	name  string
+	value func(salt int) string
+}{
+	{"ordinary text (anchor)", func(salt int) string {
+		return fmt.Sprintf("%d ", salt) + strings.Join(slices.Collect(func(yield func(string) bool) {
+			for _, v := range content(hostileBytes, "") {
+				if !yield(v) {
+					return
+				}
+			}
+		}), "")
+	}},
+	{"'!'", repeated("!")},
+	{"space", repeated(" ")},
+	{"'a'", repeated("a")},
+	{"'7'", repeated("7")},
+	{"'中'", repeated("中")},
+	{"emoji", repeated("😀")},
+}
+
+// repeated fills a value with c; salt changes its first character, so that
+// no answer comes from the count cache.
+func repeated(c string) func(salt int) string {
+	return func(salt int) string {
+		body := strings.Repeat(c, hostileBytes/len(c))
+		return string(rune('A'+salt%26)) + body[1:]
+	}
+}
+
+// hostileRun sends n requests whose tool_outputs is value(i), one at a
+// time, and reports the server's CPU time per request (its total over the
+// requests, whose bodies are built before, divided by n) as p50, and the
+// wall time of the slowest request as p99.
+func hostileRun(base string, pid int, value func(int) string, n int) (result, error) {
+	hc := &http.Client{Timeout: 5 * time.Minute}
+	bodies := make([][]byte, n)
+	for i := range bodies {
+		bodies[i], _ = json.Marshal(map[string]any{"namespace": "default", "name": "ssa-pro", "intent": "analyze", "runtime": map[string]string{"tool_outputs": value(i)}})
+	}
+	before, err := procCPU(pid)
+	if err != nil {
+		return result{}, err
+	}
+	var r result
+	for _, b := range bodies {
+		t0 := time.Now()
+		resp, err := hc.Post(base+"/v1/assemble", "application/json", bytes.NewReader(b))
+		if err != nil {
+			return result{}, err
+		}
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return result{}, fmt.Errorf("status %d: %.200s", resp.StatusCode, data)
+		}
+		if m := tokensRE.FindSubmatch(data); m != nil {
+			r.tokens, _ = strconv.Atoi(string(m[1]))
+		}
+		r.p99 = max(r.p99, time.Since(t0).Round(100*time.Microsecond))
+	}
+	after, err := procCPU(pid)
+	if err != nil {
+		return result{}, err
+	}
+	r.p50 = ((after - before) / time.Duration(n)).Round(100 * time.Microsecond)
+	return r, nil
+}
+
+// procCPU is a process's user plus system time, from /proc/PID/stat (clock
+// ticks of 10 ms, Linux's USER_HZ).
+func procCPU(pid int) (time.Duration, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The fields after the command name, which is in parentheses.
+	f := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
+	if len(f) < 13 {
+		return 0, errors.New("short /proc stat")
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
 }
 
 func freeAddr() (string, error) {

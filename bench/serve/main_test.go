@@ -24,10 +24,10 @@ func TestBenchRuns(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	var out bytes.Buffer
-	if err := run(&out, testenv.Root(), bin, "1", 100*time.Millisecond, 1); err != nil {
+	if err := run(&out, testenv.Root(), bin, "1", 100*time.Millisecond, 1, 1); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"8 KB, no cut, new content", "64 KB, cut, new content", "forking promptops assemble"} {
+	for _, want := range []string{"8 KB, no cut, new content", "64 KB, cut, new content", "forking promptops assemble", "'中'", "emoji"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}

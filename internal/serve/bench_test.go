@@ -58,3 +58,35 @@ func BenchmarkAssembleHandler(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAssembleHandlerHostile: 4 MiB of one repeated character in one
+// runtime value, through the handler (reading, decoding, assembly,
+// answer), beside 4 MiB of ordinary text; a new first character each time.
+func BenchmarkAssembleHandlerHostile(b *testing.B) {
+	s := New(Options{MaxBodyBytes: 5 << 20, MaxInflightBytes: 64 << 20})
+	s.Apply(map[string][]byte{"ssa": fixture(b, "ssa-pro")})
+	h := s.Handler()
+	for _, c := range []struct{ name, char string }{
+		{"text", ""}, {"punct", "!"}, {"spaces", " "}, {"letters", "a"}, {"digits", "7"}, {"cjk", "中"}, {"emoji", "😀"},
+	} {
+		var value string
+		if c.char == "" {
+			value = "A" + strings.Repeat("变量 1：描述性统计，均值 45.2，标准差 12.8。\n", (4<<20)/60)
+		} else {
+			value = "A" + strings.Repeat(c.char, (4<<20)/len(c.char)) // A: changed per request
+		}
+		body, _ := json.Marshal(map[string]any{"namespace": "default", "name": "ssa-pro", "intent": "analyze", "runtime": map[string]string{"tool_outputs": value}})
+		at := bytes.Index(body, []byte(`"tool_outputs":"`)) + len(`"tool_outputs":"`)
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			for i := 0; i < b.N; i++ {
+				body[at] = byte('A' + i%26) // new text: no count from the cache
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/v1/assemble", bytes.NewReader(body)))
+				if w.Code != 200 {
+					b.Fatal(w.Code, w.Body.String())
+				}
+			}
+		})
+	}
+}

@@ -349,6 +349,9 @@ func (r *reservation) release() {
 // json.Unmarshal decodes in place (a Decoder would copy the body into a
 // growing buffer first); unknownField then rejects typos such as "runtme".
 func decodeRequest(body []byte) (req AssembleRequest, status int, code, msg string) {
+	if req, ok := decodeFast(body); ok {
+		return req, 0, "", ""
+	}
 	if err := json.Unmarshal(body, &req); err != nil {
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) && typeErr.Field == "runtime" {

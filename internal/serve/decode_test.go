@@ -1,0 +1,64 @@
+package serve
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// decodeFast, when it answers, answers as encoding/json does, and it
+// answers the requests clients send.
+func FuzzDecodeFast(f *testing.F) {
+	for _, s := range []string{
+		`{"namespace":"default","name":"ssa-pro","intent":"analyze","runtime":{"data_context":"a\nb","tool_outputs":null}}`,
+		` { "runtime" : { } , "intent" : "chat" } `,
+		`{}`,
+		`{"name":"x","name":"y"}`,
+		`{"Name":"x"}`,
+		`{"runtime":{"a":"\u4e2d\ud83d\ude00\"\\\/\b\f\r\t"}}`,
+		`{"runtime":{"a":"\ud800"}}`,
+		`{"runtime":{"a":"\ud83dx"}}`,
+		`{"runtime":{"a":"` + "\xff" + `"}}`,
+		`{"runtime":{"a":"` + "\x01" + `"}}`,
+		`{"runtime":{"a":"b","a":"c"}}`,
+		`{"runtime":{"a\u0041":"b"}}`,
+		`{"runtime":null}`,
+		`{"namespace":null}`,
+		`{"intent":"x"} {}`,
+		`{"intent":"x",}`,
+		`{"runtime":{"a":1}}`,
+		`[]`,
+		``,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		got, ok := decodeFast(body)
+		if !ok {
+			return
+		}
+		var want AssembleRequest
+		if err := json.Unmarshal(body, &want); err != nil {
+			t.Fatalf("decodeFast took %q, encoding/json refuses it: %v", body, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q: decodeFast %+v, encoding/json %+v", body, got, want)
+		}
+		if f, unknown := unknownField(body); unknown {
+			t.Fatalf("%q: decodeFast took unknown field %q", body, f)
+		}
+	})
+}
+
+func TestDecodeFastTakesOrdinaryRequests(t *testing.T) {
+	for _, body := range []string{
+		`{"namespace":"default","name":"ssa-pro","intent":"analyze","runtime":{"data_context":"数据概览：共 200 行。\n\t\"引号\" \u00e9 \ud83d\ude00","tool_outputs":null}}`,
+		`{"namespace": "default", "name": "ssa-pro", "intent": "chat"}`,
+		`{"namespace":"default","name":"ssa-pro","intent":"analyze","runtime":{"tool_outputs":"` + strings.Repeat("!", 1<<20) + `"}}`,
+	} {
+		if _, ok := decodeFast([]byte(body)); !ok {
+			t.Errorf("decodeFast left %.80q to encoding/json", body)
+		}
+	}
+}
