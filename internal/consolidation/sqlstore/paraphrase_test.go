@@ -1,0 +1,189 @@
+package sqlstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/promptops/promptops/internal/consolidation"
+	"github.com/promptops/promptops/internal/consolidation/llm"
+	"github.com/promptops/promptops/internal/llmtest"
+)
+
+// paraphrases is testdata/paraphrases.json: 30 topics in English and
+// Chinese, each as [told first, a near-copy of it, two paraphrases].
+type paraphrases struct {
+	topics  [][]string
+	topicOf map[string]int
+	wording map[string]string
+}
+
+func loadParaphrases(t testing.TB) paraphrases {
+	t.Helper()
+	data, err := os.ReadFile("testdata/paraphrases.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := paraphrases{topicOf: map[string]int{}, wording: map[string]string{}}
+	if err := json.Unmarshal(data, &p.topics); err != nil {
+		t.Fatal(err)
+	}
+	for i, texts := range p.topics {
+		if len(texts) != 4 {
+			t.Fatalf("topic %d has %d texts", i, len(texts))
+		}
+		for k, text := range texts {
+			if _, dup := p.topicOf[text]; dup {
+				t.Fatalf("text %q twice", text)
+			}
+			p.topicOf[text] = i
+			// The near-copy shares the first telling's wording.
+			p.wording[text] = fmt.Sprintf("wording-%d-%d", i, max(k, 1)-1+k/2)
+		}
+	}
+	return p
+}
+
+// vector puts a topic's texts near each other (paraphrases at a cosine of
+// about 0.86, a near-copy above 0.99) and unrelated texts far apart.
+func (p paraphrases) vector(text string, _ int) ([]float32, error) {
+	topic, ok := p.topicOf[text]
+	if !ok {
+		return llmtest.TopicVector(64, []string{text}, []float64{1}), nil
+	}
+	return llmtest.TopicVector(64, []string{fmt.Sprintf("topic-%d", topic), p.wording[text], text}, []float64{1, 0.4, 0.05}), nil
+}
+
+// facts tells every topic once, then three more times, in rounds that keep
+// a topic's tellings more than a batch apart.
+func (p paraphrases) facts() []consolidation.Fact {
+	var out []consolidation.Fact
+	n := len(p.topics)
+	for round := 0; round < 4; round++ {
+		for j := 0; j < n; j++ {
+			topic := (j + round*10) % n
+			out = append(out, consolidation.Fact{ID: fmt.Sprintf("00000000-0000-4000-8000-%04d%08d", round, topic), Text: p.topics[topic][round]})
+		}
+	}
+	return out
+}
+
+// model updates an observation of a fact's topic whenever the prompt shows
+// one, and otherwise creates one with the fact's text.
+func (p paraphrases) model(_ int, req llmtest.Request) llmtest.Reply {
+	obs := llmtest.Observations(req.User)
+	var a llmtest.Answer
+	for _, f := range llmtest.Facts(req.User) {
+		topic := p.topicOf[f.Text]
+		updated := false
+		for _, o := range obs {
+			if t, ok := p.topicOf[o.Text]; ok && t == topic {
+				a.Updates = append(a.Updates, map[string]any{"observation_id": o.ID, "text": o.Text, "source_fact_ids": []string{f.ID}})
+				updated = true
+				break
+			}
+		}
+		if !updated {
+			a.Creates = append(a.Creates, map[string]any{"text": f.Text, "source_fact_ids": []string{f.ID}})
+		}
+	}
+	return llmtest.Reply{Content: a.JSON(), PromptTokens: 1000, CompletionTokens: 100}
+}
+
+// duplicates counts the observations beyond one per topic.
+func (p paraphrases) duplicates(t *testing.T, s *Store) int {
+	perTopic := map[int]int{}
+	for _, o := range observations(t, s) {
+		topic, ok := p.topicOf[o.Text]
+		if !ok {
+			t.Fatalf("an observation not from the data: %q", o.Text)
+		}
+		perTopic[topic]++
+	}
+	dups := 0
+	for _, n := range perTopic {
+		dups += n - 1
+	}
+	if len(perTopic) != len(p.topics) {
+		t.Fatalf("%d topics have observations, want %d", len(perTopic), len(p.topics))
+	}
+	return dups
+}
+
+func embeddingsEngine(s *Store, srv *llmtest.Server, emb *llmtest.EmbedServer, mod func(*consolidation.Settings)) *consolidation.Engine {
+	e := engine(s, srv, mod)
+	if emb != nil {
+		e.Embedder = llm.NewEmbeddings(llm.EmbeddingsConfig{BaseURL: emb.BaseURL(), Model: "test-embed", Timeout: 2 * time.Second, MaxRetries: 1})
+	}
+	return e
+}
+
+// TestParaphraseDuplicates: 30 topics told once and then three more times
+// in other words; a model that updates whenever it is shown the right
+// observation. Lexical recall misses paraphrases and stores duplicates;
+// hybrid recall with the duplicate guard keeps one observation per topic,
+// with the same number of LLM calls.
+func TestParaphraseDuplicates(t *testing.T) {
+	p := loadParaphrases(t)
+	facts := p.facts()
+	batches := int64((len(facts) + 7) / 8)
+	eachStore(t, func(t *testing.T, s *Store) {
+		for _, mode := range []string{"lexical", "hybrid"} {
+			// A bank per mode in the same database.
+			e := func() *consolidation.Engine {
+				srv := llmtest.New(p.model)
+				t.Cleanup(srv.Close)
+				var emb *llmtest.EmbedServer
+				if mode == "hybrid" {
+					emb = llmtest.NewEmbeddings(p.vector)
+					t.Cleanup(emb.Close)
+				}
+				e := embeddingsEngine(s, srv, emb, nil)
+				e.Settings.Bank = bank
+				return e
+			}()
+			if _, err := s.DB().Exec("DELETE FROM promptops_observations"); err != nil {
+				t.Fatal(err)
+			}
+			for _, q := range []string{"DELETE FROM promptops_observation_sources", "DELETE FROM promptops_facts", "DELETE FROM promptops_observation_vectors", "DELETE FROM promptops_fact_vectors"} {
+				if _, err := s.DB().Exec(q); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if s.dialect == sqlite {
+				if _, err := s.DB().Exec("DELETE FROM promptops_observations_fts"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			importFacts(t, s, facts...)
+			sum, err := e.Run(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			states, _ := factStates(t, s)
+			dups := p.duplicates(t, s)
+			t.Logf("%s recall: %d duplicate observations of %d chances, %d observations, %d consolidated, %d failed, %d LLM calls for %d batches, dropped %v, %d embedding calls, %d embedding tokens",
+				mode, dups, len(facts)-len(p.topics), sum.Observations, states[consolidation.FactConsolidated], states[consolidation.FactFailed], sum.LLMCalls, batches, sum.DroppedItems, sum.EmbeddingCalls, sum.EmbeddingTokens)
+			if mode == "hybrid" {
+				// The lexical run is the baseline reported beside it.
+				if states[consolidation.FactConsolidated] != len(facts) || sum.FactsFailed != 0 || sum.PendingFacts != 0 {
+					t.Fatalf("every fact must be consolidated: %v %+v", states, sum)
+				}
+				if sum.LLMCalls != batches {
+					t.Fatalf("%d LLM calls for %d batches", sum.LLMCalls, batches)
+				}
+				if dups > 2 {
+					t.Fatalf("hybrid recall left %d duplicates", dups)
+				}
+				if sum.Recall != "hybrid" {
+					t.Fatalf("summary recall %q", sum.Recall)
+				}
+			} else if sum.Recall != "lexical" || sum.EmbeddingCalls != 0 {
+				t.Fatalf("lexical run: %+v", sum)
+			}
+		}
+	})
+}
