@@ -140,9 +140,14 @@ func (e *Embeddings) embed(ctx context.Context, texts []string, out *consolidati
 	if e.cfg.Dimensions > 0 {
 		params.Dimensions = openai.Int(int64(e.cfg.Dimensions))
 	}
-	var raw rawEmbeddings
-	if _, err := e.svc.New(ctx, params, option.WithResponseBodyInto(&raw)); err != nil {
+	// The body is decoded here whatever its content type says.
+	var body []byte
+	if _, err := e.svc.New(ctx, params, option.WithResponseBodyInto(&body)); err != nil {
 		return err
+	}
+	var raw rawEmbeddings
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return fmt.Errorf("embeddings: the answer is not JSON: %w", err)
 	}
 	if len(raw.Data) != len(texts) {
 		return fmt.Errorf("embeddings: the server returned %d vectors for %d inputs", len(raw.Data), len(texts))

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -184,6 +185,147 @@ func TestParaphraseDuplicates(t *testing.T) {
 			} else if sum.Recall != "lexical" || sum.EmbeddingCalls != 0 {
 				t.Fatalf("lexical run: %+v", sum)
 			}
+		}
+	})
+}
+
+// TestDuplicateGuard: a model that never updates. The guard turns every
+// near-copy into a merge into its twin (proof count up, the fact
+// consolidated); paraphrases, further than duplicateSimilarity, are kept.
+func TestDuplicateGuard(t *testing.T) {
+	p := loadParaphrases(t)
+	var facts []consolidation.Fact
+	for _, f := range p.facts() {
+		if f.ID[24:28] == "0000" || f.ID[24:28] == "0001" { // first tellings and near-copies
+			facts = append(facts, f)
+		}
+	}
+	eachStore(t, func(t *testing.T, s *Store) {
+		importFacts(t, s, facts...)
+		srv := llmtest.New(func(_ int, req llmtest.Request) llmtest.Reply {
+			var a llmtest.Answer
+			for _, f := range llmtest.Facts(req.User) {
+				a.Creates = append(a.Creates, map[string]any{"text": f.Text, "source_fact_ids": []string{f.ID}})
+			}
+			return llmtest.Reply{Content: a.JSON()}
+		})
+		defer srv.Close()
+		emb := llmtest.NewEmbeddings(p.vector)
+		emb.Base64 = true // servers that answer base64 whatever was asked
+		defer emb.Close()
+		sum, err := embeddingsEngine(s, srv, emb, nil).Run(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		obs := observations(t, s)
+		// A near-copy whose normalised text is the same is "repeated", as
+		// without embeddings; the others are caught by the guard.
+		dup := sum.DroppedItems[consolidation.DropDuplicate]
+		if len(obs) != len(p.topics) || dup+sum.DroppedItems[consolidation.DropRepeated] != int64(len(p.topics)) || dup < 20 || sum.FactsConsolidated != int64(len(facts)) || sum.FactsFailed != 0 {
+			t.Fatalf("%d observations, %+v", len(obs), sum)
+		}
+		joined := 0
+		for _, o := range obs {
+			if o.ProofCount == 2 && len(o.SourceFactIDs) == 2 {
+				joined++
+			}
+		}
+		if int64(joined) != dup {
+			t.Fatalf("each caught near-copy's fact must join its twin: %d of %d", joined, dup)
+		}
+		if sum.LLMCalls != int64((len(facts)+7)/8) {
+			t.Fatalf("the guard must not cost LLM calls: %+v", sum)
+		}
+	})
+}
+
+// TestEmbeddingsDown: an embeddings server that does not answer fails the
+// run with the reason, and every fact stays pending.
+func TestEmbeddingsDown(t *testing.T) {
+	p := loadParaphrases(t)
+	eachStore(t, func(t *testing.T, s *Store) {
+		importFacts(t, s, p.facts()[:10]...)
+		srv := llmtest.New(p.model)
+		defer srv.Close()
+		emb := llmtest.NewEmbeddings(p.vector)
+		defer emb.Close()
+		emb.SetDown(true)
+		sum, err := embeddingsEngine(s, srv, emb, nil).Run(context.Background())
+		if err == nil || !strings.Contains(err.Error(), "embeddings answered 503: the embeddings server is down") {
+			t.Fatalf("want the server's reason, got %v", err)
+		}
+		if sum.PendingFacts != 10 || sum.FactsConsolidated != 0 || len(srv.Requests()) != 0 {
+			t.Fatalf("nothing may be lost or sent: %+v", sum)
+		}
+	})
+}
+
+// TestEmbeddingsRefusedItem: a fact the server refuses (too long) is
+// recalled lexically and consolidated; only it lacks a vector.
+func TestEmbeddingsRefusedItem(t *testing.T) {
+	p := loadParaphrases(t)
+	eachStore(t, func(t *testing.T, s *Store) {
+		facts := p.facts()[:4]
+		facts[2].Text = "LONG " + facts[2].Text
+		importFacts(t, s, facts...)
+		srv := llmtest.New(llmtest.OnePerFact)
+		defer srv.Close()
+		emb := llmtest.NewEmbeddings(func(text string, dims int) ([]float32, error) {
+			if strings.HasPrefix(text, "LONG ") {
+				return nil, llmtest.ErrTooLong(9000)
+			}
+			return p.vector(text, dims)
+		})
+		defer emb.Close()
+		var lines []string
+		e := embeddingsEngine(s, srv, emb, nil)
+		e.Progress = func(l string) { lines = append(lines, l) }
+		sum, err := e.Run(context.Background())
+		if err != nil || sum.FactsConsolidated != 4 {
+			t.Fatalf("%v %+v", err, sum)
+		}
+		vecs, err := s.FactVectors(context.Background(), bank, consolidation.Space{Model: "test-embed", Dims: 64}, []string{facts[0].ID, facts[2].ID})
+		if err != nil || len(vecs) != 1 || vecs[facts[0].ID] == nil {
+			t.Fatalf("%v %v", err, vecs)
+		}
+		if !strings.Contains(strings.Join(lines, "\n"), "fact "+facts[2].ID+" not embedded: embeddings answered 400: input is too long") {
+			t.Fatalf("the reason must be reported: %q", lines)
+		}
+	})
+}
+
+// TestEmbeddingsSpaceChange: a bank embedded with one model is re-embedded
+// with the next, bounded per run, and the spaces never mix.
+func TestEmbeddingsSpaceChange(t *testing.T) {
+	p := loadParaphrases(t)
+	eachStore(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		facts := p.facts()
+		importFacts(t, s, facts[:30]...)
+		srv := llmtest.New(p.model)
+		defer srv.Close()
+		emb := llmtest.NewEmbeddings(p.vector)
+		defer emb.Close()
+		if _, err := embeddingsEngine(s, srv, emb, nil).Run(ctx); err != nil {
+			t.Fatal(err)
+		}
+		importFacts(t, s, facts[30:40]...)
+		e := embeddingsEngine(s, srv, emb, func(st *consolidation.Settings) { st.MaxReembedPerRun = 20 })
+		e.Embedder = llm.NewEmbeddings(llm.EmbeddingsConfig{BaseURL: emb.BaseURL(), Model: "other-embed", Timeout: 2 * time.Second})
+		sum, err := e.Run(ctx)
+		if err != nil || sum.Reembedded != 20 {
+			t.Fatalf("%v %+v", err, sum)
+		}
+		count := func(model string) int {
+			n := 0
+			if err := s.ScanObservationVectors(ctx, bank, consolidation.Space{Model: model, Dims: 64}, func(string, []float32) { n++ }); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		// 20 re-embedded plus what the run created or updated in the new space.
+		if n := count("other-embed"); n < 20 || n+count("test-embed") != 30 {
+			t.Fatalf("vectors: %d in the new space, %d in the old", n, count("test-embed"))
 		}
 	})
 }
