@@ -132,7 +132,9 @@ func (r *run) initVectors(ctx context.Context, dims int) error {
 	v := r.vec
 	v.sp = Space{Model: r.Embedder.Model(), Dims: dims}
 	if v.index == nil {
-		v.index = NewMemIndex(dims)
+		idx := NewMemIndex(dims)
+		idx.Grow(r.count)
+		v.index = idx
 	}
 	if err := v.store.ScanObservationVectors(ctx, r.Settings.Bank, v.sp, v.index.Put); err != nil {
 		return fmt.Errorf("store: loading vectors: %w", err)

@@ -74,3 +74,41 @@ func TestFuseKeepsNearestTwin(t *testing.T) {
 		}
 	}
 }
+
+// TestMemIndexFindsTwinsAmongMany: past the exact-scan size the search goes
+// through the signs first; a row at a cosine of 0.6 or more to the query
+// still comes first among 20,000.
+func TestMemIndexFindsTwinsAmongMany(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	const d, n = 384, 20000
+	idx := NewMemIndex(d)
+	idx.Grow(n)
+	rows := make([][]float32, n)
+	for i := range rows {
+		rows[i] = randVec(rng, d)
+		idx.Put(fmt.Sprint(i), rows[i])
+	}
+	var queries [][]float32
+	var want []string
+	for q := 0; q < 40; q++ {
+		i := rng.IntN(n)
+		v := append([]float32(nil), rows[i]...)
+		for x := range v {
+			v[x] += 1.3 * float32(rng.NormFloat64()) // cosine about 0.6
+		}
+		queries = append(queries, v)
+		want = append(want, fmt.Sprint(i))
+	}
+	hits := idx.Nearest(queries, 3, 0.3)
+	for q := range queries {
+		if len(hits[q]) == 0 || hits[q][0].ID != want[q] {
+			t.Fatalf("query %d: want %s first, got %+v (exact cosine %.2f)", q, want[q], hits[q], Cosine(queries[q], rows[atoi(want[q])]))
+		}
+	}
+}
+
+func atoi(s string) int {
+	n := 0
+	fmt.Sscan(s, &n)
+	return n
+}
