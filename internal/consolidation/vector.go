@@ -191,11 +191,12 @@ func (m *MemIndex) Len() int { return len(m.ids) }
 
 // rescore is how many vectors per query, at least, are scored exactly
 // after the ranking by signs.
-const rescore = 256
+const rescore = 64
 
 // Nearest ranks the index by signs for all queries in one pass, then scores
-// each query's best rescore (or 8k) rows exactly. Below that many rows it
-// scores every row exactly.
+// exactly each query's best rescore (or 4k) rows among those whose signs
+// leave them a chance to reach the floor. Below that many rows it scores
+// every row exactly.
 func (m *MemIndex) Nearest(queries [][]float32, k int, floor float64) [][]Scored {
 	d, w, n := m.dims, m.words, len(m.ids)
 	qs := make([]int8, len(queries)*d)
@@ -214,7 +215,7 @@ func (m *MemIndex) Nearest(queries [][]float32, k int, floor float64) [][]Scored
 			out[j] = insertTop(out[j], Scored{ID: m.ids[i], Similarity: sim}, k)
 		}
 	}
-	want := max(rescore, 8*k)
+	want := max(rescore, 4*k)
 	if n <= want {
 		for i := 0; i < n; i++ {
 			for j := range queries {
@@ -224,6 +225,14 @@ func (m *MemIndex) Nearest(queries [][]float32, k int, floor float64) [][]Scored
 			}
 		}
 		return out
+	}
+	// The share of differing signs estimates the angle over pi, with a
+	// standard deviation of at most pi/(2*sqrt(d)) radians: rows more than
+	// four of those past the floor's angle cannot reach the floor.
+	maxH := w * 64
+	if floor > -1 {
+		angle := math.Acos(min(floor, 1)) + 2*math.Pi/math.Sqrt(float64(d))
+		maxH = min(maxH, int(angle/math.Pi*float64(d)))
 	}
 	// Hamming distances, row-major per query, and a histogram per query
 	// to find the distance that admits want rows.
@@ -251,7 +260,7 @@ func (m *MemIndex) Nearest(queries [][]float32, k int, floor float64) [][]Scored
 		hj := hist[j*(w*64+1) : (j+1)*(w*64+1)]
 		cut, seen := 0, 0
 		for cut = range hj {
-			if seen += hj[cut]; seen >= want {
+			if seen += hj[cut]; seen >= want || cut >= maxH {
 				break
 			}
 		}
