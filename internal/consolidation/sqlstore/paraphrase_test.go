@@ -329,3 +329,73 @@ func TestEmbeddingsSpaceChange(t *testing.T) {
 		}
 	})
 }
+
+// TestEmbeddingTokensCountTowardBudget: a run whose budget the embeddings
+// use up stops before the next call, leaving the rest pending.
+func TestEmbeddingTokensCountTowardBudget(t *testing.T) {
+	p := loadParaphrases(t)
+	eachStore(t, func(t *testing.T, s *Store) {
+		importFacts(t, s, p.facts()...)
+		srv := llmtest.New(func(_ int, req llmtest.Request) llmtest.Reply {
+			r := p.model(0, req)
+			r.PromptTokens, r.CompletionTokens = 1, 1
+			return r
+		})
+		defer srv.Close()
+		emb := llmtest.NewEmbeddings(func(text string, dims int) ([]float32, error) { return p.vector(text, dims) })
+		emb.NoUsage = true // our own count then
+		defer emb.Close()
+		// The completion cap (max_tokens) is what the budget reserves per
+		// call; 1,100 of it are left for the embeddings of a few batches.
+		e := embeddingsEngine(s, srv, emb, func(st *consolidation.Settings) {
+			st.MaxCompletionTokens, st.MaxPromptTokens = 1, 4000
+			st.MaxTokensPerRun = 1000 + 1000
+		})
+		sum, err := e.Run(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum.CutShort == "" || sum.EmbeddingTokens == 0 || sum.PendingFacts == 0 || sum.PromptTokens+sum.CompletionTokens+sum.EmbeddingTokens > 2000 {
+			t.Fatalf("%+v", sum)
+		}
+	})
+}
+
+// TestUpdateGuard: an update whose new text would be a near-copy of another
+// observation becomes a merge into that one.
+func TestUpdateGuard(t *testing.T) {
+	p := loadParaphrases(t)
+	eachStore(t, func(t *testing.T, s *Store) {
+		a, b := p.topics[0], p.topics[1]
+		importFacts(t, s, consolidation.Fact{ID: fid(1), Text: a[0]}, consolidation.Fact{ID: fid(2), Text: b[0]})
+		srv := llmtest.New(llmtest.OnePerFact)
+		defer srv.Close()
+		emb := llmtest.NewEmbeddings(p.vector)
+		defer emb.Close()
+		if _, err := embeddingsEngine(s, srv, emb, nil).Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		obs := observations(t, s)
+		var idB string
+		for _, o := range obs {
+			if o.Text == b[0] {
+				idB = o.ID
+			}
+		}
+		// A fact of topic b; the model rewrites observation b into a
+		// near-copy of observation a.
+		importFacts(t, s, consolidation.Fact{ID: fid(3), Text: b[2]})
+		srv.SetScript(func(_ int, req llmtest.Request) llmtest.Reply {
+			return llmtest.Reply{Content: llmtest.Answer{Updates: []map[string]any{{"observation_id": idB, "text": a[1], "source_fact_ids": []string{fid(3)}}}}.JSON()}
+		})
+		sum, err := embeddingsEngine(s, srv, emb, nil).Run(context.Background())
+		if err != nil || sum.DroppedItems[consolidation.DropDuplicate] != 1 || sum.Updated != 0 || sum.FactsConsolidated != 1 {
+			t.Fatalf("%v %+v", err, sum)
+		}
+		for _, o := range observations(t, s) {
+			if o.Text == b[0] && o.ProofCount != 1 || o.Text == a[0] && o.ProofCount != 2 {
+				t.Fatalf("the fact must join observation a, b unchanged: %+v", o)
+			}
+		}
+	})
+}
