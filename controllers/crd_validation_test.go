@@ -161,6 +161,30 @@ func TestInvalidManifestsAreRejected(t *testing.T) {
 		{"bank batchSize above 100", validBank, func(o map[string]any) { set(o, fromYAML(t, "{batchSize: 101}"), "spec", "consolidation") }, "spec.consolidation.batchSize: Invalid value: 101"},
 		{"bank baseURL not http", validBank, func(o map[string]any) { set(o, "ftp://llm/v1", "spec", "llm", "baseURL") }, "baseURL must be an http:// or https:// URL"},
 		{"bank without llm model", validBank, func(o map[string]any) { set(o, nil, "spec", "llm", "model") }, "spec.llm.model: Required value"},
+		{"bank embeddings without model", validBank, func(o map[string]any) {
+			set(o, fromYAML(t, "{baseURL: http://tei:8080/v1}"), "spec", "embeddings")
+		}, "spec.embeddings.model: Required value"},
+		{"bank embeddings baseURL not http", validBank, func(o map[string]any) {
+			set(o, fromYAML(t, "{baseURL: tei:8080/v1, model: e5}"), "spec", "embeddings")
+		}, "baseURL must be an http:// or https:// URL"},
+		{"bank embeddings dimensions too small", validBank, func(o map[string]any) {
+			set(o, fromYAML(t, "{baseURL: http://tei/v1, model: e5, dimensions: 4}"), "spec", "embeddings")
+		}, "spec.embeddings.dimensions: Invalid value: 4"},
+		{"bank embeddings batchSize zero", validBank, func(o map[string]any) {
+			set(o, fromYAML(t, "{baseURL: http://tei/v1, model: e5, batchSize: 0}"), "spec", "embeddings")
+		}, "spec.embeddings.batchSize: Invalid value: 0"},
+		{"bank embeddings recallSimilarity above 1000", validBank, func(o map[string]any) {
+			set(o, fromYAML(t, "{baseURL: http://tei/v1, model: e5, recallSimilarity: 1001}"), "spec", "embeddings")
+		}, "spec.embeddings.recallSimilarity: Invalid value: 1001"},
+		{"bank embeddings key without name", validBank, func(o map[string]any) {
+			set(o, fromYAML(t, "{baseURL: http://tei/v1, model: e5, apiKeySecretRef: {key: k}}"), "spec", "embeddings")
+		}, "spec.embeddings.apiKeySecretRef.name: Required value"},
+		{"bank duplicateSimilarity a float", validBank, func(o map[string]any) {
+			set(o, fromYAML(t, "{duplicateSimilarity: 0.97}"), "spec", "consolidation")
+		}, "spec.consolidation.duplicateSimilarity: Invalid value"},
+		{"bank duplicateSimilarity below 500", validBank, func(o map[string]any) {
+			set(o, fromYAML(t, "{duplicateSimilarity: 90}"), "spec", "consolidation")
+		}, "spec.consolidation.duplicateSimilarity: Invalid value: 90"},
 		{"bank sqlite relative path", validBank, func(o map[string]any) {
 			set(o, fromYAML(t, "{sqlite: {path: data/b.db}}"), "spec", "store")
 		}, "spec.store.sqlite.path: Invalid value"},

@@ -307,6 +307,10 @@ func (r *MemoryBankReconciler) renderConfigMap(ctx context.Context, mb *promptop
 	n := enc.Count(prompt)
 	mb.Status.ConfigMapName = consolidationName(mb)
 	mb.Status.MissionHash = hash
+	mb.Status.Recall = promptopsv1.RecallLexical
+	if mb.Spec.Embeddings != nil {
+		mb.Status.Recall = promptopsv1.RecallHybrid
+	}
 	mb.Status.PromptTokens = int32(n)
 	gen := mb.Generation
 	if left := maxPrompt - n; left*4 < maxPrompt {

@@ -419,8 +419,11 @@ func TestRealRunEndsInStatus(t *testing.T) {
 	mb := waitMB(t, ns, "real", hasCondition(promptopsv1.ConditionLastRunFailed, metav1.ConditionFalse, promptopsv1.ReasonJobSucceeded))
 	lr := mb.Status.LastRun
 	if lr == nil || lr.JobName != job.Name || !lr.Succeeded || lr.FactsConsolidated != 2 || lr.Created != 2 || lr.Observations != 2 ||
-		lr.MissionHash != consolidation.MissionHash("Track pets.") || lr.CompletionTime == nil || lr.Message != "" {
+		lr.MissionHash != consolidation.MissionHash("Track pets.") || lr.CompletionTime == nil || lr.Message != "" || lr.Recall != "lexical" {
 		t.Fatalf("lastRun %+v", lr)
+	}
+	if mb.Status.Recall != promptopsv1.RecallLexical {
+		t.Fatalf("a bank without spec.embeddings says its recall is lexical: %q", mb.Status.Recall)
 	}
 	// The print columns, as kubectl get mb shows them (server-side table).
 	cs, err := kubernetes.NewForConfig(cfg)
@@ -527,7 +530,7 @@ func TestJobPodIsRestrictedAndHoldsNoSecret(t *testing.T) {
 apiVersion: v1
 kind: Secret
 metadata: {name: bank-secrets}
-stringData: {dsn: %q, apiKey: %q}
+stringData: {dsn: %q, apiKey: %q, embKey: "sk-embeddings-key"}
 ---
 apiVersion: promptops.io/v1
 kind: MemoryBank
@@ -535,7 +538,9 @@ metadata: {name: secure}
 spec:
   store: {postgres: {dsnSecretRef: {name: bank-secrets, key: dsn}}}
   llm: {baseURL: "https://llm.example/v1", model: m, apiKeySecretRef: {name: bank-secrets, key: apiKey}}
+  embeddings: {baseURL: "https://emb.example/v1", model: e, dimensions: 256, apiKeySecretRef: {name: bank-secrets, key: embKey}}
   consolidation:
+    duplicateSimilarity: 950
     serviceAccountName: bank-runner
     nodeSelector: {pool: batch}
     resources: {limits: {memory: 256Mi}}
@@ -565,8 +570,17 @@ spec:
 	if values["PROMPTOPS_MAX_TOKENS_PER_RUN"] != "2000000" {
 		t.Fatalf("PROMPTOPS_MAX_TOKENS_PER_RUN %q", values["PROMPTOPS_MAX_TOKENS_PER_RUN"])
 	}
-	if refs["PROMPTOPS_STORE"] != "dsn" || refs["OPENAI_API_KEY"] != "apiKey" {
+	if refs["PROMPTOPS_STORE"] != "dsn" || refs["OPENAI_API_KEY"] != "apiKey" || refs["PROMPTOPS_EMBEDDINGS_API_KEY"] != "embKey" {
 		t.Fatalf("secrets must come by secretKeyRef: %v", refs)
+	}
+	for k, want := range map[string]string{"PROMPTOPS_EMBEDDINGS_BASE_URL": "https://emb.example/v1", "PROMPTOPS_EMBEDDINGS_MODEL": "e", "PROMPTOPS_EMBEDDINGS_DIMENSIONS": "256",
+		"PROMPTOPS_EMBEDDINGS_TIMEOUT_SECONDS": "60", "PROMPTOPS_EMBEDDINGS_BATCH_SIZE": "64", "PROMPTOPS_DUPLICATE_SIMILARITY": "950", "PROMPTOPS_RECALL_SIMILARITY": "300"} {
+		if values[k] != want {
+			t.Fatalf("%s %q, want %q", k, values[k], want)
+		}
+	}
+	if r := getMB(t, ns, "secure").Status.Recall; r != promptopsv1.RecallHybrid {
+		t.Fatalf("status.recall %q", r)
 	}
 	// The real apiserver's Pod Security admission judges the pod.
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "restricted-check", Labels: job.Spec.Template.Labels}, Spec: *spec.DeepCopy()}

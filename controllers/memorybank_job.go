@@ -84,6 +84,23 @@ func desiredJob(mb *promptopsv1.MemoryBank, name, image, missionHash string, ann
 		{Name: "PROMPTOPS_MISSION_FILE", Value: path.Join(configDir, missionKey)},
 		{Name: "PROMPTOPS_TERMINATION_LOG", Value: "/dev/termination-log"},
 	}
+	if e := mb.Spec.Embeddings; e != nil {
+		env = append(env,
+			corev1.EnvVar{Name: "PROMPTOPS_EMBEDDINGS_BASE_URL", Value: e.BaseURL},
+			corev1.EnvVar{Name: "PROMPTOPS_EMBEDDINGS_MODEL", Value: e.Model},
+			corev1.EnvVar{Name: "PROMPTOPS_EMBEDDINGS_TIMEOUT_SECONDS", Value: itoa(orDefault(e.TimeoutSeconds, promptopsv1.DefaultEmbeddingsTimeoutSeconds))},
+			corev1.EnvVar{Name: "PROMPTOPS_EMBEDDINGS_BATCH_SIZE", Value: itoa(orDefault(e.BatchSize, promptopsv1.DefaultEmbeddingsBatchSize))},
+			corev1.EnvVar{Name: "PROMPTOPS_RECALL_SIMILARITY", Value: itoa(orDefault(e.RecallSimilarity, promptopsv1.DefaultRecallSimilarityPerMille))},
+			corev1.EnvVar{Name: "PROMPTOPS_MAX_REEMBED_PER_RUN", Value: itoa(orDefault(e.MaxReembedPerRun, promptopsv1.DefaultMaxReembedPerRun))},
+			corev1.EnvVar{Name: "PROMPTOPS_DUPLICATE_SIMILARITY", Value: itoa(orDefault(c.DuplicateSimilarity, promptopsv1.DefaultDuplicateSimilarityPerMille))},
+		)
+		if e.Dimensions != nil {
+			env = append(env, corev1.EnvVar{Name: "PROMPTOPS_EMBEDDINGS_DIMENSIONS", Value: itoa(*e.Dimensions)})
+		}
+		if ref := e.APIKeySecretRef; ref != nil {
+			env = append(env, corev1.EnvVar{Name: "PROMPTOPS_EMBEDDINGS_API_KEY", ValueFrom: secretEnv(*ref)})
+		}
+	}
 	if mb.Spec.MaxObservations != nil {
 		env = append(env, corev1.EnvVar{Name: "PROMPTOPS_MAX_OBSERVATIONS", Value: itoa(*mb.Spec.MaxObservations)})
 	}

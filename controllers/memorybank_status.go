@@ -75,6 +75,8 @@ func (r *MemoryBankReconciler) recordLastRun(ctx context.Context, mb *promptopsv
 		if sum.MissionHash != "" {
 			run.MissionHash = sum.MissionHash
 		}
+		run.Recall = clipText(sum.Recall, 16)
+		run.EmbeddingCalls, run.EmbeddingTokens, run.Reembedded = sum.EmbeddingCalls, sum.EmbeddingTokens, sum.Reembedded
 		if sum.Error != "" {
 			run.Succeeded = false
 			run.Message = clipText(sum.Error, 4096)

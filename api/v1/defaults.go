@@ -19,4 +19,12 @@ const (
 	DefaultBackoffLimit               int32 = 1
 	DefaultSuccessfulJobsHistoryLimit int32 = 3
 	DefaultFailedJobsHistoryLimit     int32 = 1
+
+	// Embeddings and the duplicate guard. Similarities are cosines per
+	// mille (the API has no floats).
+	DefaultDuplicateSimilarityPerMille int32 = 970
+	DefaultRecallSimilarityPerMille    int32 = 300
+	DefaultEmbeddingsTimeoutSeconds    int32 = 60
+	DefaultEmbeddingsBatchSize         int32 = 64
+	DefaultMaxReembedPerRun            int32 = 20000
 )

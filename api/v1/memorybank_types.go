@@ -112,6 +112,70 @@ type LLMSpec struct {
 	TimeoutSeconds int32 `json:"timeoutSeconds,omitempty"`
 }
 
+// EmbeddingsSpec is the embedding model that gives the bank recall by
+// meaning and the duplicate guard.
+type EmbeddingsSpec struct {
+	// baseURL of an OpenAI-compatible embeddings API (/v1/embeddings of
+	// OpenAI, vLLM, Ollama, LiteLLM, TEI), for example
+	// http://tei.llm.svc:8080/v1.
+	// +required
+	// +kubebuilder:validation:MinLength=8
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.matches('^https?://[^\\\\s/]+')",message="baseURL must be an http:// or https:// URL"
+	BaseURL string `json:"baseURL"`
+
+	// model name passed to the API. The bank's vectors are pinned to the
+	// model and dimensions: changing either re-embeds the observations,
+	// a bounded number per run, and never compares vectors of two models.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Model string `json:"model"`
+
+	// dimensions asks the model for vectors of this size (text-embedding-3
+	// and later); unset sends none and takes the model's own.
+	// +optional
+	// +kubebuilder:validation:Minimum=8
+	// +kubebuilder:validation:Maximum=8192
+	Dimensions *int32 `json:"dimensions,omitempty"`
+
+	// apiKeySecretRef is the Secret key holding the embeddings API key;
+	// without it requests carry no key.
+	// +optional
+	APIKeySecretRef *SecretKeyRef `json:"apiKeySecretRef,omitempty"`
+
+	// timeoutSeconds bounds one embeddings call.
+	// +optional
+	// +kubebuilder:default=60
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=3600
+	TimeoutSeconds int32 `json:"timeoutSeconds,omitempty"`
+
+	// batchSize is the most texts per embeddings request.
+	// +optional
+	// +kubebuilder:default=64
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=2048
+	BatchSize int32 `json:"batchSize,omitempty"`
+
+	// recallSimilarity is the least cosine, per mille, at which an
+	// observation is recalled by meaning for a fact (300 is 0.30).
+	// +optional
+	// +kubebuilder:default=300
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	RecallSimilarity int32 `json:"recallSimilarity,omitempty"`
+
+	// maxReembedPerRun bounds the observations one run embeds that have no
+	// vector of the current model and dimensions (a new or changed model);
+	// those left wait for the next run and are recalled lexically meanwhile.
+	// +optional
+	// +kubebuilder:default=20000
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000000
+	MaxReembedPerRun int32 `json:"maxReembedPerRun,omitempty"`
+}
+
 // ConsolidationSpec says when and how consolidation Jobs run.
 type ConsolidationSpec struct {
 	// schedule is a cron expression (five fields, or @hourly and the like) in
@@ -155,6 +219,16 @@ type ConsolidationSpec struct {
 	// +kubebuilder:validation:Minimum=1000
 	// +kubebuilder:validation:Maximum=10000000000
 	MaxTokensPerRun int64 `json:"maxTokensPerRun,omitempty"`
+
+	// duplicateSimilarity is the cosine, per mille, at or above which a new
+	// or updated observation counts as a duplicate of one the bank holds
+	// (970 is 0.97): it is not stored, its facts join that observation.
+	// Used only with spec.embeddings.
+	// +optional
+	// +kubebuilder:default=970
+	// +kubebuilder:validation:Minimum=500
+	// +kubebuilder:validation:Maximum=1000
+	DuplicateSimilarity int32 `json:"duplicateSimilarity,omitempty"`
 
 	// activeDeadlineSeconds bounds one run's Job.
 	// +optional
@@ -238,6 +312,13 @@ type MemoryBankSpec struct {
 	// +optional
 	// +kubebuilder:default={}
 	Consolidation ConsolidationSpec `json:"consolidation,omitempty"`
+
+	// embeddings is the embedding model for recall by meaning (beside the
+	// lexical recall) and the duplicate guard
+	// (consolidation.duplicateSimilarity). Without it recall is lexical
+	// only and status.recall says so.
+	// +optional
+	Embeddings *EmbeddingsSpec `json:"embeddings,omitempty"`
 }
 
 // RunSummary is what one consolidation run reported.
@@ -286,7 +367,7 @@ type RunSummary struct {
 	Retries int64 `json:"retries,omitempty"`
 	// droppedItems counts the answer items the run left out, by reason
 	// (unknownObservation, notRecalled, noSource, badText, repeated,
-	// conflict, excessDeletes, overCapacity).
+	// conflict, excessDeletes, overCapacity, duplicate).
 	// +optional
 	// +kubebuilder:validation:MaxProperties=32
 	DroppedItems map[string]int64 `json:"droppedItems,omitempty"`
@@ -304,6 +385,21 @@ type RunSummary struct {
 	// missionHash of the mission the run used.
 	// +optional
 	MissionHash string `json:"missionHash,omitempty"`
+	// recall the run used: hybrid (embeddings and lexical) or lexical.
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	Recall string `json:"recall,omitempty"`
+	// embeddingCalls the run sent.
+	// +optional
+	EmbeddingCalls int64 `json:"embeddingCalls,omitempty"`
+	// embeddingTokens of the run (the server's usage, else counted); they
+	// count toward maxTokensPerRun.
+	// +optional
+	EmbeddingTokens int64 `json:"embeddingTokens,omitempty"`
+	// reembedded counts observations embedded because they had no vector
+	// of the current embedding model and dimensions.
+	// +optional
+	Reembedded int64 `json:"reembedded,omitempty"`
 	// message explains a failure or a missing summary.
 	// +optional
 	// +kubebuilder:validation:MaxLength=4096
@@ -363,7 +459,24 @@ type MemoryBankStatus struct {
 	// lastRun is the summary of the last finished run.
 	// +optional
 	LastRun *RunSummary `json:"lastRun,omitempty"`
+
+	// recall says how runs recall observations for a fact: Hybrid (the
+	// embeddings of spec.embeddings, lexical matches and shared entities,
+	// with the duplicate guard) or Lexical (no spec.embeddings: text
+	// similarity and shared entities only, no duplicate guard).
+	// +optional
+	// +kubebuilder:validation:Enum=Hybrid;Lexical
+	Recall RecallMode `json:"recall,omitempty"`
 }
+
+// RecallMode is how a bank's runs recall observations.
+type RecallMode string
+
+// Recall modes.
+const (
+	RecallHybrid  RecallMode = "Hybrid"
+	RecallLexical RecallMode = "Lexical"
+)
 
 // MemoryBank is a bank of facts consolidated into observations by an LLM,
 // following the bank's mission. The operator renders the consolidation prompt

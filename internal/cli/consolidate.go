@@ -69,6 +69,7 @@ func runConsolidate(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		set                                                               consolidation.Settings
 		timeoutSeconds, retries, maxTokensPerRun                          int
 		envErrs                                                           []error
+		emb                                                               embeddingsFlags
 	)
 	fs.StringVar(&baseURL, "llm-base-url", envDefault(lookupEnv, "PROMPTOPS_LLM_BASE_URL", ""), "Base URL of an OpenAI-compatible API, e.g. http://vllm:8000/v1 ($PROMPTOPS_LLM_BASE_URL).")
 	fs.StringVar(&model, "model", envDefault(lookupEnv, "PROMPTOPS_MODEL", ""), "Model name ($PROMPTOPS_MODEL).")
@@ -84,6 +85,7 @@ func runConsolidate(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	intFlag(fs, &envErrs, &maxTokensPerRun, "max-tokens-per-run", "PROMPTOPS_MAX_TOKENS_PER_RUN", int(consolidation.DefaultMaxTokensPerRun), "Prompt plus completion tokens of the run at most, retries included; then no new call starts and the rest stays pending.")
 	intFlag(fs, &envErrs, &timeoutSeconds, "llm-timeout-seconds", "PROMPTOPS_LLM_TIMEOUT_SECONDS", int(promptopsv1.DefaultLLMTimeoutSeconds), "Timeout of one LLM call.")
 	intFlag(fs, &envErrs, &retries, "llm-retries", "PROMPTOPS_LLM_RETRIES", 3, "Retries of an LLM call on 429, 5xx and connection errors, with backoff.")
+	emb.register(fs, &envErrs)
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
@@ -117,6 +119,10 @@ func runConsolidate(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			return fail(ExitInvalid, "reading the API key file: %v", err)
 		}
 		apiKey = strings.TrimSpace(string(data))
+	}
+	embedder, err := emb.embedder(&set, retries)
+	if err != nil {
+		return fail(ExitInvalid, "%v", err)
 	}
 	set.Bank, set.Encoding = sf.bank, encoding
 	// A claim outlives the longest call the client can make (every retry
@@ -154,6 +160,9 @@ func runConsolidate(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			Timeout: time.Duration(timeoutSeconds) * time.Second, MaxRetries: retries}),
 		Progress: func(line string) { fmt.Fprintf(stderr, "%s %s\n", time.Now().UTC().Format(time.RFC3339), line) },
 	}
+	if embedder != nil {
+		eng.Embedder = embedder
+	}
 	summary, err = eng.Run(ctx)
 	return finish(err)
 }
@@ -168,4 +177,57 @@ func terminationMessage(s consolidation.Summary) []byte {
 		data, _ = json.Marshal(s)
 	}
 	return data
+}
+
+// embeddingsFlags configure the embeddings server; without a base URL
+// recall stays lexical.
+type embeddingsFlags struct {
+	baseURL, model, apiKeyFile                                     string
+	dimensions, timeoutSeconds, batchSize, duplicate, floor, maxRe int
+}
+
+func (e *embeddingsFlags) register(fs *flag.FlagSet, errs *[]error) {
+	fs.StringVar(&e.baseURL, "embeddings-base-url", envDefault(lookupEnv, "PROMPTOPS_EMBEDDINGS_BASE_URL", ""), "Base URL of an OpenAI-compatible embeddings API; empty keeps recall lexical ($PROMPTOPS_EMBEDDINGS_BASE_URL).")
+	fs.StringVar(&e.model, "embeddings-model", envDefault(lookupEnv, "PROMPTOPS_EMBEDDINGS_MODEL", ""), "Embedding model name ($PROMPTOPS_EMBEDDINGS_MODEL).")
+	fs.StringVar(&e.apiKeyFile, "embeddings-api-key-file", envDefault(lookupEnv, "PROMPTOPS_EMBEDDINGS_API_KEY_FILE", ""), "File holding the embeddings API key; otherwise $PROMPTOPS_EMBEDDINGS_API_KEY; neither sends no key.")
+	intFlag(fs, errs, &e.dimensions, "embeddings-dimensions", "PROMPTOPS_EMBEDDINGS_DIMENSIONS", 0, "Dimensions asked of the embedding model; 0 sends none.")
+	intFlag(fs, errs, &e.timeoutSeconds, "embeddings-timeout-seconds", "PROMPTOPS_EMBEDDINGS_TIMEOUT_SECONDS", int(promptopsv1.DefaultEmbeddingsTimeoutSeconds), "Timeout of one embeddings call.")
+	intFlag(fs, errs, &e.batchSize, "embeddings-batch-size", "PROMPTOPS_EMBEDDINGS_BATCH_SIZE", int(promptopsv1.DefaultEmbeddingsBatchSize), "Texts per embeddings request at most.")
+	intFlag(fs, errs, &e.duplicate, "duplicate-similarity", "PROMPTOPS_DUPLICATE_SIMILARITY", int(promptopsv1.DefaultDuplicateSimilarityPerMille), "Cosine per mille at or above which a new observation is a duplicate (with embeddings).")
+	intFlag(fs, errs, &e.floor, "recall-similarity", "PROMPTOPS_RECALL_SIMILARITY", int(promptopsv1.DefaultRecallSimilarityPerMille), "Least cosine per mille of an observation recalled by meaning.")
+	intFlag(fs, errs, &e.maxRe, "max-reembed-per-run", "PROMPTOPS_MAX_REEMBED_PER_RUN", int(promptopsv1.DefaultMaxReembedPerRun), "Observations without a vector of the current model embedded per run at most.")
+}
+
+// embedder validates the flags, fills the run's settings and builds the
+// client; nil when no embeddings server is configured.
+func (e *embeddingsFlags) embedder(set *consolidation.Settings, retries int) (consolidation.Embedder, error) {
+	if e.baseURL == "" {
+		if e.model != "" {
+			return nil, errors.New("--embeddings-model needs --embeddings-base-url")
+		}
+		return nil, nil
+	}
+	if e.model == "" {
+		return nil, errors.New("--embeddings-base-url needs --embeddings-model")
+	}
+	if e.dimensions < 0 || e.dimensions > 8192 || e.timeoutSeconds < 1 || e.batchSize < 1 || e.batchSize > 2048 ||
+		e.duplicate < 500 || e.duplicate > 1000 || e.floor < 0 || e.floor > 1000 || e.maxRe < 1 {
+		return nil, errors.New("out of range: --embeddings-dimensions 0..8192, --embeddings-timeout-seconds >= 1, --embeddings-batch-size 1..2048, --duplicate-similarity 500..1000, --recall-similarity 0..1000, --max-reembed-per-run >= 1")
+	}
+	key, _ := lookupEnv("PROMPTOPS_EMBEDDINGS_API_KEY")
+	key = strings.TrimSpace(key)
+	if e.apiKeyFile != "" {
+		data, err := os.ReadFile(e.apiKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("reading the embeddings API key file: %w", err)
+		}
+		key = strings.TrimSpace(string(data))
+	}
+	set.DuplicateSimilarity = float64(e.duplicate) / 1000
+	// A floor of 0 would mean the default; the smallest positive cosine
+	// keeps "recall everything" expressible.
+	set.SemanticFloor = max(float64(e.floor)/1000, 1e-9)
+	set.MaxReembedPerRun, set.EmbedBatchSize = e.maxRe, e.batchSize
+	return llm.NewEmbeddings(llm.EmbeddingsConfig{BaseURL: e.baseURL, Model: e.model, Dimensions: e.dimensions, APIKey: key,
+		Timeout: time.Duration(e.timeoutSeconds) * time.Second, MaxRetries: retries, BatchSize: e.batchSize}), nil
 }

@@ -215,3 +215,39 @@ func TestConsolidateMaxTokensPerRun(t *testing.T) {
 		})
 	}
 }
+
+// TestConsolidateWithEmbeddings: the embeddings flags come from the
+// environment like the Job sets them; the key reaches the server; the
+// summary says the recall was hybrid. A server that is down fails the run
+// with the reason, and every fact stays pending.
+func TestConsolidateWithEmbeddings(t *testing.T) {
+	url := "sqlite://" + filepath.Join(t.TempDir(), "bank.db")
+	run(t, factsJSONL, "facts", "import", "--bank", "a/b", "--store", url, "-")
+	srv := llmtest.New(llmtest.OnePerFact)
+	defer srv.Close()
+	emb := llmtest.NewEmbeddings(func(text string, dims int) ([]float32, error) {
+		return llmtest.TopicVector(dims, []string{text}, []float64{1}), nil
+	})
+	defer emb.Close()
+	keyFile := filepath.Join(t.TempDir(), "key")
+	_ = os.WriteFile(keyFile, []byte("sk-emb-secret\n"), 0o600)
+	emb.SetDown(true)
+	withEnv(t, map[string]string{"PROMPTOPS_EMBEDDINGS_BASE_URL": emb.BaseURL(), "PROMPTOPS_EMBEDDINGS_MODEL": "e", "PROMPTOPS_EMBEDDINGS_DIMENSIONS": "32", "PROMPTOPS_LLM_RETRIES": "0"})
+	code, out, errOut := run(t, "", "consolidate", "--bank", "a/b", "--store", url, "--llm-base-url", srv.BaseURL(), "--model", "m", "--embeddings-api-key-file", keyFile)
+	if code != ExitFailed || !strings.Contains(out, `"error":"embeddings: embeddings answered 503: the embeddings server is down"`) || len(srv.Requests()) != 0 {
+		t.Fatalf("%d %s %s", code, out, errOut)
+	}
+	emb.SetDown(false)
+	code, out, errOut = run(t, "", "consolidate", "--bank", "a/b", "--store", url, "--llm-base-url", srv.BaseURL(), "--model", "m", "--embeddings-api-key-file", keyFile)
+	var sum consolidation.Summary
+	if code != ExitOK || json.Unmarshal([]byte(out), &sum) != nil || sum.FactsConsolidated != 3 || sum.Recall != "hybrid" || sum.EmbeddingCalls == 0 || sum.EmbeddingTokens == 0 {
+		t.Fatalf("%d %s %s", code, out, errOut)
+	}
+	if strings.Contains(out+errOut, "sk-emb-secret") {
+		t.Fatal("the key leaked into the output")
+	}
+	code, _, errOut = run(t, "", "consolidate", "--bank", "a/b", "--store", url, "--llm-base-url", srv.BaseURL(), "--model", "m", "--duplicate-similarity", "97")
+	if code != ExitInvalid || !strings.Contains(errOut, "--duplicate-similarity 500..1000") {
+		t.Fatalf("%d %s", code, errOut)
+	}
+}

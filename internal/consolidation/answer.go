@@ -138,7 +138,9 @@ type Dropped struct {
 // create that repeats an existing observation loses nothing, and creates
 // beyond capacity are what the user asked for; every other drop leaves its
 // facts unconsolidated unless another item carries them.
-func (d Dropped) Lossy() bool { return d.Code != DropRepeated && d.Code != DropOverCapacity }
+func (d Dropped) Lossy() bool {
+	return d.Code != DropRepeated && d.Code != DropOverCapacity && d.Code != DropDuplicate
+}
 
 // InvalidAnswerError means the answer cannot be used at all; the batch is
 // asked again, then split.

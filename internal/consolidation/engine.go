@@ -24,6 +24,12 @@ type Engine struct {
 	// Progress receives one line per LLM call; nil discards them. Lines
 	// name facts by id and never quote their text.
 	Progress func(line string)
+	// Embedder turns on hybrid recall and the duplicate guard; nil keeps
+	// recall lexical. The Store must then be a VectorStore too.
+	Embedder Embedder
+	// Index searches the bank's vectors; nil is a MemIndex loaded at the
+	// run's first batch.
+	Index VectorIndex
 }
 
 // Defaults of the settings a run leaves zero: a MemoryBank's, defined in
@@ -37,6 +43,10 @@ const (
 	DefaultMaxTokensPerRun     = promptopsv1.DefaultMaxTokensPerRun
 	DefaultMaxCompletionTokens = 16384
 	DefaultClaimLease          = 10 * time.Minute
+	DefaultDuplicateSimilarity = float64(promptopsv1.DefaultDuplicateSimilarityPerMille) / 1000
+	DefaultSemanticFloor       = float64(promptopsv1.DefaultRecallSimilarityPerMille) / 1000
+	DefaultMaxReembedPerRun    = int(promptopsv1.DefaultMaxReembedPerRun)
+	DefaultEmbedBatchSize      = int(promptopsv1.DefaultEmbeddingsBatchSize)
 )
 
 // messageOverhead is the tokens chat formatting adds per message.
@@ -71,6 +81,18 @@ func (s *Settings) Defaults() {
 	if s.ClaimLease <= 0 {
 		s.ClaimLease = DefaultClaimLease
 	}
+	if s.DuplicateSimilarity <= 0 {
+		s.DuplicateSimilarity = DefaultDuplicateSimilarity
+	}
+	if s.SemanticFloor <= 0 {
+		s.SemanticFloor = DefaultSemanticFloor
+	}
+	if s.MaxReembedPerRun <= 0 {
+		s.MaxReembedPerRun = DefaultMaxReembedPerRun
+	}
+	if s.EmbedBatchSize <= 0 {
+		s.EmbedBatchSize = DefaultEmbedBatchSize
+	}
 }
 
 // CompletionTokens is the max_tokens of a call for n facts: room for an
@@ -91,6 +113,8 @@ type run struct {
 	// alone caches whether a fact fits a call on its own, so a fact too
 	// large is failed once, not re-tokenized at every split level.
 	alone map[string]bool
+	// vec is the embedding state; nil when recall is lexical only.
+	vec *vectors
 }
 
 // errBudget stops a run that reached MaxTokensPerRun.
@@ -114,6 +138,14 @@ func (e *Engine) Run(ctx context.Context) (Summary, error) {
 	}
 	r.systemTokens = enc.Count(r.system) + messageOverhead
 	r.sum.MissionHash = MissionHash(s.Mission)
+	r.sum.Recall = recallMode(e)
+	if e.Embedder != nil {
+		vs, ok := e.Store.(VectorStore)
+		if !ok {
+			return r.sum, errors.New("store: this store keeps no vectors; run without embeddings")
+		}
+		r.vec = &vectors{store: vs, index: e.Index, facts: map[string][]float32{}}
+	}
 	if err := e.Store.EnsureBank(ctx, s.Bank); err != nil {
 		return r.sum, fmt.Errorf("store: %w", err)
 	}
@@ -168,7 +200,9 @@ func (r *run) cutShort() {
 	r.progress("%s", r.sum.CutShort)
 }
 
-func (r *run) used() int64 { return r.sum.PromptTokens + r.sum.CompletionTokens }
+func (r *run) used() int64 {
+	return r.sum.PromptTokens + r.sum.CompletionTokens + r.sum.EmbeddingTokens
+}
 
 // finish releases the run's claims and counts what the bank holds, even
 // when the run was cancelled.
@@ -254,12 +288,23 @@ func (r *run) recall(ctx context.Context, facts []Fact) ([]Candidate, map[string
 	}
 	byID := map[string]*pooled{}
 	recalledBy := map[string][]string{}
+	var sem map[string][]Candidate
+	if r.vec != nil {
+		var err error
+		if sem, err = r.semantic(ctx, facts, r.Settings.RecallPerFact*4); err != nil {
+			return nil, nil, err
+		}
+	}
 	for _, f := range facts {
 		cands, err := r.Store.Recall(ctx, r.Settings.Bank, f, r.Settings.RecallPerFact*4)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, fmt.Errorf("store: %w", err)
 		}
-		for rank, c := range Rank(f, cands, len(cands)) {
+		ranked := Rank(f, cands, len(cands))
+		if s := sem[f.ID]; len(s) > 0 {
+			ranked = fuse(s, ranked)
+		}
+		for rank, c := range ranked {
 			recalledBy[c.ID] = append(recalledBy[c.ID], f.ID)
 			if rank >= r.Settings.RecallPerFact {
 				continue
@@ -302,7 +347,7 @@ func (r *run) prepare(ctx context.Context, facts []Fact, correction string) (cal
 	s := r.Settings
 	pool, recalledBy, err := r.recall(ctx, facts)
 	if err != nil {
-		return call{}, false, fmt.Errorf("store: %w", err)
+		return call{}, false, err
 	}
 	note := CapacityNote(s.MaxObservations, r.count)
 	build := func(pool []Candidate) string {
@@ -413,6 +458,11 @@ func (r *run) process(ctx context.Context, facts []Fact) error {
 		if err != nil {
 			return fmt.Errorf("store: %w", err)
 		}
+		if r.vec != nil {
+			if err := r.guard(ctx, &ops, &dropped); err != nil {
+				return err
+			}
+		}
 		again := retryFacts(pending, ops, dropped)
 		consolidate := make([]string, 0, len(pending))
 		for _, f := range pending {
@@ -507,6 +557,11 @@ func retryFacts(pending []Fact, ops Ops, dropped []Dropped) map[string][]string 
 			carried[id] = true
 		}
 	}
+	for _, m := range ops.Merges {
+		for _, id := range m.SourceFactIDs {
+			carried[id] = true
+		}
+	}
 	for _, d := range dropped {
 		if !d.Lossy() {
 			for _, id := range d.Facts {
@@ -542,7 +597,7 @@ func retryFacts(pending []Fact, ops Ops, dropped []Dropped) map[string][]string 
 func (r *run) apply(ctx context.Context, c call, ops Ops, consolidate []string, dropped []Dropped, attempt int, reported int64) error {
 	s := r.Settings
 	var created []string
-	if len(consolidate) > 0 || len(ops.Creates)+len(ops.Updates)+len(ops.Deletes) > 0 {
+	if len(consolidate) > 0 || len(ops.Creates)+len(ops.Updates)+len(ops.Deletes)+len(ops.Merges) > 0 {
 		var err error
 		created, err = r.Store.Apply(ctx, s.Bank, r.id, ops, consolidate, r.now())
 		if errors.Is(err, ErrClaimLost) {
@@ -552,14 +607,15 @@ func (r *run) apply(ctx context.Context, c call, ops Ops, consolidate []string, 
 			return fmt.Errorf("store: applying a batch: %w", err)
 		}
 		r.sum.Batches++
+		r.applied(ops, created)
 	}
 	r.sum.FactsConsolidated += int64(len(consolidate))
 	r.sum.Created += int64(len(created))
 	r.sum.Updated += int64(len(ops.Updates))
 	r.sum.Deleted += int64(len(ops.Deletes))
 	r.count += len(created) - len(ops.Deletes)
-	line := fmt.Sprintf("batch of %d facts: %d observations recalled, %d created, %d updated, %d deleted, %d consolidated (attempt %d, %d prompt tokens)",
-		len(c.batch.Facts), len(c.batch.Pool), len(created), len(ops.Updates), len(ops.Deletes), len(consolidate), attempt, max(reported, int64(c.promptTokens)))
+	line := fmt.Sprintf("batch of %d facts: %d observations recalled, %d created, %d updated, %d deleted, %d merged, %d consolidated (attempt %d, %d prompt tokens)",
+		len(c.batch.Facts), len(c.batch.Pool), len(created), len(ops.Updates), len(ops.Deletes), len(ops.Merges), len(consolidate), attempt, max(reported, int64(c.promptTokens)))
 	if len(dropped) > 0 {
 		reasons := make([]string, 0, min(len(dropped), 10))
 		for i, d := range dropped {

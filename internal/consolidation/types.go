@@ -55,12 +55,25 @@ type Candidate struct {
 type Create struct {
 	Text          string
 	SourceFactIDs []string
+	// Vector is the text's embedding in Ops.Space; nil when there is none.
+	Vector []float32
 }
 
 // Update replaces an observation's text and adds sources.
 type Update struct {
 	ObservationID string
 	Text          string
+	SourceFactIDs []string
+	// Vector is the new text's embedding in Ops.Space; nil drops the old
+	// vector when the text changes (the next run with embeddings
+	// re-embeds it).
+	Vector []float32
+}
+
+// Merge adds sources to an observation without touching its text: what a
+// create or update the duplicate guard caught becomes.
+type Merge struct {
+	ObservationID string
 	SourceFactIDs []string
 }
 
@@ -74,6 +87,10 @@ type Ops struct {
 	Creates []Create
 	Updates []Update
 	Deletes []Delete
+	Merges  []Merge
+	// Space is the embedding space of the vectors carried by creates and
+	// updates.
+	Space Space
 }
 
 // Store is where a bank lives. Banks are keyed "namespace/name".
@@ -175,6 +192,20 @@ type Settings struct {
 	ClaimLease time.Duration
 	// RunID names the run's claims; empty draws a random one.
 	RunID string
+	// DuplicateSimilarity is the cosine at or above which a create (or an
+	// update) is a duplicate of an observation; 0 is
+	// DefaultDuplicateSimilarity. Used only with an Embedder.
+	DuplicateSimilarity float64
+	// SemanticFloor is the least cosine at which an observation is
+	// recalled by meaning; 0 is DefaultSemanticFloor.
+	SemanticFloor float64
+	// MaxReembedPerRun bounds the observations a run embeds that have no
+	// vector in the run's space (a new bank, a changed model or
+	// dimensions); 0 is DefaultMaxReembedPerRun.
+	MaxReembedPerRun int
+	// EmbedBatchSize is the most texts per embeddings call when
+	// re-embedding; 0 is DefaultEmbedBatchSize.
+	EmbedBatchSize int
 }
 
 // Summary is what a run reports; its JSON is the Job's termination message.
@@ -205,7 +236,18 @@ type Summary struct {
 	// CutShort says why the run stopped before its facts were done
 	// (maxTokensPerRun reached); empty when it was not.
 	CutShort string `json:"cutShort,omitempty"`
-	Error    string `json:"error,omitempty"`
+	// Recall is "hybrid" (embeddings and lexical) or "lexical" (no
+	// embeddings configured).
+	Recall string `json:"recall,omitempty"`
+	// EmbeddingCalls and EmbeddingTokens count the embeddings calls and
+	// their tokens (the server's usage, else our count); the tokens count
+	// toward maxTokensPerRun.
+	EmbeddingCalls  int64 `json:"embeddingCalls,omitempty"`
+	EmbeddingTokens int64 `json:"embeddingTokens,omitempty"`
+	// Reembedded counts observations embedded because they had no vector
+	// in the run's space.
+	Reembedded int64  `json:"reembedded,omitempty"`
+	Error      string `json:"error,omitempty"`
 }
 
 // Reasons an answer item is dropped, as keys of Summary.DroppedItems.
@@ -218,4 +260,5 @@ const (
 	DropConflict           = "conflict"           // an observation already deleted or updated by the answer
 	DropExcessDeletes      = "excessDeletes"      // deletes beyond the runaway cap
 	DropOverCapacity       = "overCapacity"       // creates beyond the bank's capacity
+	DropDuplicate          = "duplicate"          // near-identical to an observation (duplicateSimilarity); its sources joined that one
 )

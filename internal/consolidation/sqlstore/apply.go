@@ -51,13 +51,18 @@ func (s *Store) Apply(ctx context.Context, bank, run string, ops consolidation.O
 		}
 	}
 	for _, u := range ops.Updates {
-		if err := s.updateObservation(ctx, tx, bank, u, facts, now); err != nil {
+		if err := s.updateObservation(ctx, tx, bank, u, ops.Space, facts, now); err != nil {
+			return nil, err
+		}
+	}
+	for _, m := range ops.Merges {
+		if err := s.mergeObservation(ctx, tx, bank, m, facts, now); err != nil {
 			return nil, err
 		}
 	}
 	var created []string
 	for _, c := range ops.Creates {
-		id, err := s.createObservation(ctx, tx, bank, c, facts, now)
+		id, err := s.createObservation(ctx, tx, bank, c, ops.Space, facts, now)
 		if err != nil {
 			return nil, err
 		}
@@ -115,6 +120,7 @@ func (s *Store) deleteObservation(ctx context.Context, tx *sql.Tx, bank, id stri
 	}
 	for _, q := range []string{
 		"DELETE FROM promptops_observation_sources WHERE bank = $1 AND observation_id = $2",
+		"DELETE FROM promptops_observation_vectors WHERE bank = $1 AND observation_id = $2",
 		"DELETE FROM promptops_observations WHERE bank = $1 AND id = $2",
 	} {
 		if _, err := tx.ExecContext(ctx, s.q(q), bank, id); err != nil {
@@ -185,7 +191,21 @@ func (s *Store) addSources(ctx context.Context, tx *sql.Tx, bank, obsID string, 
 	return n, err
 }
 
-func (s *Store) updateObservation(ctx context.Context, tx *sql.Tx, bank string, u consolidation.Update, facts map[string]consolidation.Fact, now time.Time) error {
+// mergeObservation adds sources to an observation and keeps its text: a
+// duplicate the guard caught. An observation gone meanwhile fails the batch
+// (the facts stay pending), as an update of it would.
+func (s *Store) mergeObservation(ctx context.Context, tx *sql.Tx, bank string, m consolidation.Merge, facts map[string]consolidation.Fact, now time.Time) error {
+	obs, err := s.observations(ctx, tx, bank, []string{m.ObservationID})
+	if err != nil {
+		return err
+	}
+	if len(obs) == 0 {
+		return fmt.Errorf("observation %s vanished during the batch", m.ObservationID)
+	}
+	return s.updateObservation(ctx, tx, bank, consolidation.Update{ObservationID: m.ObservationID, Text: obs[0].Text, SourceFactIDs: m.SourceFactIDs}, consolidation.Space{}, facts, now)
+}
+
+func (s *Store) updateObservation(ctx context.Context, tx *sql.Tx, bank string, u consolidation.Update, sp consolidation.Space, facts map[string]consolidation.Fact, now time.Time) error {
 	obs, err := s.observations(ctx, tx, bank, []string{u.ObservationID})
 	if err != nil {
 		return err
@@ -196,6 +216,17 @@ func (s *Store) updateObservation(ctx context.Context, tx *sql.Tx, bank string, 
 	o := obs[0]
 	if o.Text != u.Text {
 		if err := s.history(ctx, tx, bank, o.ID, "update", o.Text, now); err != nil {
+			return err
+		}
+	}
+	switch {
+	case u.Vector != nil:
+		if err := s.upsertVector(ctx, tx, "promptops_observation_vectors", "observation_id", bank, o.ID, sp, u.Vector); err != nil {
+			return err
+		}
+	case o.Text != u.Text:
+		// The old vector no longer says what the text says.
+		if err := s.deleteVector(ctx, tx, bank, o.ID); err != nil {
 			return err
 		}
 	}
@@ -217,7 +248,7 @@ func (s *Store) updateObservation(ctx context.Context, tx *sql.Tx, bank string, 
 	return s.ftsInsert(ctx, tx, bank, o.ID, u.Text)
 }
 
-func (s *Store) createObservation(ctx context.Context, tx *sql.Tx, bank string, c consolidation.Create, facts map[string]consolidation.Fact, now time.Time) (string, error) {
+func (s *Store) createObservation(ctx context.Context, tx *sql.Tx, bank string, c consolidation.Create, sp consolidation.Space, facts map[string]consolidation.Fact, now time.Time) (string, error) {
 	id := uuid.NewString()
 	src := pick(facts, c.SourceFactIDs)
 	start, end := bounds(nil, nil, src)
@@ -227,6 +258,11 @@ func (s *Store) createObservation(ctx context.Context, tx *sql.Tx, bank string, 
 	}
 	if _, err := s.addSources(ctx, tx, bank, id, c.SourceFactIDs); err != nil {
 		return "", err
+	}
+	if c.Vector != nil {
+		if err := s.upsertVector(ctx, tx, "promptops_observation_vectors", "observation_id", bank, id, sp, c.Vector); err != nil {
+			return "", err
+		}
 	}
 	return id, s.ftsInsert(ctx, tx, bank, id, c.Text)
 }

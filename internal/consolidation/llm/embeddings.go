@@ -1,0 +1,217 @@
+package llm
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/promptops/promptops/internal/consolidation"
+)
+
+// EmbeddingsConfig of an embeddings client.
+type EmbeddingsConfig struct {
+	BaseURL string
+	Model   string
+	// Dimensions is sent only when set (text-embedding-3 and later).
+	Dimensions int
+	// APIKey is sent as a bearer token; empty sends none.
+	APIKey string
+	// Timeout bounds one call, retries excluded.
+	Timeout time.Duration
+	// MaxRetries on 408, 409, 429, 5xx and connection errors, with backoff.
+	MaxRetries int
+	// BatchSize is the most inputs per request; longer lists are sent in
+	// several. 0 is 64.
+	BatchSize int
+	// HTTPClient overrides the HTTP client (tests).
+	HTTPClient *http.Client
+}
+
+// maxEmbeddingsBody caps an embeddings response: 64 inputs at 3,072
+// dimensions as JSON floats is about 4 MB.
+const maxEmbeddingsBody = 64 << 20
+
+// Embeddings is a consolidation.Embedder for any OpenAI-compatible
+// /v1/embeddings API. It asks for float vectors and accepts base64 ones
+// too (some servers send them whatever was asked).
+type Embeddings struct {
+	cfg EmbeddingsConfig
+	svc openai.EmbeddingService
+}
+
+var _ consolidation.Embedder = (*Embeddings)(nil)
+
+// NewEmbeddings builds a client; like New it reads nothing from the
+// environment.
+func NewEmbeddings(cfg EmbeddingsConfig) *Embeddings {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 60 * time.Second
+	}
+	if cfg.MaxRetries < 0 {
+		cfg.MaxRetries = 0
+	}
+	if cfg.BatchSize <= 0 {
+		cfg.BatchSize = 64
+	}
+	opts := []option.RequestOption{
+		option.WithBaseURL(strings.TrimRight(cfg.BaseURL, "/") + "/"),
+		option.WithMaxRetries(cfg.MaxRetries),
+		option.WithRequestTimeout(cfg.Timeout),
+		option.WithMiddleware(func(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+			resp, err := next(req)
+			if err == nil && resp != nil && resp.Body != nil {
+				resp.Body = &cappedBody{rc: resp.Body, left: maxEmbeddingsBody, limit: maxEmbeddingsBody}
+			}
+			return resp, err
+		}),
+	}
+	if cfg.HTTPClient != nil {
+		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
+	}
+	if cfg.APIKey != "" {
+		opts = append(opts, option.WithAPIKey(cfg.APIKey))
+	} else {
+		opts = append(opts, option.WithHeaderDel("Authorization"))
+	}
+	return &Embeddings{cfg: cfg, svc: openai.NewEmbeddingService(opts...)}
+}
+
+// Model is the model the vectors come from.
+func (e *Embeddings) Model() string { return e.cfg.Model }
+
+// rawEmbeddings is the response, decoded here: openai-go reads only float
+// arrays.
+type rawEmbeddings struct {
+	Data []struct {
+		Index     int             `json:"index"`
+		Embedding json.RawMessage `json:"embedding"`
+	} `json:"data"`
+	Usage struct {
+		PromptTokens int64 `json:"prompt_tokens"`
+		TotalTokens  int64 `json:"total_tokens"`
+	} `json:"usage"`
+}
+
+// Embed embeds texts, BatchSize a request. A request the server refuses
+// with 400 or 422 (an input too long) is sent again input by input, so
+// only the inputs refused fail, each with the server's reason.
+func (e *Embeddings) Embed(ctx context.Context, texts []string) (consolidation.Embeddings, error) {
+	out := consolidation.Embeddings{Vectors: make([][]float32, len(texts)), Errs: make([]error, len(texts))}
+	for start := 0; start < len(texts); start += e.cfg.BatchSize {
+		end := min(start+e.cfg.BatchSize, len(texts))
+		err := e.embed(ctx, texts[start:end], &out, start)
+		if isRefusal(err) && end-start > 1 {
+			for i := start; i < end; i++ {
+				if err := e.embed(ctx, texts[i:i+1], &out, i); isRefusal(err) {
+					out.Errs[i] = describeEmbeddings(err)
+				} else if err != nil {
+					return out, describeEmbeddings(err)
+				}
+			}
+			continue
+		}
+		if isRefusal(err) {
+			out.Errs[start] = describeEmbeddings(err)
+			continue
+		}
+		if err != nil {
+			return out, describeEmbeddings(err)
+		}
+	}
+	return out, nil
+}
+
+func (e *Embeddings) embed(ctx context.Context, texts []string, out *consolidation.Embeddings, offset int) error {
+	params := openai.EmbeddingNewParams{
+		Model:          openai.EmbeddingModel(e.cfg.Model),
+		Input:          openai.EmbeddingNewParamsInputUnion{OfArrayOfStrings: texts},
+		EncodingFormat: openai.EmbeddingNewParamsEncodingFormatFloat,
+	}
+	if e.cfg.Dimensions > 0 {
+		params.Dimensions = openai.Int(int64(e.cfg.Dimensions))
+	}
+	// The body is decoded here whatever its content type says.
+	var body []byte
+	if _, err := e.svc.New(ctx, params, option.WithResponseBodyInto(&body)); err != nil {
+		return err
+	}
+	var raw rawEmbeddings
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return fmt.Errorf("embeddings: the answer is not JSON: %w", err)
+	}
+	if len(raw.Data) != len(texts) {
+		return fmt.Errorf("embeddings: the server returned %d vectors for %d inputs", len(raw.Data), len(texts))
+	}
+	for i, d := range raw.Data {
+		idx := d.Index
+		if idx < 0 || idx >= len(texts) {
+			idx = i
+		}
+		v, err := decodeEmbedding(d.Embedding)
+		if err != nil {
+			return fmt.Errorf("embeddings: vector %d: %w", i, err)
+		}
+		if e.cfg.Dimensions > 0 && len(v) != e.cfg.Dimensions {
+			return fmt.Errorf("embeddings: asked for %d dimensions, the server returned %d", e.cfg.Dimensions, len(v))
+		}
+		out.Vectors[offset+idx] = v
+	}
+	t := raw.Usage.PromptTokens
+	if t == 0 {
+		t = raw.Usage.TotalTokens
+	}
+	out.Tokens += t
+	return nil
+}
+
+// decodeEmbedding reads a JSON array of numbers or a base64 string of
+// little-endian float32s.
+func decodeEmbedding(raw json.RawMessage) ([]float32, error) {
+	var fs []float32
+	if err := json.Unmarshal(raw, &fs); err == nil {
+		if len(fs) == 0 {
+			return nil, errors.New("empty vector")
+		}
+		return fs, nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return nil, errors.New("neither an array of numbers nor base64")
+	}
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil || len(b) == 0 || len(b)%4 != 0 {
+		return nil, errors.New("bad base64 vector")
+	}
+	fs = make([]float32, len(b)/4)
+	for i := range fs {
+		fs[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return fs, nil
+}
+
+// isRefusal tells a 400 or 422 (this input cannot be embedded) from errors
+// that are the server's or the network's.
+func isRefusal(err error) bool {
+	var apiErr *openai.Error
+	return errors.As(err, &apiErr) && (apiErr.StatusCode == http.StatusBadRequest || apiErr.StatusCode == http.StatusUnprocessableEntity)
+}
+
+// describeEmbeddings keeps the status and the server's message, never the
+// request.
+func describeEmbeddings(err error) error {
+	var apiErr *openai.Error
+	if errors.As(err, &apiErr) {
+		return fmt.Errorf("embeddings answered %d: %s", apiErr.StatusCode, strings.TrimSpace(apiErr.Message))
+	}
+	return err
+}

@@ -1,0 +1,167 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/promptops/promptops/internal/consolidation"
+)
+
+var _ consolidation.VectorStore = (*Store)(nil)
+
+// encodeVec is a vector as little-endian float32, the column's format in
+// both dialects.
+func encodeVec(v []float32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return b
+}
+
+// decodeVec decodes into dst (reused when large enough).
+func decodeVec(b []byte, dst []float32) []float32 {
+	n := len(b) / 4
+	if cap(dst) < n {
+		dst = make([]float32, n)
+	}
+	dst = dst[:n]
+	for i := range dst {
+		dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return dst
+}
+
+// FactVectors returns the vectors in sp of the given facts that have one.
+func (s *Store) FactVectors(ctx context.Context, bank string, sp consolidation.Space, ids []string) (map[string][]float32, error) {
+	out := map[string][]float32{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	args := []any{bank, sp.Model, sp.Dims}
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	rows, err := s.db.QueryContext(ctx, s.q("SELECT fact_id, vec FROM promptops_fact_vectors WHERE bank = $1 AND model = $2 AND dims = $3 AND fact_id IN ("+placeholders(4, len(ids))+")"), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var b []byte
+		if err := rows.Scan(&id, &b); err != nil {
+			return nil, err
+		}
+		out[id] = decodeVec(b, nil)
+	}
+	return out, rows.Err()
+}
+
+// PutFactVectors stores facts' vectors in sp, replacing older ones.
+func (s *Store) PutFactVectors(ctx context.Context, bank string, sp consolidation.Space, vecs map[string][]float32) error {
+	return s.putVectors(ctx, "promptops_fact_vectors", "fact_id", bank, sp, vecs)
+}
+
+// PutObservationVectors stores observations' vectors in sp; an observation
+// deleted meanwhile gets none.
+func (s *Store) PutObservationVectors(ctx context.Context, bank string, sp consolidation.Space, vecs map[string][]float32) error {
+	return s.putVectors(ctx, "promptops_observation_vectors", "observation_id", bank, sp, vecs)
+}
+
+func (s *Store) putVectors(ctx context.Context, table, key, bank string, sp consolidation.Space, vecs map[string][]float32) error {
+	if len(vecs) == 0 {
+		return nil
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	for id, v := range vecs {
+		if err := s.upsertVector(ctx, tx, table, key, bank, id, sp, v); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+// upsertVector writes a vector, for an observation only while it exists (one
+// deleted meanwhile gets none).
+func (s *Store) upsertVector(ctx context.Context, tx *sql.Tx, table, key, bank, id string, sp consolidation.Space, v []float32) error {
+	exists := "promptops_facts WHERE bank = $1 AND id = $2"
+	if table == "promptops_observation_vectors" {
+		exists = "promptops_observations WHERE bank = $1 AND id = $2"
+	}
+	_, err := tx.ExecContext(ctx, s.q(fmt.Sprintf(`INSERT INTO %[1]s (bank, %[2]s, model, dims, vec) SELECT $1, $2, $3, $4, $5 WHERE EXISTS (SELECT 1 FROM %[3]s)
+		ON CONFLICT (bank, %[2]s) DO UPDATE SET model = excluded.model, dims = excluded.dims, vec = excluded.vec`, table, key, exists)), bank, id, sp.Model, len(v), encodeVec(v))
+	return err
+}
+
+func (s *Store) deleteVector(ctx context.Context, tx *sql.Tx, bank, id string) error {
+	_, err := tx.ExecContext(ctx, s.q("DELETE FROM promptops_observation_vectors WHERE bank = $1 AND observation_id = $2"), bank, id)
+	return err
+}
+
+// ScanObservationVectors streams the bank's observation vectors in sp,
+// decoding each into one reused buffer.
+func (s *Store) ScanObservationVectors(ctx context.Context, bank string, sp consolidation.Space, fn func(id string, vec []float32)) error {
+	rows, err := s.db.QueryContext(ctx, s.q("SELECT observation_id, vec FROM promptops_observation_vectors WHERE bank = $1 AND model = $2 AND dims = $3"), bank, sp.Model, sp.Dims)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var buf []float32
+	var raw sql.RawBytes
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id, &raw); err != nil {
+			return err
+		}
+		buf = decodeVec(raw, buf)
+		fn(id, buf)
+	}
+	return rows.Err()
+}
+
+// ObservationsWithoutVector returns up to limit observations, by id after
+// after, that have no vector in sp.
+func (s *Store) ObservationsWithoutVector(ctx context.Context, bank string, sp consolidation.Space, after string, limit int) ([]consolidation.Observation, error) {
+	rows, err := s.db.QueryContext(ctx, s.q(`SELECT o.id, o.text FROM promptops_observations o
+		LEFT JOIN promptops_observation_vectors v ON v.bank = o.bank AND v.observation_id = o.id AND v.model = $2 AND v.dims = $3
+		WHERE o.bank = $1 AND v.observation_id IS NULL AND o.id > $4 ORDER BY o.id LIMIT $5`), bank, sp.Model, sp.Dims, after, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []consolidation.Observation
+	for rows.Next() {
+		var o consolidation.Observation
+		if err := rows.Scan(&o.ID, &o.Text); err != nil {
+			return nil, err
+		}
+		out = append(out, o)
+	}
+	return out, rows.Err()
+}
+
+// Candidates loads observations by id with their sources, in the order given.
+func (s *Store) Candidates(ctx context.Context, bank string, ids []string) ([]consolidation.Candidate, error) {
+	obs, err := s.observations(ctx, s.db, bank, ids)
+	if err != nil {
+		return nil, err
+	}
+	srcIDs, srcFacts, err := s.sourcesOf(ctx, s.db, bank, ids, 5)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]consolidation.Candidate, 0, len(obs))
+	for _, o := range obs {
+		o.SourceFactIDs = srcIDs[o.ID]
+		out = append(out, consolidation.Candidate{Observation: o, Sources: srcFacts[o.ID]})
+	}
+	return out, nil
+}

@@ -1,0 +1,328 @@
+package consolidation
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/bits"
+	"slices"
+	"sort"
+)
+
+// Space is the embedding model and dimension a vector came from. Vectors
+// of different spaces are never compared.
+type Space struct {
+	Model string
+	Dims  int
+}
+
+func (s Space) String() string { return fmt.Sprintf("%s/%d", s.Model, s.Dims) }
+
+// Embeddings is the answer to one embeddings call.
+type Embeddings struct {
+	// Vectors has one vector per input, nil for an input that failed.
+	Vectors [][]float32
+	// Errs has one entry per input: why it failed (the server refused it,
+	// e.g. too long), nil when it did not.
+	Errs []error
+	// Tokens the server reported; 0 when it reported none.
+	Tokens int64
+}
+
+// Embedder embeds texts with one model. An error means the server could
+// not be reached or kept failing; an input the server refused is reported
+// in Embeddings.Errs and costs only that input.
+type Embedder interface {
+	Model() string
+	Embed(ctx context.Context, texts []string) (Embeddings, error)
+}
+
+// VectorStore is the part of a store that keeps vectors. Each vector is
+// kept with its space; a lookup in one space never returns another's.
+type VectorStore interface {
+	// FactVectors returns the vectors in sp of the given facts that have one.
+	FactVectors(ctx context.Context, bank string, sp Space, ids []string) (map[string][]float32, error)
+	// PutFactVectors stores facts' vectors in sp, replacing older ones.
+	PutFactVectors(ctx context.Context, bank string, sp Space, vecs map[string][]float32) error
+	// ScanObservationVectors calls fn with every observation vector of the
+	// bank in sp, streaming; vec is valid only during the call.
+	ScanObservationVectors(ctx context.Context, bank string, sp Space, fn func(id string, vec []float32)) error
+	// ObservationsWithoutVector returns up to limit observations (id and
+	// text) that have no vector in sp, with ids after after, by id.
+	ObservationsWithoutVector(ctx context.Context, bank string, sp Space, after string, limit int) ([]Observation, error)
+	// PutObservationVectors stores observations' vectors in sp.
+	PutObservationVectors(ctx context.Context, bank string, sp Space, vecs map[string][]float32) error
+	// Candidates loads observations by id with their sources, in the
+	// order given; ids that are gone are left out.
+	Candidates(ctx context.Context, bank string, ids []string) ([]Candidate, error)
+}
+
+// Scored is an observation found by a vector search.
+type Scored struct {
+	ID         string
+	Similarity float64
+}
+
+// VectorIndex finds a bank's observations nearest to query vectors by
+// cosine. The engine keeps it in step with what it applies. MemIndex is the
+// one in memory; a pgvector or external index can take its place.
+type VectorIndex interface {
+	// Put adds or replaces an observation's vector.
+	Put(id string, vec []float32)
+	// Remove forgets an observation.
+	Remove(id string)
+	// Nearest returns, per query, up to k observations with a cosine of
+	// at least floor, nearest first, in one pass over the index.
+	Nearest(queries [][]float32, k int, floor float64) [][]Scored
+	// Len is the number of vectors held.
+	Len() int
+}
+
+// MemIndex is a VectorIndex in memory. Each unit vector is kept twice:
+// quantized to int8 with a scale (cosines within about 0.01 of the exact
+// ones) and as its signs, one bit a dimension. A search ranks the whole
+// index by the Hamming distance of the signs (the angle's estimate), then
+// rescores the best few hundred per query with the int8 vectors. A bank of
+// n observations at d dimensions holds about n*(9d/8+100) bytes: 100,000 at
+// 1,536 dimensions about 180 MB.
+type MemIndex struct {
+	dims  int
+	words int // uint64 words of signs per vector
+	ids   []string
+	data  []int8
+	bits  []uint64
+	scale []float32
+	pos   map[string]int
+}
+
+// NewMemIndex returns an empty index of vectors of dims dimensions.
+func NewMemIndex(dims int) *MemIndex {
+	return &MemIndex{dims: dims, words: (dims + 63) / 64, pos: map[string]int{}}
+}
+
+// Grow makes room for n more vectors at once, so that loading a bank does
+// not double its slices (and the peak memory) on the way.
+func (m *MemIndex) Grow(n int) {
+	if n <= 0 {
+		return
+	}
+	m.ids = slices.Grow(m.ids, n)
+	m.data = slices.Grow(m.data, n*m.dims)
+	m.bits = slices.Grow(m.bits, n*m.words)
+	m.scale = slices.Grow(m.scale, n)
+}
+
+// signs writes q's sign bits into b.
+func signs(q []int8, b []uint64) {
+	clear(b)
+	for i, x := range q {
+		if x > 0 {
+			b[i/64] |= 1 << (i % 64)
+		}
+	}
+}
+
+var _ VectorIndex = (*MemIndex)(nil)
+
+// quantize writes v, normalised, into q and returns its scale.
+func quantize(v []float32, q []int8) float32 {
+	var norm float64
+	for _, x := range v {
+		norm += float64(x) * float64(x)
+	}
+	norm = math.Sqrt(norm)
+	if norm == 0 {
+		clear(q)
+		return 0
+	}
+	var maxAbs float64
+	for _, x := range v {
+		maxAbs = max(maxAbs, math.Abs(float64(x)/norm))
+	}
+	step := maxAbs / 127
+	for i, x := range v {
+		q[i] = int8(math.Round(float64(x) / norm / step))
+	}
+	return float32(step)
+}
+
+// Put adds or replaces id's vector; a vector of another dimension is ignored.
+func (m *MemIndex) Put(id string, vec []float32) {
+	if len(vec) != m.dims {
+		return
+	}
+	i, ok := m.pos[id]
+	if !ok {
+		i = len(m.ids)
+		m.pos[id] = i
+		m.ids = append(m.ids, id)
+		m.data = append(m.data, make([]int8, m.dims)...)
+		m.bits = append(m.bits, make([]uint64, m.words)...)
+		m.scale = append(m.scale, 0)
+	}
+	q := m.data[i*m.dims : (i+1)*m.dims]
+	m.scale[i] = quantize(vec, q)
+	signs(q, m.bits[i*m.words:(i+1)*m.words])
+}
+
+// Remove forgets id, moving the last vector into its place.
+func (m *MemIndex) Remove(id string) {
+	i, ok := m.pos[id]
+	if !ok {
+		return
+	}
+	last := len(m.ids) - 1
+	if i != last {
+		m.ids[i] = m.ids[last]
+		m.pos[m.ids[i]] = i
+		copy(m.data[i*m.dims:(i+1)*m.dims], m.data[last*m.dims:])
+		copy(m.bits[i*m.words:(i+1)*m.words], m.bits[last*m.words:])
+		m.scale[i] = m.scale[last]
+	}
+	delete(m.pos, id)
+	m.ids = m.ids[:last]
+	m.data = m.data[:last*m.dims]
+	m.bits = m.bits[:last*m.words]
+	m.scale = m.scale[:last]
+}
+
+// Len is the number of vectors held.
+func (m *MemIndex) Len() int { return len(m.ids) }
+
+// rescore is how many vectors per query, at least, are scored exactly
+// after the ranking by signs.
+const rescore = 64
+
+// Nearest ranks the index by signs for all queries in one pass, then scores
+// exactly each query's best rescore (or 4k) rows among those whose signs
+// leave them a chance to reach the floor. Below that many rows it scores
+// every row exactly.
+func (m *MemIndex) Nearest(queries [][]float32, k int, floor float64) [][]Scored {
+	d, w, n := m.dims, m.words, len(m.ids)
+	qs := make([]int8, len(queries)*d)
+	qb := make([]uint64, len(queries)*w)
+	qscale := make([]float32, len(queries))
+	for j, q := range queries {
+		if len(q) == d {
+			qscale[j] = quantize(q, qs[j*d:(j+1)*d])
+			signs(qs[j*d:(j+1)*d], qb[j*w:(j+1)*w])
+		}
+	}
+	out := make([][]Scored, len(queries))
+	score := func(i, j int) {
+		sim := float64(dot8(m.data[i*d:(i+1)*d], qs[j*d:(j+1)*d])) * float64(m.scale[i]) * float64(qscale[j])
+		if sim >= floor {
+			out[j] = insertTop(out[j], Scored{ID: m.ids[i], Similarity: sim}, k)
+		}
+	}
+	want := max(rescore, 4*k)
+	if n <= want {
+		for i := 0; i < n; i++ {
+			for j := range queries {
+				if qscale[j] != 0 {
+					score(i, j)
+				}
+			}
+		}
+		return out
+	}
+	// The share of differing signs estimates the angle over pi, with a
+	// standard deviation of at most pi/(2*sqrt(d)) radians: rows more than
+	// four of those past the floor's angle cannot reach the floor.
+	maxH := w * 64
+	if floor > -1 {
+		angle := math.Acos(min(floor, 1)) + 2*math.Pi/math.Sqrt(float64(d))
+		maxH = min(maxH, int(angle/math.Pi*float64(d)))
+	}
+	// Hamming distances, row-major per query, and a histogram per query
+	// to find the distance that admits want rows.
+	dist := make([]uint16, len(queries)*n)
+	hist := make([]int, len(queries)*(w*64+1))
+	for i := 0; i < n; i++ {
+		row := m.bits[i*w : (i+1)*w]
+		for j := range queries {
+			if qscale[j] == 0 {
+				continue
+			}
+			q := qb[j*w : (j+1)*w]
+			h := 0
+			for x := range row {
+				h += bits.OnesCount64(row[x] ^ q[x])
+			}
+			dist[j*n+i] = uint16(h)
+			hist[j*(w*64+1)+h]++
+		}
+	}
+	for j := range queries {
+		if qscale[j] == 0 {
+			continue
+		}
+		hj := hist[j*(w*64+1) : (j+1)*(w*64+1)]
+		cut, seen := 0, 0
+		for cut = range hj {
+			if seen += hj[cut]; seen >= want || cut >= maxH {
+				break
+			}
+		}
+		dj := dist[j*n : (j+1)*n]
+		for i, h := range dj {
+			if int(h) <= cut {
+				score(i, j)
+			}
+		}
+	}
+	return out
+}
+
+// insertTop keeps the k best, nearest first (ties by id, for stable runs).
+func insertTop(top []Scored, s Scored, k int) []Scored {
+	better := func(a, b Scored) bool {
+		if a.Similarity != b.Similarity {
+			return a.Similarity > b.Similarity
+		}
+		return a.ID < b.ID
+	}
+	if len(top) == k && !better(s, top[k-1]) {
+		return top
+	}
+	i := sort.Search(len(top), func(i int) bool { return better(s, top[i]) })
+	if len(top) < k {
+		top = append(top, Scored{})
+	}
+	copy(top[i+1:], top[i:len(top)-1])
+	top[i] = s
+	return top
+}
+
+func dot8(a, b []int8) int32 {
+	b = b[:len(a)]
+	var s0, s1, s2, s3 int32
+	i := 0
+	for ; i+4 <= len(a); i += 4 {
+		s0 += int32(a[i]) * int32(b[i])
+		s1 += int32(a[i+1]) * int32(b[i+1])
+		s2 += int32(a[i+2]) * int32(b[i+2])
+		s3 += int32(a[i+3]) * int32(b[i+3])
+	}
+	for ; i < len(a); i++ {
+		s0 += int32(a[i]) * int32(b[i])
+	}
+	return s0 + s1 + s2 + s3
+}
+
+// Cosine is the exact cosine of two vectors of one space.
+func Cosine(a, b []float32) float64 {
+	if len(a) != len(b) || len(a) == 0 {
+		return 0
+	}
+	var ab, aa, bb float64
+	for i := range a {
+		ab += float64(a[i]) * float64(b[i])
+		aa += float64(a[i]) * float64(a[i])
+		bb += float64(b[i]) * float64(b[i])
+	}
+	if aa == 0 || bb == 0 {
+		return 0
+	}
+	return ab / math.Sqrt(aa*bb)
+}

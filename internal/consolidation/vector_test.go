@@ -1,0 +1,114 @@
+package consolidation
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+func randVec(rng *rand.Rand, d int) []float32 {
+	v := make([]float32, d)
+	for i := range v {
+		v[i] = float32(rng.NormFloat64())
+	}
+	return v
+}
+
+// TestMemIndex: the quantized cosines stay within 0.01 of the exact ones,
+// the nearest comes first, and Remove and Put keep the index consistent.
+func TestMemIndex(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	const d = 256
+	idx := NewMemIndex(d)
+	vecs := map[string][]float32{}
+	for i := 0; i < 500; i++ {
+		id := fmt.Sprintf("o%03d", i)
+		vecs[id] = randVec(rng, d)
+		idx.Put(id, vecs[id])
+	}
+	q := append([]float32(nil), vecs["o042"]...)
+	for i := range q {
+		q[i] += 0.1 * float32(rng.NormFloat64())
+	}
+	hits := idx.Nearest([][]float32{q, nil}, 5, -1)
+	if len(hits[0]) != 5 || hits[0][0].ID != "o042" || len(hits[1]) != 0 {
+		t.Fatalf("%+v", hits)
+	}
+	for _, h := range hits[0] {
+		if exact := Cosine(q, vecs[h.ID]); math.Abs(exact-h.Similarity) > 0.01 {
+			t.Fatalf("%s: quantized %.4f exact %.4f", h.ID, h.Similarity, exact)
+		}
+	}
+	idx.Remove("o042")
+	idx.Remove("o499")
+	idx.Remove("nope")
+	if idx.Len() != 498 {
+		t.Fatal(idx.Len())
+	}
+	if hits := idx.Nearest([][]float32{q}, 1, 0.9); len(hits[0]) != 0 {
+		t.Fatalf("a removed vector was found: %+v", hits)
+	}
+	idx.Put("o042", vecs["o042"])
+	if hits := idx.Nearest([][]float32{vecs["o042"]}, 1, 0.99); len(hits[0]) != 1 || hits[0][0].ID != "o042" {
+		t.Fatalf("%+v", hits)
+	}
+	idx.Put("wrong", make([]float32, 3)) // another dimension is ignored
+	if idx.Len() != 499 {
+		t.Fatal(idx.Len())
+	}
+}
+
+// TestFuseKeepsNearestTwin: the semantic arm's best comes first, whatever
+// the lexical arm ranks.
+func TestFuseKeepsNearestTwin(t *testing.T) {
+	c := func(id string) Candidate { return Candidate{Observation: Observation{ID: id}} }
+	got := fuse([]Candidate{c("twin"), c("b")}, []Candidate{c("x"), c("y"), c("b"), c("z")})
+	want := []string{"twin", "x", "b", "y", "z"}
+	if len(got) != len(want) {
+		t.Fatalf("%+v", got)
+	}
+	for i := range want {
+		if got[i].ID != want[i] {
+			t.Fatalf("%d: %s want %s", i, got[i].ID, want[i])
+		}
+	}
+}
+
+// TestMemIndexFindsTwinsAmongMany: past the exact-scan size the search goes
+// through the signs first; a row at a cosine of 0.6 or more to the query
+// still comes first among 20,000.
+func TestMemIndexFindsTwinsAmongMany(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	const d, n = 384, 20000
+	idx := NewMemIndex(d)
+	idx.Grow(n)
+	rows := make([][]float32, n)
+	for i := range rows {
+		rows[i] = randVec(rng, d)
+		idx.Put(fmt.Sprint(i), rows[i])
+	}
+	var queries [][]float32
+	var want []string
+	for q := 0; q < 40; q++ {
+		i := rng.IntN(n)
+		v := append([]float32(nil), rows[i]...)
+		for x := range v {
+			v[x] += 1.3 * float32(rng.NormFloat64()) // cosine about 0.6
+		}
+		queries = append(queries, v)
+		want = append(want, fmt.Sprint(i))
+	}
+	hits := idx.Nearest(queries, 3, 0.3)
+	for q := range queries {
+		if len(hits[q]) == 0 || hits[q][0].ID != want[q] {
+			t.Fatalf("query %d: want %s first, got %+v (exact cosine %.2f)", q, want[q], hits[q], Cosine(queries[q], rows[atoi(want[q])]))
+		}
+	}
+}
+
+func atoi(s string) int {
+	n := 0
+	fmt.Sscan(s, &n)
+	return n
+}
