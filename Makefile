@@ -4,6 +4,8 @@ SHELL := /usr/bin/env bash -o pipefail
 .SHELLFLAGS := -ec
 
 BIN ?= $(CURDIR)/bin
+# VERSION is what `promptops version` prints and the image tag; the chart's appVersion.
+VERSION ?= $(shell sed -n 's/^appVersion: "\(.*\)"/\1/p' charts/promptops/Chart.yaml)
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
 CONTROLLER_GEN ?= $(BIN)/controller-gen
 HELM_VERSION ?= v3.22.0
@@ -79,7 +81,7 @@ bench-serve: build ## Load-test promptops serve over loopback (BENCH_CLIENTS=1,2
 
 .PHONY: build
 build: ## Build bin/promptops.
-	CGO_ENABLED=0 go build -trimpath -o $(BIN)/promptops .
+	CGO_ENABLED=0 go build -trimpath -ldflags "-X github.com/promptops/promptops/internal/cli.version=$(VERSION)" -o $(BIN)/promptops .
 
 .PHONY: demo
 demo: build envtest ## Local control plane, the operator and the samples (KEEP=1 leaves it running).

@@ -24,9 +24,9 @@ func init() {
 }
 
 func runFacts(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprintln(stderr, "Usage: promptops facts import|list|retry --bank NS/NAME --store URL ...")
-		return ExitInvalid
+	if len(args) == 0 || isHelp(args[0]) {
+		fmt.Fprintln(stderr, "Usage: promptops facts import|list|retry --bank NS/NAME --store URL ...\n\nRun 'promptops facts <subcommand> -h' for its flags.")
+		return helpCode(args)
 	}
 	switch args[0] {
 	case "import":
@@ -287,7 +287,7 @@ func runFactsRetry(args []string, stdout, stderr io.Writer) int {
 func runObservations(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] != "list" {
 		fmt.Fprintln(stderr, "Usage: promptops observations list --bank NS/NAME --store URL [-o text|json]")
-		return ExitInvalid
+		return helpCode(args)
 	}
 	fs := newFlagSet("observations list", stderr)
 	var sf storeFlags
