@@ -71,7 +71,7 @@ func runRender(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs.Var(&files, "f", "Manifest file or directory (recursive); repeatable.")
 	output := fs.String("o", "text", "Output: text or json.")
 	intent := fs.String("intent", "", "Only this intent.")
-	outDir := fs.String("out-dir", "", "Also write what the operator would put in each ConfigMap: DIR/<namespace>/<name>/{plan.json,<intent>.txt}.")
+	outDir := fs.String("out-dir", "", "Also write what the operator would put in each ConfigMap: DIR/<namespace>/<name>/{plan.json,<intent>.txt}; nothing for a template it would not render (over budget under Reject, or still over under Truncate), named on stderr.")
 	namespace := fs.String("n", "default", "Namespace of manifests that name none, as kubectl apply -n would give them (the plan's revision includes it).")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: promptops render -f FILE|DIR [-o text|json] [--intent NAME]\n\nReads PromptTemplate manifests and the ConfigMaps they reference from the same input,\nand reports each intent's tokens against its budget. Exit 0: all within budget;\n1: some intent over budget; 2: invalid input.")
@@ -112,7 +112,10 @@ func runRender(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "promptops render: %s: PromptTemplate %s: %v\n", m.file, objName(m.pt.Namespace, m.pt.Name), err)
 			return ExitInvalid
 		}
-		if *outDir != "" {
+		if *outDir != "" && !res.Applies() {
+			// As the operator: an overrun it would not render leaves no plan.
+			fmt.Fprintf(stderr, "promptops render: %s: PromptTemplate %s not written to %s: %s\n", m.file, objName(m.pt.Namespace, m.pt.Name), *outDir, overrunReason(res))
+		} else if *outDir != "" {
 			if err := writeRendered(*outDir, m.pt.Namespace, m.pt.Name, res); err != nil {
 				fmt.Fprintln(stderr, "promptops render:", err)
 				return ExitFailed
@@ -156,6 +159,15 @@ func runRender(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return ExitFailed
 	}
 	return ExitOK
+}
+
+// overrunReason says why the operator would not render res, as its status would.
+func overrunReason(res *assembler.Result) string {
+	var parts []string
+	for _, a := range res.OverBudget() {
+		parts = append(parts, fmt.Sprintf("intent %s needs %d tokens", a.Intent, a.Tokens))
+	}
+	return fmt.Sprintf("%s, budget is %d, onExceed is %s", strings.Join(parts, "; "), res.Plan.MaxTokens, res.Plan.OnExceed)
 }
 
 func printRenderTable(w io.Writer, out renderOutput) {
