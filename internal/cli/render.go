@@ -16,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
 	promptopsv1 "github.com/promptops/promptops/api/v1"
@@ -257,8 +258,8 @@ func loadManifests(paths []string, namespace string) ([]manifest, map[string]map
 			switch {
 			case meta.Kind == "PromptTemplate" && meta.APIVersion == promptopsv1.GroupVersion.String():
 				pt := &promptopsv1.PromptTemplate{}
-				if err := yaml.UnmarshalStrict(raw, pt); err != nil {
-					return nil, nil, fmt.Errorf("%s: document %d (PromptTemplate): %w", f, doc, err)
+				if err := decodeStrict(raw, pt); err != nil {
+					return nil, nil, fmt.Errorf("%s: document %d: PromptTemplate %s: %w", f, doc, docName(raw, namespace), err)
 				}
 				if pt.Namespace == "" {
 					pt.Namespace = namespace
@@ -290,6 +291,44 @@ func loadManifests(paths []string, namespace string) ([]manifest, map[string]map
 		}
 	}
 	return templates, sources, nil
+}
+
+// decodeStrict decodes a YAML or JSON document as the API server does with
+// fieldValidation=Strict: an unknown or repeated field is an error naming its
+// path (`unknown field "spec.sections[0].txt"`).
+func decodeStrict(raw []byte, into any) error {
+	data, err := yaml.YAMLToJSONStrict(raw)
+	if err != nil {
+		return err
+	}
+	strict, err := kjson.UnmarshalStrict(data, into)
+	if err != nil {
+		return err
+	}
+	if len(strict) == 0 {
+		return nil
+	}
+	msgs := make([]string, len(strict))
+	for i, e := range strict {
+		msgs[i] = e.Error()
+	}
+	return errors.New(strings.Join(msgs, "; "))
+}
+
+// docName is namespace/name of a document as far as its metadata says,
+// for errors about the rest of it.
+func docName(raw []byte, namespace string) string {
+	var meta struct {
+		Metadata struct{ Name, Namespace string } `json:"metadata"`
+	}
+	_ = yaml.Unmarshal(raw, &meta)
+	if meta.Metadata.Namespace == "" {
+		meta.Metadata.Namespace = namespace
+	}
+	if meta.Metadata.Name == "" {
+		return "(no metadata.name)"
+	}
+	return objName(meta.Metadata.Namespace, meta.Metadata.Name)
 }
 
 // stringList is a repeatable string flag.

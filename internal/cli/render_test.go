@@ -113,9 +113,17 @@ kind: PromptTemplate
 metadata: {name: typo}
 spec:
   budget: {maxTokens: 100, onExeed: Warn}
-  sections: [{name: task, intent: true}]
+  sections: [{name: task, intent: true}, {name: role, txt: Hi}]
   intents: [{name: chat, instruction: x}]
-`, `typo.yaml: document 1 (PromptTemplate)`},
+`, `typo.yaml: document 1: PromptTemplate default/typo: unknown field "spec.budget.onExeed"; unknown field "spec.sections[1].txt"`},
+		"repeated.yaml": {`apiVersion: promptops.io/v1
+kind: PromptTemplate
+metadata: {name: twice, namespace: team}
+spec:
+  budget: {maxTokens: 100}
+  sections: [{name: task, intent: true}]
+  intents: [{name: chat, instruction: x, instruction: y}]
+`, `repeated.yaml: document 1: PromptTemplate team/twice: `},
 		"no-intent.yaml": {`apiVersion: promptops.io/v1
 kind: PromptTemplate
 metadata: {name: no-intent}
