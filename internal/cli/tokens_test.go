@@ -84,38 +84,3 @@ func TestTokensCountInvalid(t *testing.T) {
 		t.Fatalf("-h: exit %d, want 0", code)
 	}
 }
-
-func TestHelpEverywhere(t *testing.T) {
-	for _, args := range [][]string{
-		{"-h"}, {"--help"}, {"help"}, {"version", "-h"},
-		{"render", "-h"}, {"render", "--help"}, {"assemble", "-h"}, {"serve", "-h"}, {"consolidate", "-h"}, {"manager", "-h"},
-		{"facts", "-h"}, {"facts", "--help"}, {"facts", "import", "-h"}, {"facts", "list", "--help"}, {"facts", "retry", "-h"},
-		{"observations", "-h"}, {"observations", "list", "-h"},
-		{"tokens", "-h"}, {"tokens", "count", "--help"},
-	} {
-		code, out, errOut := run(t, "", args...)
-		if code != ExitOK || out != "" || !strings.Contains(errOut, "Usage: promptops") {
-			t.Errorf("promptops %s: exit %d, stdout %q, stderr %q; want exit 0 and usage on stderr", strings.Join(args, " "), code, out, errOut)
-		}
-	}
-	for name := range commands {
-		if code, _, errOut := run(t, "", name, "-h"); code != ExitOK || !strings.Contains(errOut, "Usage: promptops") {
-			t.Errorf("promptops %s -h: exit %d, %q", name, code, errOut)
-		}
-	}
-	if code, _, errOut := run(t, "", "facts", "frobnicate"); code != ExitInvalid || !strings.Contains(errOut, `unknown subcommand "frobnicate"`) {
-		t.Errorf("unknown subcommand: exit %d, %q", code, errOut)
-	}
-}
-
-func TestVersion(t *testing.T) {
-	code, out, _ := run(t, "", "version")
-	if code != ExitOK || !strings.HasPrefix(out, "promptops "+Version()) || !strings.Contains(out, "go1.") {
-		t.Fatalf("version: exit %d, %q", code, out)
-	}
-	defer func(v string) { version = v }(version)
-	version = "1.2.3"
-	if _, out, _ := run(t, "", "version"); !strings.HasPrefix(out, "promptops 1.2.3") {
-		t.Fatalf("link-time version not used: %q", out)
-	}
-}
