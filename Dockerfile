@@ -7,8 +7,10 @@ RUN go mod download
 COPY . .
 ARG TARGETOS=linux
 ARG TARGETARCH=amd64
+# VERSION is what `promptops version` prints (make image passes the chart's appVersion).
+ARG VERSION=0.1.0
 # Static binary: SQLite is pure Go (modernc.org/sqlite), so no cgo.
-RUN CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH go build -trimpath -ldflags="-s -w" -o /out/promptops .
+RUN CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH go build -trimpath -ldflags="-s -w -X github.com/promptops/promptops/internal/cli.version=${VERSION}" -o /out/promptops .
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/promptops /promptops

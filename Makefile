@@ -4,6 +4,8 @@ SHELL := /usr/bin/env bash -o pipefail
 .SHELLFLAGS := -ec
 
 BIN ?= $(CURDIR)/bin
+# VERSION is what `promptops version` prints and the image tag; the chart's appVersion.
+VERSION ?= $(shell sed -n 's/^appVersion: "\(.*\)"/\1/p' charts/promptops/Chart.yaml)
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
 CONTROLLER_GEN ?= $(BIN)/controller-gen
 HELM_VERSION ?= v3.22.0
@@ -64,6 +66,10 @@ envtest: ## Build kube-apiserver and etcd from the Go module proxy into bin/k8s.
 test: envtest lint helm ## Run every test against a real kube-apiserver, PostgreSQL and SQLite.
 	go test $(GO_TEST_FLAGS) -race -count=1 ./...
 
+.PHONY: readme-check
+readme-check: ## Run the README's checked blocks (<!-- readme-check -->) and compare their documented output.
+	go test -count=1 ./internal/readmetest/
+
 .PHONY: bench
 bench: envtest ## Run the benchmarks.
 	go test -run '^$$' -bench . -benchmem ./internal/...
@@ -79,7 +85,14 @@ bench-serve: build ## Load-test promptops serve over loopback (BENCH_CLIENTS=1,2
 
 .PHONY: build
 build: ## Build bin/promptops.
-	CGO_ENABLED=0 go build -trimpath -o $(BIN)/promptops .
+	CGO_ENABLED=0 go build -trimpath -ldflags "-X github.com/promptops/promptops/internal/cli.version=$(VERSION)" -o $(BIN)/promptops .
+
+# IMAGE is the one image name and tag of config/default, the chart and the serve samples.
+IMAGE ?= promptops/promptops:$(VERSION)
+CONTAINER_TOOL ?= docker
+.PHONY: image
+image: ## Build the operator image $(IMAGE) from the Dockerfile (CONTAINER_TOOL=docker or podman).
+	$(CONTAINER_TOOL) build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
 
 .PHONY: demo
 demo: build envtest ## Local control plane, the operator and the samples (KEEP=1 leaves it running).

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -41,6 +42,10 @@ type MemoryBankReconciler struct {
 	JobImage string
 
 	cms *configMapWriter
+	// deferred holds, per bank UID, the request value whose RunDeferred
+	// event was emitted, so that a waiting request is announced once (once
+	// more after a manager restart), not at every reconcile.
+	deferred sync.Map
 }
 
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
@@ -209,6 +214,9 @@ func (r *MemoryBankReconciler) reconcileRuns(ctx context.Context, s *bankScope) 
 			}
 		}
 	}
+	if s.active != nil && !suspended && requestPending(mb) {
+		r.announceDeferred(mb, s.active)
+	}
 	mb.Status.ActiveJob = ""
 	if s.active != nil {
 		mb.Status.ActiveJob = s.active.Name
@@ -220,6 +228,18 @@ func (r *MemoryBankReconciler) reconcileRuns(ctx context.Context, s *bankScope) 
 		s.requeueAfter(next.Sub(s.now) + time.Second)
 	}
 	return nil
+}
+
+// announceDeferred emits RunDeferred once per requested value that waits
+// for the running Job; the request starts when that Job ends.
+func (r *MemoryBankReconciler) announceDeferred(mb *promptopsv1.MemoryBank, active *batchv1.Job) {
+	request := mb.Annotations[promptopsv1.AnnotationConsolidateRequestedAt]
+	if prev, ok := r.deferred.Load(mb.UID); (ok && prev == request) || r.Recorder == nil {
+		return
+	}
+	r.deferred.Store(mb.UID, request)
+	r.Recorder.Eventf(mb, active, corev1.EventTypeNormal, promptopsv1.ReasonRunDeferred, "Consolidate",
+		"The run requested at %q starts when Job %s, running now, ends.", request, active.Name)
 }
 
 // observeJobs records the last finished run, prunes the Job history and

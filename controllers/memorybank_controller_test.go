@@ -900,3 +900,47 @@ func TestJobRejectionIsTerminalOnlyWhenPermanent(t *testing.T) {
 		t.Fatalf("%v %+v", err, mb.Status.Conditions)
 	}
 }
+
+// TestRequestWhileRunningIsDeferredWithAnEvent: a request made while a Job
+// runs waits for it, says so once per requested value (not at every
+// reconcile) with a Normal RunDeferred event, and starts when the Job ends.
+// The Job fails at once, without a retry, when consolidate reports that no
+// fact made progress.
+func TestRequestWhileRunningIsDeferredWithAnEvent(t *testing.T) {
+	ns := newNamespace(t)
+	createYAML(t, ns, bankYAML("busy", ""))
+	waitMB(t, ns, "busy", hasCondition(promptopsv1.ConditionReady, metav1.ConditionTrue, ""))
+	request(t, ns, "busy", "2026-01-01T10:00:00Z")
+	job := waitJobs(t, ns, 1)[0]
+	if p := job.Spec.PodFailurePolicy; p == nil || len(p.Rules) != 1 || p.Rules[0].Action != batchv1.PodFailurePolicyActionFailJob ||
+		p.Rules[0].OnExitCodes == nil || len(p.Rules[0].OnExitCodes.Values) != 1 || p.Rules[0].OnExitCodes.Values[0] != ConsolidateExitNoProgress {
+		t.Fatalf("pod failure policy %+v", p)
+	}
+	deferred := func(want int) {
+		t.Helper()
+		eventually(t, func() error {
+			if n := eventsOf(t, ns, "busy")[corev1.EventTypeNormal+" "+promptopsv1.ReasonRunDeferred]; n != want {
+				return fmt.Errorf("%d RunDeferred events, want %d", n, want)
+			}
+			return nil
+		})
+	}
+	request(t, ns, "busy", "2026-01-01T11:00:00Z")
+	deferred(1)
+	poke(t, ns, "busy")
+	poke(t, ns, "busy")
+	// Another value is announced too; had the pokes announced the first
+	// again, its events would have been written before this one.
+	request(t, ns, "busy", "2026-01-01T12:00:00Z")
+	deferred(2)
+	if n := len(jobsOf(t, ns)); n != 1 {
+		t.Fatalf("%d jobs while one runs", n)
+	}
+	finishJob(t, &job, true, `{"factsConsolidated":1,"observations":1,"missionHash":"sha256:x"}`)
+	waitMB(t, ns, "busy", func(mb *promptopsv1.MemoryBank) error {
+		if mb.Status.LastHandledRequest != "2026-01-01T12:00:00Z" || mb.Status.ActiveJob == "" || mb.Status.ActiveJob == job.Name {
+			return fmt.Errorf("lastHandledRequest %q, activeJob %q", mb.Status.LastHandledRequest, mb.Status.ActiveJob)
+		}
+		return nil
+	})
+}

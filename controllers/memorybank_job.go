@@ -29,6 +29,10 @@ const (
 	annotationScheduledAt = "promptops.io/scheduled-at"
 )
 
+// ConsolidateExitNoProgress is the exit code of `promptops consolidate` when
+// facts failed and none was consolidated; the Job fails at once on it.
+const ConsolidateExitNoProgress int32 = 3
+
 func consolidationName(mb *promptopsv1.MemoryBank) string { return mb.Name + "-consolidation" }
 
 // scheduledJobName is derived from the schedule slot, so a restarted
@@ -177,6 +181,12 @@ func desiredJob(mb *promptopsv1.MemoryBank, name, image, missionHash string, ann
 		Spec: batchv1.JobSpec{
 			BackoffLimit:          ptrTo(valueOr(c.BackoffLimit, promptopsv1.DefaultBackoffLimit)),
 			ActiveDeadlineSeconds: ptrTo(orDefault(c.ActiveDeadlineSeconds, promptopsv1.DefaultActiveDeadlineSeconds)),
+			// A run whose every fact failed is not retried: the facts are
+			// marked failed, so a new pod would find nothing and succeed.
+			PodFailurePolicy: &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
+				Action:      batchv1.PodFailurePolicyActionFailJob,
+				OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{ContainerName: ptrTo("consolidate"), Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: []int32{ConsolidateExitNoProgress}},
+			}}},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: ann},
 				Spec: corev1.PodSpec{

@@ -22,7 +22,7 @@ type verdict struct {
 
 func judge(res *assembler.Result) verdict {
 	v := verdict{onExceed: promptopsv1.OnExceed(res.Plan.OnExceed), over: res.OverBudget(), truncated: res.Truncated()}
-	v.apply = len(v.over) == 0 || v.onExceed == promptopsv1.OnExceedWarn
+	v.apply = res.Applies()
 	return v
 }
 

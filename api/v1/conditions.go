@@ -43,6 +43,9 @@ const (
 	ReasonSuspended = "Suspended"
 	// ReasonJobRunning: a consolidation Job is running.
 	ReasonJobRunning = "JobRunning"
+	// ReasonRunDeferred: a requested run waits for the running Job (an
+	// event, once per value of the consolidate-requested-at annotation).
+	ReasonRunDeferred = "RunDeferred"
 	// ReasonJobFailed: the last consolidation Job failed.
 	ReasonJobFailed = "JobFailed"
 	// ReasonJobSucceeded: the last consolidation Job succeeded.

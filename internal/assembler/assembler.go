@@ -49,6 +49,13 @@ func (r *Result) OverBudget() []*Assembly {
 	return out
 }
 
+// Applies reports whether the operator puts this render into the ConfigMap:
+// every intent fits, or the template asked for Warn. An overrun under Reject
+// (or one Truncate could not cut away) keeps the previous ConfigMap, or none.
+func (r *Result) Applies() bool {
+	return len(r.OverBudget()) == 0 || r.Plan.OnExceed == string(promptopsv1.OnExceedWarn)
+}
+
 // Truncated lists the intents whose static sections were cut.
 func (r *Result) Truncated() []*Assembly {
 	var out []*Assembly

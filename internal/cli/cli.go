@@ -34,7 +34,7 @@ func register(name, summary string, run func(args []string, stdin io.Reader, std
 
 // Main runs the verb named by args[0] and returns the process exit code.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 || isHelp(args[0]) {
 		usage(stderr)
 		if len(args) == 0 {
 			return ExitInvalid
@@ -67,6 +67,10 @@ func usage(w io.Writer) {
 func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("promptops "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: promptops %s [flags]\n\nFlags:\n", name)
+		fs.PrintDefaults()
+	}
 	return fs
 }
 
@@ -89,6 +93,20 @@ func envDefault(lookup func(string) (string, bool), key, def string) string {
 		return v
 	}
 	return def
+}
+
+// isHelp reports whether arg asks for help.
+func isHelp(arg string) bool {
+	return arg == "-h" || arg == "--help" || arg == "-help" || arg == "help"
+}
+
+// helpCode is the exit code after a verb printed its usage because args
+// named no subcommand it knows: 0 when they asked for help, 2 otherwise.
+func helpCode(args []string) int {
+	if len(args) > 0 && isHelp(args[0]) {
+		return ExitOK
+	}
+	return ExitInvalid
 }
 
 // lookupEnv is os.LookupEnv, replaceable in tests.

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	promptopsv1 "github.com/promptops/promptops/api/v1"
+	"github.com/promptops/promptops/controllers"
 	"github.com/promptops/promptops/internal/consolidation"
 	"github.com/promptops/promptops/internal/consolidation/llm"
 	"github.com/promptops/promptops/internal/consolidation/sqlstore"
@@ -134,10 +135,14 @@ func runConsolidate(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	summary := consolidation.Summary{MissionHash: consolidation.MissionHash(set.Mission)}
 	finish := func(err error) int {
 		code := ExitOK
+		if err == nil && summary.FactsFailed > 0 && summary.FactsConsolidated == 0 {
+			err = fmt.Errorf("all %d facts of the run failed and none was consolidated ('promptops facts list --status failed' shows why; 'promptops facts retry' sets them back to pending)", summary.FactsFailed)
+			code = int(controllers.ConsolidateExitNoProgress)
+		}
 		if err != nil {
 			summary.Error = err.Error()
 			fmt.Fprintln(stderr, "promptops consolidate: run failed:", err)
-			code = ExitFailed
+			code = max(code, ExitFailed)
 		}
 		data, _ := json.Marshal(summary)
 		fmt.Fprintln(stdout, string(data))

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/promptops/promptops/controllers"
 	"github.com/promptops/promptops/internal/consolidation"
 	"github.com/promptops/promptops/internal/llmtest"
 	"github.com/promptops/promptops/internal/pgtest"
@@ -249,5 +250,50 @@ func TestConsolidateWithEmbeddings(t *testing.T) {
 	code, _, errOut = run(t, "", "consolidate", "--bank", "a/b", "--store", url, "--llm-base-url", srv.BaseURL(), "--model", "m", "--duplicate-similarity", "97")
 	if code != ExitInvalid || !strings.Contains(errOut, "--duplicate-similarity 500..1000") {
 		t.Fatalf("%d %s", code, errOut)
+	}
+}
+
+// A run in which facts failed and none was consolidated exits with
+// ConsolidateExitNoProgress, so its Job fails at once (its pod failure
+// policy) instead of counting as succeeded; the summary still goes to
+// stdout and the termination log, with the reason in "error".
+func TestConsolidateEveryFactFailedExitsNonZero(t *testing.T) {
+	for name, url := range storeURLs(t) {
+		t.Run(name, func(t *testing.T) {
+			if code, _, errOut := run(t, factsJSONL, "facts", "import", "--bank", "a/b", "--store", url, "-"); code != ExitOK {
+				t.Fatal(errOut)
+			}
+			srv := llmtest.New(func(int, llmtest.Request) llmtest.Reply { return llmtest.Reply{Content: "not JSON at all"} })
+			defer srv.Close()
+			term := filepath.Join(t.TempDir(), "term")
+			withEnv(t, map[string]string{"PROMPTOPS_STORE": url, "PROMPTOPS_MAX_ATTEMPTS": "1", "OPENAI_API_KEY": ""})
+			code, out, errOut := run(t, "", "consolidate", "--bank", "a/b", "--llm-base-url", srv.BaseURL(), "--model", "m", "--termination-log", term)
+			var sum consolidation.Summary
+			if code != int(controllers.ConsolidateExitNoProgress) || json.Unmarshal([]byte(out), &sum) != nil {
+				t.Fatalf("exit %d, stdout %q, stderr %s; want exit %d and the summary", code, out, errOut, controllers.ConsolidateExitNoProgress)
+			}
+			if sum.FactsFailed != 3 || sum.FactsConsolidated != 0 || sum.FailedFacts != 3 || !strings.Contains(sum.Error, "all 3 facts of the run failed") {
+				t.Fatalf("summary %+v", sum)
+			}
+			if data, err := os.ReadFile(term); err != nil || !strings.Contains(string(data), `"factsFailed":3`) || !strings.Contains(string(data), "all 3 facts of the run failed") {
+				t.Fatalf("termination log %q %v", data, err)
+			}
+
+			// Some progress is a success: one fact consolidated, one failed.
+			if code, _, errOut := run(t, "", "facts", "retry", "--bank", "a/b"); code != ExitOK {
+				t.Fatal(errOut)
+			}
+			srv.SetScript(func(_ int, req llmtest.Request) llmtest.Reply {
+				if fs := llmtest.Facts(req.User); len(fs) == 1 && strings.HasPrefix(fs[0].Text, "Bob") {
+					return llmtest.Reply{Content: "not JSON at all"}
+				}
+				return llmtest.OnePerFact(0, req)
+			})
+			withEnv(t, map[string]string{"PROMPTOPS_STORE": url, "PROMPTOPS_MAX_ATTEMPTS": "1", "PROMPTOPS_BATCH_SIZE": "1", "OPENAI_API_KEY": ""})
+			code, out, errOut = run(t, "", "consolidate", "--bank", "a/b", "--llm-base-url", srv.BaseURL(), "--model", "m")
+			if code != ExitOK || json.Unmarshal([]byte(out), &sum) != nil || sum.FactsFailed != 1 || sum.FactsConsolidated != 2 {
+				t.Fatalf("partial run: exit %d, %s %s", code, out, errOut)
+			}
+		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/google/uuid"
+
 	"github.com/promptops/promptops/internal/consolidation"
 )
 
@@ -24,9 +27,9 @@ func init() {
 }
 
 func runFacts(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprintln(stderr, "Usage: promptops facts import|list|retry --bank NS/NAME --store URL ...")
-		return ExitInvalid
+	if len(args) == 0 || isHelp(args[0]) {
+		fmt.Fprintln(stderr, "Usage: promptops facts import|list|retry --bank NS/NAME --store URL ...\n\nRun 'promptops facts <subcommand> -h' for its flags.")
+		return helpCode(args)
 	}
 	switch args[0] {
 	case "import":
@@ -173,12 +176,35 @@ func jsonKind(k reflect.Kind) string {
 	return k.String()
 }
 
+// factIDSpace is the UUID name space of derived fact ids.
+var factIDSpace = uuid.MustParse("7b0f3c2e-5d1a-4e8b-9c6f-2a4d8e1b3f50")
+
+// derivedFactID is the id of a fact imported without one: a UUID (version 8)
+// from the SHA-256 of the bank, the text and the three times (RFC 3339, UTC;
+// empty when unset), so importing the same file again adds nothing. Entities
+// and tags do not count: the same statement at the same times is one fact.
+func derivedFactID(bank string, f consolidation.Fact) string {
+	var b strings.Builder
+	for _, s := range []string{bank, f.Text, timeKey(f.OccurredStart), timeKey(f.OccurredEnd), timeKey(f.MentionedAt)} {
+		// A length prefix keeps ("ab", "c") apart from ("a", "bc").
+		fmt.Fprintf(&b, "%d:%s\n", len(s), s)
+	}
+	return uuid.NewHash(sha256.New(), factIDSpace, []byte(b.String()), 8).String()
+}
+
+func timeKey(t *time.Time) string {
+	if t == nil {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
 func runFactsImport(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlagSet("facts import", stderr)
 	var sf storeFlags
 	sf.register(fs)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: promptops facts import --bank NS/NAME --store URL FILE.jsonl|-\n\nOne fact per line: {\"id\"?, \"text\", \"entities\", \"occurred_start\", \"occurred_end\", \"mentioned_at\", \"tags\"}.\nUTF-8, with or without a byte order mark; LF or CRLF line endings; blank lines are skipped.\nA line may hold at most %d MiB. A repeated id with the same text is skipped and counted as\nalready present; with different text it is an error, as is occurred_end before occurred_start.\nA bad line is reported with its number and nothing of the file is imported (exit code 2).\n", MaxFactLine>>20)
+		fmt.Fprintf(stderr, "Usage: promptops facts import --bank NS/NAME --store URL FILE.jsonl|-\n\nOne fact per line: {\"id\"?, \"text\", \"entities\", \"occurred_start\", \"occurred_end\", \"mentioned_at\", \"tags\"}.\nUTF-8, with or without a byte order mark; LF or CRLF line endings; blank lines are skipped.\nA line may hold at most %d MiB. A fact without an id gets one derived from the bank, its text and its three times\n(a UUID from their SHA-256), so importing a file again adds nothing. A repeated id with\nthe same text is skipped and counted as already present; with different text it is an\nerror, as is occurred_end before occurred_start.\nA bad line is reported with its number and nothing of the file is imported (exit code 2).\n", MaxFactLine>>20)
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args); !ok {
@@ -203,6 +229,11 @@ func runFactsImport(args []string, stdin io.Reader, stdout, stderr io.Writer) in
 	if err != nil {
 		fmt.Fprintf(stderr, "promptops facts import: %s: %v; nothing imported\n", name, err)
 		return ExitInvalid
+	}
+	for i := range facts {
+		if facts[i].ID == "" {
+			facts[i].ID = derivedFactID(sf.bank, facts[i])
+		}
 	}
 	ctx := context.Background()
 	store, err := sf.open(ctx)
@@ -287,7 +318,7 @@ func runFactsRetry(args []string, stdout, stderr io.Writer) int {
 func runObservations(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] != "list" {
 		fmt.Fprintln(stderr, "Usage: promptops observations list --bank NS/NAME --store URL [-o text|json]")
-		return ExitInvalid
+		return helpCode(args)
 	}
 	fs := newFlagSet("observations list", stderr)
 	var sf storeFlags

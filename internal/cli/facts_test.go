@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/promptops/promptops/internal/consolidation"
 )
@@ -101,9 +102,56 @@ func TestFactsImportBOMAndCRLF(t *testing.T) {
 			if facts[0].OccurredStart == nil || facts[0].OccurredStart.Format("2006-01-02") != "2024-01-15" || facts[2].MentionedAt == nil {
 				t.Errorf("dates lost: %+v %+v", facts[0], facts[2])
 			}
-			if code, out, _ = run(t, "", "facts", "import", "--bank", "a/b", "--store", url, file); code != ExitOK || !strings.Contains(out, "imported 1 facts into a/b (3 already present)") {
+			if code, out, _ = run(t, "", "facts", "import", "--bank", "a/b", "--store", url, file); code != ExitOK || !strings.Contains(out, "imported 0 facts into a/b (4 already present)") {
 				t.Fatalf("re-import: %d %q", code, out)
 			}
 		})
+	}
+}
+
+// Facts without an id get one derived from the bank, the text and the
+// times, so a second import of the same file adds nothing, in either store.
+func TestFactsImportWithoutIDIsIdempotent(t *testing.T) {
+	input := strings.Join([]string{
+		`{"text": "Alice works at Acme Corp", "occurred_start": "2024-01-15"}`,
+		`{"text": "Alice works at Acme Corp", "occurred_start": "2024-01-15", "entities": ["Alice"]}`,
+		`{"text": "Alice works at Acme Corp", "occurred_start": "2024-01-16"}`,
+		`{"text": "Alice works at Acme Corp", "occurred_start": "2024-01-15", "mentioned_at": "2024-02-01T00:00:00+01:00"}`,
+		`{"text": "Alice works at Acme Corp", "occurred_start": "2024-01-15", "mentioned_at": "2024-01-31T23:00:00Z"}`,
+		`{"text": "Bob has a dog"}`,
+	}, "\n") + "\n"
+	for name, url := range storeURLs(t) {
+		t.Run(name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "facts.jsonl")
+			if err := os.WriteFile(file, []byte(input), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			// Lines 2 and 5 repeat lines 1 and 4 (entities do not count; the
+			// same instant in another zone is the same time).
+			for i, want := range []string{"imported 4 facts into t/b (2 already present)", "imported 0 facts into t/b (6 already present)"} {
+				if code, out, errOut := run(t, "", "facts", "import", "--bank", "t/b", "--store", url, file); code != ExitOK || !strings.Contains(out, want) {
+					t.Fatalf("import %d: exit %d, %q %q; want %q", i+1, code, out, errOut, want)
+				}
+			}
+			if code, out, errOut := run(t, "", "facts", "import", "--bank", "t/other", "--store", url, file); code != ExitOK || !strings.Contains(out, "imported 4 facts into t/other (2 already present)") {
+				t.Fatalf("another bank: exit %d, %q %q", code, out, errOut)
+			}
+			var facts []consolidation.Fact
+			if _, out, _ := run(t, "", "facts", "list", "--bank", "t/b", "--store", url, "-o", "json"); json.Unmarshal([]byte(out), &facts) != nil || len(facts) != 4 {
+				t.Fatalf("list: %s", out)
+			}
+			if facts[0].ID != derivedFactID("t/b", facts[0]) || facts[0].ID == derivedFactID("t/other", facts[0]) {
+				t.Errorf("id %s is not derived from the bank and the fact", facts[0].ID)
+			}
+		})
+	}
+}
+
+func TestDerivedFactIDIsStable(t *testing.T) {
+	d := time.Date(2024, 1, 15, 0, 0, 0, 0, time.UTC)
+	// Changing this value changes the id of every fact imported without one:
+	// a re-import would then store those facts twice.
+	if got, want := derivedFactID("team/support", consolidation.Fact{Text: "Alice works at Acme Corp", OccurredStart: &d}), "c64913ea-0e0c-852d-ac5c-5666e92d9959"; got != want {
+		t.Fatalf("derivedFactID = %s, want %s", got, want)
 	}
 }

@@ -57,6 +57,8 @@ func runManager(args []string, _ io.Reader, _, stderr io.Writer) int {
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
+	log.Info("Starting promptops manager", "version", Version(), "revision", revision())
+	registerBuildInfo()
 
 	var cfg *rest.Config
 	var err error

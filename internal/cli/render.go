@@ -16,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
 	promptopsv1 "github.com/promptops/promptops/api/v1"
@@ -71,7 +72,7 @@ func runRender(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs.Var(&files, "f", "Manifest file or directory (recursive); repeatable.")
 	output := fs.String("o", "text", "Output: text or json.")
 	intent := fs.String("intent", "", "Only this intent.")
-	outDir := fs.String("out-dir", "", "Also write what the operator would put in each ConfigMap: DIR/<namespace>/<name>/{plan.json,<intent>.txt}.")
+	outDir := fs.String("out-dir", "", "Also write what the operator would put in each ConfigMap: DIR/<namespace>/<name>/{plan.json,<intent>.txt}; nothing for a template it would not render (over budget under Reject, or still over under Truncate), named on stderr.")
 	namespace := fs.String("n", "default", "Namespace of manifests that name none, as kubectl apply -n would give them (the plan's revision includes it).")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: promptops render -f FILE|DIR [-o text|json] [--intent NAME]\n\nReads PromptTemplate manifests and the ConfigMaps they reference from the same input,\nand reports each intent's tokens against its budget. Exit 0: all within budget;\n1: some intent over budget; 2: invalid input.")
@@ -112,7 +113,10 @@ func runRender(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "promptops render: %s: PromptTemplate %s: %v\n", m.file, objName(m.pt.Namespace, m.pt.Name), err)
 			return ExitInvalid
 		}
-		if *outDir != "" {
+		if *outDir != "" && !res.Applies() {
+			// As the operator: an overrun it would not render leaves no plan.
+			fmt.Fprintf(stderr, "promptops render: %s: PromptTemplate %s not written to %s: %s\n", m.file, objName(m.pt.Namespace, m.pt.Name), *outDir, overrunReason(res))
+		} else if *outDir != "" {
 			if err := writeRendered(*outDir, m.pt.Namespace, m.pt.Name, res); err != nil {
 				fmt.Fprintln(stderr, "promptops render:", err)
 				return ExitFailed
@@ -156,6 +160,15 @@ func runRender(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return ExitFailed
 	}
 	return ExitOK
+}
+
+// overrunReason says why the operator would not render res, as its status would.
+func overrunReason(res *assembler.Result) string {
+	var parts []string
+	for _, a := range res.OverBudget() {
+		parts = append(parts, fmt.Sprintf("intent %s needs %d tokens", a.Intent, a.Tokens))
+	}
+	return fmt.Sprintf("%s, budget is %d, onExceed is %s", strings.Join(parts, "; "), res.Plan.MaxTokens, res.Plan.OnExceed)
 }
 
 func printRenderTable(w io.Writer, out renderOutput) {
@@ -245,8 +258,8 @@ func loadManifests(paths []string, namespace string) ([]manifest, map[string]map
 			switch {
 			case meta.Kind == "PromptTemplate" && meta.APIVersion == promptopsv1.GroupVersion.String():
 				pt := &promptopsv1.PromptTemplate{}
-				if err := yaml.UnmarshalStrict(raw, pt); err != nil {
-					return nil, nil, fmt.Errorf("%s: document %d (PromptTemplate): %w", f, doc, err)
+				if err := decodeStrict(raw, pt); err != nil {
+					return nil, nil, fmt.Errorf("%s: document %d: PromptTemplate %s: %w", f, doc, docName(raw, namespace), err)
 				}
 				if pt.Namespace == "" {
 					pt.Namespace = namespace
@@ -278,6 +291,44 @@ func loadManifests(paths []string, namespace string) ([]manifest, map[string]map
 		}
 	}
 	return templates, sources, nil
+}
+
+// decodeStrict decodes a YAML or JSON document as the API server does with
+// fieldValidation=Strict: an unknown or repeated field is an error naming its
+// path (`unknown field "spec.sections[0].txt"`).
+func decodeStrict(raw []byte, into any) error {
+	data, err := yaml.YAMLToJSONStrict(raw)
+	if err != nil {
+		return err
+	}
+	strict, err := kjson.UnmarshalStrict(data, into)
+	if err != nil {
+		return err
+	}
+	if len(strict) == 0 {
+		return nil
+	}
+	msgs := make([]string, len(strict))
+	for i, e := range strict {
+		msgs[i] = e.Error()
+	}
+	return errors.New(strings.Join(msgs, "; "))
+}
+
+// docName is namespace/name of a document as far as its metadata says,
+// for errors about the rest of it.
+func docName(raw []byte, namespace string) string {
+	var meta struct {
+		Metadata struct{ Name, Namespace string } `json:"metadata"`
+	}
+	_ = yaml.Unmarshal(raw, &meta)
+	if meta.Metadata.Namespace == "" {
+		meta.Metadata.Namespace = namespace
+	}
+	if meta.Metadata.Name == "" {
+		return "(no metadata.name)"
+	}
+	return objName(meta.Metadata.Namespace, meta.Metadata.Name)
 }
 
 // stringList is a repeatable string flag.

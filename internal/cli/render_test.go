@@ -113,9 +113,17 @@ kind: PromptTemplate
 metadata: {name: typo}
 spec:
   budget: {maxTokens: 100, onExeed: Warn}
-  sections: [{name: task, intent: true}]
+  sections: [{name: task, intent: true}, {name: role, txt: Hi}]
   intents: [{name: chat, instruction: x}]
-`, `typo.yaml: document 1 (PromptTemplate)`},
+`, `typo.yaml: document 1: PromptTemplate default/typo: unknown field "spec.budget.onExeed"; unknown field "spec.sections[1].txt"`},
+		"repeated.yaml": {`apiVersion: promptops.io/v1
+kind: PromptTemplate
+metadata: {name: twice, namespace: team}
+spec:
+  budget: {maxTokens: 100}
+  sections: [{name: task, intent: true}]
+  intents: [{name: chat, instruction: x, instruction: y}]
+`, `repeated.yaml: document 1: PromptTemplate team/twice: `},
 		"no-intent.yaml": {`apiVersion: promptops.io/v1
 kind: PromptTemplate
 metadata: {name: no-intent}
@@ -281,5 +289,46 @@ func TestRenderNamespaceMakesTheClustersRevision(t *testing.T) {
 	}
 	if def := revision("-f", plain); !strings.HasPrefix(def, "default ") || def == withN {
 		t.Fatalf("without -n: %q", def)
+	}
+}
+
+// render --out-dir writes what the operator would: no plan for a template it
+// would not render, so that serve cannot serve one.
+func TestRenderOutDirSkipsRejectedTemplates(t *testing.T) {
+	out := t.TempDir()
+	code, _, errOut := run(t, "", "render", "-f", samplesDir(), "--out-dir", out)
+	if code != ExitFailed {
+		t.Fatalf("the over-budget sample should exit 1, got %d: %s", code, errOut)
+	}
+	if !strings.Contains(errOut, "PromptTemplate default/over-budget-demo not written to "+out+": intent ") || !strings.Contains(errOut, "onExceed is Reject") {
+		t.Errorf("stderr does not say why over-budget-demo was not written: %s", errOut)
+	}
+	entries, err := os.ReadDir(filepath.Join(out, "default"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if strings.Join(names, ",") != "ssa-pro,support-assistant" {
+		t.Fatalf("written: %v, want ssa-pro and support-assistant only", names)
+	}
+
+	// Over budget under Warn: the operator renders it, so render writes it.
+	dir := t.TempDir()
+	data, err := os.ReadFile(filepath.Join(samplesDir(), "promptops_v1_prompttemplate_overbudget.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	warn := strings.Replace(string(data), "    onExceed: Reject", "    onExceed: Warn", 1)
+	if err := os.WriteFile(filepath.Join(dir, "warn.yaml"), []byte(warn), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := run(t, "", "render", "-f", dir, "--out-dir", out); code != ExitFailed || strings.Contains(errOut, "not written") {
+		t.Fatalf("Warn: exit %d, %s", code, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(out, "default", "over-budget-demo", "plan.json")); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -19,10 +19,7 @@ func init() {
 func runTokens(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] != "count" {
 		fmt.Fprintln(stderr, "Usage: promptops tokens count [-e o200k_base|cl100k_base] [--jsonl] [FILE]")
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
-			return ExitOK
-		}
-		return ExitInvalid
+		return helpCode(args)
 	}
 	fs := newFlagSet("tokens count", stderr)
 	encoding := fs.String("e", string(promptopsv1.EncodingO200K), "Encoding: o200k_base or cl100k_base.")

@@ -1,0 +1,91 @@
+package charttest
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
+
+	"github.com/promptops/promptops/internal/testenv"
+)
+
+// TestOneImageEverywhere: the chart, config/default, the serve samples, the
+// Makefile's image target and the README name one image,
+// promptops/promptops:<the chart's appVersion>, the one `make image` builds.
+func TestOneImageEverywhere(t *testing.T) {
+	var chart struct {
+		AppVersion string `json:"appVersion"`
+	}
+	readFile(t, "charts/promptops/Chart.yaml", &chart)
+	want := "promptops/promptops:" + chart.AppVersion
+
+	if _, c := managerContainer(t, render(t)); c.Image != want {
+		t.Errorf("chart: %s, want %s", c.Image, want)
+	}
+	for _, o := range kustomize(t) {
+		if o.GetKind() != "Deployment" {
+			continue
+		}
+		var d struct {
+			Spec struct {
+				Template corev1.PodTemplateSpec `json:"template"`
+			} `json:"spec"`
+		}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &d); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range d.Spec.Template.Spec.Containers {
+			if c.Image != want {
+				t.Errorf("config/default %s: container %s runs %s, want %s", o.GetName(), c.Name, c.Image, want)
+			}
+		}
+	}
+	root := testenv.Root()
+	for _, f := range []string{"config/samples/serve/sidecar.yaml", "config/samples/serve/shared.yaml"} {
+		data, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d struct {
+			Spec struct {
+				Template corev1.PodTemplateSpec `json:"template"`
+			} `json:"spec"`
+		}
+		if err := yaml.Unmarshal([]byte(strings.SplitN(string(data), "\n---", 2)[0]), &d); err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, c := range append(d.Spec.Template.Spec.InitContainers, d.Spec.Template.Spec.Containers...) {
+			if strings.Contains(c.Image, "promptops") {
+				found = true
+				if c.Image != want {
+					t.Errorf("%s: container %s runs %s, want %s", f, c.Name, c.Image, want)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("%s: no promptops container", f)
+		}
+	}
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range regexp.MustCompile(`promptops/promptops:[A-Za-z0-9._-]+`).FindAllString(string(readme), -1) {
+		if m != want {
+			t.Errorf("README names %s, want %s", m, want)
+		}
+	}
+	makefile, err := os.ReadFile(filepath.Join(root, "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(makefile), "IMAGE ?= promptops/promptops:$(VERSION)") {
+		t.Error("the Makefile's IMAGE is not promptops/promptops:$(VERSION)")
+	}
+}
