@@ -3,10 +3,12 @@ package readmetest
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -45,10 +47,11 @@ func TestReadme(t *testing.T) {
 		}
 	}
 
+	port := freePort(t)
 	var script strings.Builder
 	script.WriteString("set -euo pipefail\n")
 	for i, c := range chunks {
-		fmt.Fprintf(&script, "%s\necho %s\n", c.Commands, marker(i))
+		fmt.Fprintf(&script, "%s\necho %s\n", onPort(c.Commands, port), marker(i))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -89,6 +92,26 @@ func TestReadme(t *testing.T) {
 	if runErr != nil {
 		t.Fatalf("the script failed after its last block: %v\n%s", runErr, rest)
 	}
+}
+
+// onPort moves the README's serve from its default port, 8089, to port, so
+// that the check passes with 8089 taken.
+func onPort(commands string, port int) string {
+	p := strconv.Itoa(port)
+	commands = strings.ReplaceAll(commands, "promptops serve --plans-dir", "promptops serve --listen 127.0.0.1:"+p+" --plans-dir")
+	commands = strings.ReplaceAll(commands, "localhost:8089", "localhost:"+p)
+	return strings.ReplaceAll(commands, "127.0.0.1:8089", "127.0.0.1:"+p)
+}
+
+// freePort is a loopback port nobody listens on now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
 }
 
 func marker(i int) string { return fmt.Sprintf("@@readme-check-%d@@", i) }
