@@ -11,6 +11,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -408,4 +410,79 @@ func TestManagerKilledDuringRun(t *testing.T) {
 	if n := len(strings.Fields(jobs)); n != 1 {
 		t.Fatalf("%d Jobs after the manager was killed mid-run, want 1:\n%s", n, jobs)
 	}
+}
+
+// TestServeSidecar runs config/samples/serve/sidecar.yaml with the local
+// image as the sidecar (and the pause image as the application) and asks
+// the sidecar for a prompt through a port-forward to the pod's loopback.
+func TestServeSidecar(t *testing.T) {
+	ns := namespace(t)
+	for _, f := range []string{"ssa-prompts-configmap.yaml", "promptops_v1_prompttemplate_ssa.yaml"} {
+		mustK(t, "", "apply", "-n", ns, "-f", filepath.Join(root, "config/samples", f))
+	}
+	mustK(t, "", "wait", "-n", ns, "--for=condition=Ready", "--timeout=120s", "pt/ssa-pro")
+	b, err := os.ReadFile(filepath.Join(root, "config/samples/serve/sidecar.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest := strings.Replace(string(b), "image: promptops:latest", "image: docker.io/promptops/promptops:dev\n        imagePullPolicy: Never", 1)
+	manifest = strings.Replace(manifest, "image: ssa-app:latest", "image: docker.io/promptops/pause:v1\n        imagePullPolicy: Never", 1)
+	mustK(t, manifest, "apply", "-n", ns, "-f", "-")
+	mustK(t, "", "rollout", "status", "-n", ns, "deployment/ssa-app", "--timeout=120s")
+
+	pf := exec.Command(kubectl, "port-forward", "-n", ns, "deployment/ssa-app", "--address=127.0.0.1", ":8089")
+	stdout, err := pf.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pf.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pf.Process.Kill(); _ = pf.Wait() })
+	var line string
+	buf := make([]byte, 256)
+	n, _ := stdout.Read(buf)
+	line = string(buf[:n])
+	var port int
+	if i := strings.Index(line, "127.0.0.1:"); i < 0 {
+		t.Fatalf("kubectl port-forward: %q", line)
+	} else if _, err := fmt.Sscanf(line[i:], "127.0.0.1:%d", &port); err != nil {
+		t.Fatalf("kubectl port-forward: %q: %v", line, err)
+	}
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	body := `{"namespace": "` + ns + `", "name": "ssa-pro", "intent": "analyze", "runtime": {"data_context": "200 rows, 12 variables.", "tool_outputs": "mean 45.2"}}`
+	var got struct {
+		Prompt string `json:"prompt"`
+		Tokens int    `json:"tokens"`
+	}
+	eventually(t, 60*time.Second, func() string {
+		resp, err := httpPost(url+"/v1/assemble", body)
+		if err != nil {
+			return err.Error()
+		}
+		if err := json.Unmarshal(resp, &got); err != nil || got.Prompt == "" {
+			templates, _ := httpGet(url + "/v1/templates")
+			return fmt.Sprintf("no prompt: %s (templates: %s)", resp, templates)
+		}
+		return ""
+	})
+	t.Logf("the sidecar assembled a prompt of %d tokens", got.Tokens)
+}
+
+func httpPost(url, body string) ([]byte, error) {
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	return io.ReadAll(resp.Body)
+}
+
+func httpGet(url string) ([]byte, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	return io.ReadAll(resp.Body)
 }
