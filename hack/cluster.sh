@@ -450,7 +450,7 @@ clean_iptables() {
     command -v "$cmd" >/dev/null || continue
     for table in filter nat mangle raw; do
       # First the jumps from the built-in chains, then the chains.
-      "$cmd-save" -t "$table" 2>/dev/null | grep -E '^-A [A-Z]+ .*-j (KUBE-|CNI-)' | while read -r rule; do
+      "$cmd-save" -t "$table" 2>/dev/null | { grep -E '^-A [A-Z]+ .*-j (KUBE-|CNI-)' || true; } | while read -r rule; do
         # shellcheck disable=SC2086
         "$cmd" -t "$table" -D ${rule#-A } 2>/dev/null || true
       done
@@ -490,6 +490,8 @@ clean_nft() {
 
 down() {
   need_root
+  # Teardown goes on past any failed step; leftovers() reports at the end.
+  set +e +o pipefail
   local name pid
   # Extra processes the e2e tests or the demo started on the host
   # (PostgreSQL, the stand-in model) keep pid files here too.
@@ -555,7 +557,31 @@ down() {
     [[ -d "$STATE/logs" ]] && mv "$STATE/logs" "$STATE/logs.previous"
     find "$STATE" -mindepth 1 -maxdepth 1 ! -name logs.previous -exec rm -rf {} +
   fi
+  set -e -o pipefail
+  local left
+  left="$(leftovers)"
+  if [[ -n "$left" ]]; then
+    printf '%s\n' "$left" >&2
+    die "the cluster left the above on the host; run 'make cluster-down' again, and remove by hand what remains"
+  fi
   log "cluster removed and the host restored"
+}
+
+# leftovers prints what of the cluster is still on the host.
+leftovers() {
+  local pid
+  for pid in $(pids_with "$STATE/") $(pids_with "$NODEBIN/"); do
+    [[ $pid == $$ || $pid == "$BASHPID" ]] || echo "process $pid: $(tr '\0' ' ' < /proc/$pid/cmdline 2>/dev/null)"
+  done
+  awk -v d="$STATE" '$5 == d || index($5, d "/") == 1 {print "mount " $5}' /proc/self/mountinfo
+  cgroup_dirs | sed 's/^/cgroup /'
+  ip link show "$BRIDGE" >/dev/null 2>&1 && echo "link $BRIDGE"
+  local cmd
+  for cmd in iptables ip6tables; do
+    command -v "$cmd-save" >/dev/null && "$cmd-save" 2>/dev/null | grep -E '^:(KUBE|CNI)-|-j (KUBE|CNI)-' | sed "s/^/$cmd /"
+  done
+  if [[ -f "$HOSTSTATE/sysctl" ]]; then echo "host state $HOSTSTATE (sysctls not restored)"; fi
+  return 0
 }
 
 status() {
