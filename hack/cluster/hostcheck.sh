@@ -22,5 +22,5 @@ done > "$out/sysctls"
 for d in /run/containerd /var/lib/cni /var/lib/kubelet /var/log/containers /var/log/pods /run/netns /opt/containerd /etc/cni; do
   [[ -e $d ]] && echo "$d"
 done > "$out/dirs"
-ps -eo args= | grep -E 'bin/cluster|cluster-k8s|/usr/bin/containerd|containerd-shim|/ko-app/|promptops-pg-' | grep -v grep | awk '{print $1}' | sort > "$out/processes"
+ps -eo args= | grep -E 'bin/cluster|cluster-k8s|/usr/bin/containerd|containerd-shim|/ko-app/|listen_addresses=10.244.77' | grep -v grep | awk '{print $1}' | sort > "$out/processes"
 ss -Hltn 2>/dev/null | awk '{print $4}' | grep -E '^(10\.244\.77\.|127\.0\.0\.1:(2437|2438|2025|2024))' | sort > "$out/listeners"
