@@ -403,10 +403,11 @@ EOF
 
 # pids_with STRING: the processes whose command line contains STRING.
 pids_with() {
-  local p
-  for p in /proc/[0-9]*; do
-    [[ -r $p/cmdline ]] || continue
-    tr '\0' ' ' < "$p/cmdline" 2>/dev/null | grep -qF -- "$1" && echo "${p#/proc/}"
+  local f pid
+  # grep names itself too; it has exited when the loop looks.
+  for f in $(grep -laF -- "$1" /proc/[0-9]*/cmdline 2>/dev/null); do
+    pid="${f#/proc/}" pid="${pid%/cmdline}"
+    [[ -d /proc/$pid && $pid != "$$" && $pid != "$BASHPID" ]] && echo "$pid"
   done
   return 0
 }
