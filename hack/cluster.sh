@@ -299,6 +299,9 @@ up() {
     log "removing the previous cluster first"
     down
   fi
+  if ip link show "$BRIDGE" >/dev/null 2>&1; then
+    die "the bridge $BRIDGE exists but is not this checkout's ($STATE): another make cluster runs on this machine (one at a time); run make cluster-down there"
+  fi
   record_host
   mkdir -p "$STATE"/{run,logs,etcd,cni/net.d,cni/ipam,containerd,kubelet/root,kubelet/pki,kubelet/pod-logs,kubelet/volume-plugins,apiserver-certs}
   render "$CONF/containerd.toml" "$STATE/containerd/config.toml"
@@ -491,6 +494,10 @@ clean_nft() {
 
 down() {
   need_root
+  if [[ ! -d "$STATE/run" && ! -d "$HOSTSTATE" ]]; then
+    log "no cluster in $STATE: nothing to remove"
+    return 0
+  fi
   # Teardown goes on past any failed step; leftovers() reports at the end.
   set +e +o pipefail
   local name pid
