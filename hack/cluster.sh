@@ -84,13 +84,13 @@ start() {
   echo $! > "$(pidfile "$name")"
 }
 
-# stop NAME: SIGTERM, then SIGKILL after 10 s.
+# stop NAME [SECONDS]: SIGTERM, then SIGKILL after SECONDS (10).
 stop() {
-  local name=$1 pid i
+  local name=$1 grace=${2:-10} pid i
   if alive "$name"; then
     pid="$(cat "$(pidfile "$name")")"
     kill -TERM "$pid" 2>/dev/null || true
-    for i in $(seq 1 100); do [[ -d /proc/$pid ]] || break; sleep 0.1; done
+    for i in $(seq 1 $((grace * 10))); do [[ -d /proc/$pid ]] || break; sleep 0.1; done
     [[ -d /proc/$pid ]] && kill -KILL "$pid" 2>/dev/null || true
     for i in $(seq 1 50); do [[ -d /proc/$pid ]] || break; sleep 0.1; done
   fi
@@ -514,11 +514,15 @@ down() {
   # containerd's shims outlive it; theirs name its socket.
   for pid in $(pids_with "$STATE/run/containerd.sock"); do kill -KILL "$pid" 2>/dev/null || true; done
   kill_pods
+  stop kube-controller-manager
+  stop kube-scheduler
   if [[ -d "$STATE/run" ]]; then
     for name in $(cd "$STATE/run" && ls -- *.pid 2>/dev/null | sed 's/\.pid$//'); do
-      [[ $name == etcd ]] || stop "$name"
+      [[ $name == etcd || $name == kube-apiserver ]] || stop "$name"
     done
   fi
+  # Nothing is left to drain: the API server's graceful shutdown only waits.
+  stop kube-apiserver 2
   stop etcd
   # Anything else that still names the state directory (a shim of an
   # interrupted run).
