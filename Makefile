@@ -98,6 +98,39 @@ image: ## Build the operator image $(IMAGE) from the Dockerfile (CONTAINER_TOOL=
 demo: build envtest ## Local control plane, the operator and the samples (KEEP=1 leaves it running).
 	KEEP=$(KEEP) hack/demo.sh
 
+##@ One-node cluster
+
+KO_VERSION ?= v0.19.1
+KO ?= $(BIN)/ko
+K8S_VERSION ?= 1.37.2
+# CLUSTER_BINARIES (kubelet, kube-controller-manager, kube-scheduler,
+# kube-proxy, kubectl) may point at a directory shared by several checkouts,
+# like KUBEBUILDER_ASSETS.
+export CLUSTER_BINARIES ?= $(BIN)/cluster-k8s/v$(K8S_VERSION)
+export HELM KO K8S_VERSION
+
+.PHONY: cluster-binaries
+cluster-binaries: ## Build kubelet, kube-controller-manager, kube-scheduler, kube-proxy and kubectl (cached).
+	hack/build-cluster-binaries.sh
+
+.PHONY: ko
+ko: $(KO) ## Build bin/ko (make cluster builds the images with it).
+$(KO):
+	GOBIN=$(BIN) go install github.com/google/ko@$(KO_VERSION)
+
+.PHONY: cluster
+cluster: envtest cluster-binaries helm ko ## Start a one-node cluster (root) with the operator installed; leaves it running.
+	hack/cluster.sh up
+
+.PHONY: cluster-down
+cluster-down: ## Stop the one-node cluster and restore the host.
+	hack/cluster.sh down
+
+.PHONY: e2e
+e2e: ## End-to-end tests on the cluster of make cluster (run make cluster first).
+	@test -f bin/cluster/env || { echo "no cluster: run 'make cluster' first (as root)"; exit 1; }
+	set -a && . bin/cluster/env && set +a && go test -tags e2e -count=1 -timeout 20m -v ./test/e2e/...
+
 .PHONY: controller-gen
 controller-gen: $(CONTROLLER_GEN)
 $(CONTROLLER_GEN):

@@ -5,6 +5,23 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
+
+# Where the machine can run a real node (make cluster: Linux, root, Debian's
+# packages, PostgreSQL for the bank), the demo runs there and shows a
+# consolidation Job end to end; DEMO_CONTROL_PLANE_ONLY=1 keeps this one.
+if [[ -z "${DEMO_CONTROL_PLANE_ONLY:-}" ]]; then
+  why=
+  if [[ "$(uname -s)" != Linux ]]; then why="not Linux"
+  elif [[ "$(id -u)" != 0 ]]; then why="not root; the node changes iptables, mounts and sysctls: sudo make demo"
+  elif ! command -v apt-get >/dev/null || ! command -v dpkg-query >/dev/null; then why="no apt-get for containerd, runc and the CNI plugins"
+  elif ! compgen -G "/usr/lib/postgresql/*/bin/pg_ctl" >/dev/null && ! command -v pg_ctl >/dev/null; then why="no PostgreSQL server programs for the bank (Debian's postgresql)"
+  fi
+  if [[ -z "$why" ]]; then
+    echo "make demo: on a one-node cluster (make cluster); DEMO_CONTROL_PLANE_ONLY=1 for the control plane only"
+    exec hack/demo.d/cluster.sh
+  fi
+  echo "make demo: control plane only, no node ($why)"
+fi
 DEMO="$ROOT/bin/demo"
 NS=promptops-demo
 export KUBECONFIG="$DEMO/kubeconfig"

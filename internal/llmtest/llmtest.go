@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -62,6 +63,21 @@ func New(script Script) *Server {
 	s := &Server{script: script}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.handle))
 	return s
+}
+
+// NewAt starts a server playing script on addr (host:port; port 0 picks a
+// free one), e.g. an address that pods of a local cluster reach.
+func NewAt(script Script, addr string) (*Server, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{script: script}
+	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(s.handle))
+	_ = s.Server.Listener.Close()
+	s.Server.Listener = l
+	s.Server.Start()
+	return s, nil
 }
 
 // BaseURL is what clients use as the API base.

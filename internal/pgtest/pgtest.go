@@ -23,6 +23,7 @@ import (
 // Server is a running PostgreSQL.
 type Server struct {
 	dir, bin string
+	host     string
 	port     int
 	asUser   string
 	dbs      atomic.Int64
@@ -51,12 +52,17 @@ func (s *Server) cmd(name string, args ...string) *exec.Cmd {
 }
 
 // Start initialises and starts a server on a free loopback port.
-func Start() (*Server, error) {
+func Start() (*Server, error) { return StartAt("127.0.0.1") }
+
+// StartAt starts a server listening on host (an IP address of this
+// machine) at a free port, trusting clients from 127.0.0.1 and from each of
+// allow (CIDRs, e.g. a cluster's pod network).
+func StartAt(host string, allow ...string) (*Server, error) {
 	bin, err := findBin()
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{bin: bin}
+	s := &Server{bin: bin, host: host}
 	if os.Geteuid() == 0 {
 		s.asUser = "postgres"
 	}
@@ -79,14 +85,31 @@ func Start() (*Server, error) {
 		s.Stop()
 		return nil, fmt.Errorf("initdb: %v\n%s", err, out)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if len(allow) > 0 {
+		hba := ""
+		for _, cidr := range allow {
+			hba += fmt.Sprintf("host all all %s trust\n", cidr)
+		}
+		f, err := os.OpenFile(filepath.Join(data, "pg_hba.conf"), os.O_APPEND|os.O_WRONLY, 0)
+		if err == nil {
+			_, err = f.WriteString(hba)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			s.Stop()
+			return nil, err
+		}
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		s.Stop()
 		return nil, err
 	}
 	s.port = l.Addr().(*net.TCPAddr).Port
 	_ = l.Close()
-	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=50", s.port, s.dir)
+	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=%s -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=50", s.port, s.dir, host)
 	if out, err := s.cmd("pg_ctl", "-D", data, "-o", opts, "-l", filepath.Join(s.dir, "log"), "-w", "-t", "60", "start").CombinedOutput(); err != nil {
 		log, _ := os.ReadFile(filepath.Join(s.dir, "log"))
 		s.Stop()
@@ -97,7 +120,7 @@ func Start() (*Server, error) {
 
 // DSN of a database on the server.
 func (s *Server) DSN(db string) string {
-	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", s.port, db)
+	return fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable", net.JoinHostPort(s.host, strconv.Itoa(s.port)), db)
 }
 
 // NewDatabase creates an empty database and returns its DSN.

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# make demo on a machine that can run the one-node cluster (root, Debian):
+# the operator on a real node (make cluster), and one MemoryBank
+# consolidation Job end to end: facts imported into PostgreSQL on this
+# machine, the run requested by annotation, the Job's pod consolidating them
+# with a model, the bank's status and the observations in the store.
+# The model is PROMPTOPS_DEMO_LLM_URL (with OPENAI_API_KEY and
+# PROMPTOPS_DEMO_LLM_MODEL) when set, else the tests' scripted stand-in.
+# KEEP=1 leaves the cluster running; otherwise a cluster this demo started
+# is removed (make cluster-down) at the end.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$ROOT"
+NS=promptops-demo
+STATE="${PROMPTOPS_CLUSTER_DIR:-$ROOT/bin/cluster}"
+say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
+make -s cluster-binaries helm ko >&2
+started=
+if ! { [[ -f "$STATE/env" ]] && (set -a; . "$STATE/env"; "$KUBECTL" get --raw /readyz) >/dev/null 2>&1; }; then
+  say "Starting a one-node cluster (make cluster; about 1-2 minutes once the binaries are built)"
+  hack/cluster.sh up
+  started=1
+fi
+set -a; . "$STATE/env"; set +a
+k() { "$KUBECTL" "$@"; }
+
+standin=
+cleanup() {
+  [[ -n "$standin" ]] && { kill "$standin" 2>/dev/null || true; wait "$standin" 2>/dev/null || true; }
+  rm -f "$STATE/run/standin.pid"
+  if [[ "${KEEP:-}" == 1 ]]; then
+    say "KEEP=1: the cluster keeps running; make cluster-down removes it"
+    echo "export KUBECONFIG=$KUBECONFIG"
+  elif [[ -n "$started" ]]; then
+    say "Removing the cluster (make cluster-down)"
+    hack/cluster.sh down
+  else
+    k delete namespace "$NS" --wait=false >/dev/null 2>&1 || true
+  fi
+}
+trap cleanup EXIT
+
+k get nodes
+k get pods -n "$OPERATOR_NAMESPACE" -o wide
+
+# PostgreSQL (and the stand-in model) on this machine at HOST_IP, where the
+# Job's pod reaches them. The binary lives in the cluster's directory, so
+# make cluster-down stops it if this script is killed.
+go build -o "$STATE/standin" ./hack/demo.d/standin
+args=(-host "$HOST_IP" -allow "${POD_CIDR:-10.244.77.0/24}")
+[[ -n "${PROMPTOPS_DEMO_LLM_URL:-}" ]] && args+=(-no-model)
+"$STATE/standin" "${args[@]}" > "$STATE/standin.out" 2> "$STATE/logs/standin.log" &
+standin=$!
+echo "$standin" > "$STATE/run/standin.pid"
+for _ in $(seq 1 120); do grep -q '^dsn=' "$STATE/standin.out" 2>/dev/null && break; sleep 0.5; done
+dsn="$(sed -n 's/^dsn=//p' "$STATE/standin.out")"
+[[ -n "$dsn" ]] || { cat "$STATE/logs/standin.log"; echo "PostgreSQL did not start at $HOST_IP (log above)"; exit 1; }
+if [[ -n "${PROMPTOPS_DEMO_LLM_URL:-}" ]]; then
+  model_url="$PROMPTOPS_DEMO_LLM_URL" model="${PROMPTOPS_DEMO_LLM_MODEL:-gpt-4o-mini}"
+  echo "model: $model_url ($model, from PROMPTOPS_DEMO_LLM_URL)"
+else
+  for _ in $(seq 1 20); do grep -q '^model=' "$STATE/standin.out" && break; sleep 0.2; done
+  model_url="$(sed -n 's/^model=//p' "$STATE/standin.out")" model=stand-in
+  echo "model: the scripted stand-in of the tests at $model_url (set PROMPTOPS_DEMO_LLM_URL and OPENAI_API_KEY for a real one)"
+fi
+
+say "A namespace enforcing the Restricted Pod Security Standard, and a MemoryBank on PostgreSQL at $HOST_IP"
+k delete namespace "$NS" --ignore-not-found >/dev/null
+k create namespace "$NS" >/dev/null
+k label namespace "$NS" pod-security.kubernetes.io/enforce=restricted pod-security.kubernetes.io/enforce-version=latest >/dev/null
+k create secret generic demo-store -n "$NS" --from-literal=dsn="$dsn" >/dev/null
+apikey=
+if [[ -n "${OPENAI_API_KEY:-}" ]]; then
+  k create secret generic demo-llm -n "$NS" --from-literal=key="$OPENAI_API_KEY" >/dev/null
+  apikey="    apiKeySecretRef: {name: demo-llm, key: key}"
+fi
+k apply -n "$NS" -f - <<YAML
+apiVersion: promptops.io/v1
+kind: MemoryBank
+metadata:
+  name: support-agent
+spec:
+  store:
+    postgres: {dsnSecretRef: {name: demo-store, key: dsn}}
+  llm:
+    baseURL: $model_url
+    model: $model
+$apikey
+YAML
+k wait -n "$NS" --for=condition=Ready --timeout=60s mb/support-agent
+
+say "Facts into the store: promptops facts import --bank $NS/support-agent"
+"$ROOT/bin/promptops" facts import --bank "$NS/support-agent" --store "$dsn" hack/demo.d/facts.jsonl
+
+say "A run on request: kubectl annotate mb/support-agent promptops.io/consolidate-requested-at=..."
+k annotate -n "$NS" mb/support-agent --overwrite "promptops.io/consolidate-requested-at=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+for _ in $(seq 1 100); do [[ -n "$(k get jobs -n "$NS" -l promptops.io/memorybank=support-agent -o name)" ]] && break; sleep 0.3; done
+job="$(k get jobs -n "$NS" -l promptops.io/memorybank=support-agent -o name)"
+[[ -n "$job" ]] || { k get mb support-agent -n "$NS" -o yaml; echo "no Job was created"; exit 1; }
+k wait -n "$NS" --for=condition=Complete --timeout=180s "$job" || {
+  k describe -n "$NS" "$job"; k logs -n "$NS" -l promptops.io/memorybank=support-agent --tail=30 || true; exit 1; }
+k get -n "$NS" "$job"; k get pods -n "$NS" -l promptops.io/memorybank=support-agent
+
+say "The Job's pod: kubectl logs"
+k logs -n "$NS" -l promptops.io/memorybank=support-agent --tail=20
+
+say "The bank's last run"
+for _ in $(seq 1 60); do [[ -n "$(k get mb support-agent -n "$NS" -o jsonpath='{.status.lastRun.jobName}')" ]] && break; sleep 0.5; done
+k get mb support-agent -n "$NS" -o jsonpath='{.status.lastRun}{"\n"}'
+k get mb -n "$NS"
+
+say "The observations in the store: promptops observations list"
+"$ROOT/bin/promptops" observations list --bank "$NS/support-agent" --store "$dsn"
