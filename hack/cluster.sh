@@ -49,7 +49,9 @@ PROXY_HEALTHZ_PORT=20256
 PROXY_METRICS_PORT=20249
 PAUSE_IMAGE=docker.io/promptops/pause:v1
 OPERATOR_IMAGE_REPO=docker.io/promptops/promptops
-OPERATOR_IMAGE_TAG=dev
+# The one image name of config/default, the chart and the samples: its tag is
+# the chart's appVersion (the Makefile's VERSION).
+OPERATOR_IMAGE_TAG="${VERSION:-$(sed -n 's/^appVersion: "\(.*\)"/\1/p' "$ROOT/charts/promptops/Chart.yaml")}"
 OPERATOR_NS=promptops-system
 
 # Sysctls the components change (the bridge plugin turns on ip_forward; the

@@ -94,7 +94,7 @@ webhooks:
 EOF_WEBHOOK
 
 say "Starting the operator (bin/promptops manager on ports $METRICS_PORT/$PROBE_PORT/$WEBHOOK_PORT, log in bin/demo/manager.log)"
-"$ROOT/bin/promptops" manager --kubeconfig "$KUBECONFIG" --job-image promptops:dev --metrics-bind-address="127.0.0.1:$METRICS_PORT" \
+"$ROOT/bin/promptops" manager --kubeconfig "$KUBECONFIG" --job-image "promptops/promptops:$(sed -n 's/^appVersion: "\(.*\)"/\1/p' "$ROOT/charts/promptops/Chart.yaml")" --metrics-bind-address="127.0.0.1:$METRICS_PORT" \
   --health-probe-bind-address="127.0.0.1:$PROBE_PORT" \
   --enable-webhook --webhook-host=127.0.0.1 --webhook-port="$WEBHOOK_PORT" --webhook-cert-dir="$DEMO/webhook-certs" \
   --webhook-self-signed --webhook-cert-hosts=127.0.0.1 --webhook-configuration=promptops-validating-webhook \

@@ -235,7 +235,7 @@ func TestNodeAndOperator(t *testing.T) {
 	}
 	img := mustK(t, "", "get", "pods", "-n", opNS, "-l", "app.kubernetes.io/component=manager",
 		"-o", `jsonpath={range .items[*]}{.status.phase} {.spec.containers[0].image}{"\n"}{end}`)
-	if !strings.Contains(img, "Running docker.io/promptops/promptops:dev") {
+	if !strings.Contains(img, "Running "+os.Getenv("OPERATOR_IMAGE")) {
 		t.Fatalf("the operator is not Running from the local image: %q", img)
 	}
 }
@@ -425,7 +425,11 @@ func TestServeSidecar(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	manifest := strings.Replace(string(b), "image: promptops:latest", "image: docker.io/promptops/promptops:dev\n        imagePullPolicy: Never", 1)
+	// The sample names the image make cluster imported: never pulled.
+	manifest := strings.Replace(string(b), "image: "+strings.TrimPrefix(os.Getenv("OPERATOR_IMAGE"), "docker.io/"), "image: "+os.Getenv("OPERATOR_IMAGE")+"\n        imagePullPolicy: Never", 1)
+	if manifest == string(b) {
+		t.Fatalf("the sidecar sample does not name the image %s", os.Getenv("OPERATOR_IMAGE"))
+	}
 	manifest = strings.Replace(manifest, "image: ssa-app:latest", "image: docker.io/promptops/pause:v1\n        imagePullPolicy: Never", 1)
 	mustK(t, manifest, "apply", "-n", ns, "-f", "-")
 	mustK(t, "", "rollout", "status", "-n", ns, "deployment/ssa-app", "--timeout=120s")
