@@ -68,9 +68,37 @@ func (s *Store) Apply(ctx context.Context, bank, run string, ops consolidation.O
 		}
 		created = append(created, id)
 	}
+	// The bank's generation, and the touched observations as they now
+	// are, for the lexical index of Recall.
+	gen, err := s.bumpGeneration(ctx, tx, bank)
+	if err != nil {
+		return nil, err
+	}
+	var touched []string
+	for _, d := range ops.Deletes {
+		touched = append(touched, d.ObservationID)
+	}
+	for _, u := range ops.Updates {
+		touched = append(touched, u.ObservationID)
+	}
+	for _, m := range ops.Merges {
+		touched = append(touched, m.ObservationID)
+	}
+	touched = append(touched, created...)
+	var current []consolidation.Observation
+	for start := 0; start < len(touched); start += 500 {
+		obs, err := s.observations(ctx, tx, bank, touched[start:min(start+500, len(touched))])
+		if err != nil {
+			return nil, err
+		}
+		current = append(current, obs...)
+	}
 	if err := tx.Commit(); err != nil {
 		return nil, err
 	}
+	s.mu.Lock()
+	s.lexApplied(bank, gen, touched, current)
+	s.mu.Unlock()
 	return created, nil
 }
 

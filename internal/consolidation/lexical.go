@@ -1,0 +1,196 @@
+package consolidation
+
+import (
+	"sort"
+	"strings"
+)
+
+// LexIndex is an in-memory lexical index of a bank's observations: their
+// trigrams (as Trigrams makes them) and normalised entities. It finds, for
+// a fact, the observations Rank would score best, without a database query
+// per fact. Not safe for concurrent use.
+type LexIndex struct {
+	docs     []lexDoc
+	byID     map[string]int32
+	grams    map[string][]int32
+	entities map[string][]int32
+	dead     int
+	// scratch, reused by Search
+	counts  []int32
+	touched []int32
+}
+
+type lexDoc struct {
+	id       string
+	ngrams   int32
+	entities []string
+	alive    bool
+}
+
+// NewLexIndex returns an empty index.
+func NewLexIndex() *LexIndex {
+	return &LexIndex{byID: map[string]int32{}, grams: map[string][]int32{}, entities: map[string][]int32{}}
+}
+
+// Len is the number of observations indexed.
+func (x *LexIndex) Len() int { return len(x.byID) }
+
+// Put indexes an observation, replacing what the index had for its id.
+func (x *LexIndex) Put(id, text string, entities []string) {
+	x.Delete(id)
+	n := int32(len(x.docs))
+	g := Trigrams(text)
+	for k := range g {
+		x.grams[k] = append(x.grams[k], n)
+	}
+	var ents []string
+	for _, e := range entities {
+		if e = strings.ToLower(strings.TrimSpace(e)); e != "" {
+			ents = append(ents, e)
+			x.entities[e] = append(x.entities[e], n)
+		}
+	}
+	x.docs = append(x.docs, lexDoc{id: id, ngrams: int32(len(g)), entities: ents, alive: true})
+	x.byID[id] = n
+}
+
+// Delete removes an observation; an unknown id is ignored.
+func (x *LexIndex) Delete(id string) {
+	n, ok := x.byID[id]
+	if !ok {
+		return
+	}
+	x.docs[n].alive = false
+	delete(x.byID, id)
+	x.dead++
+	if x.dead > 1024 && x.dead > len(x.docs)/2 {
+		x.compact()
+	}
+}
+
+// compact drops deleted observations from the postings.
+func (x *LexIndex) compact() {
+	remap := make([]int32, len(x.docs))
+	docs := make([]lexDoc, 0, len(x.byID))
+	for i, d := range x.docs {
+		remap[i] = -1
+		if d.alive {
+			remap[i] = int32(len(docs))
+			docs = append(docs, d)
+		}
+	}
+	for _, m := range []map[string][]int32{x.grams, x.entities} {
+		for k, post := range m {
+			out := post[:0]
+			for _, n := range post {
+				if r := remap[n]; r >= 0 {
+					out = append(out, r)
+				}
+			}
+			if len(out) == 0 {
+				delete(m, k)
+			} else {
+				m[k] = out
+			}
+		}
+	}
+	for id, n := range x.byID {
+		x.byID[id] = remap[n]
+	}
+	x.docs, x.dead = docs, 0
+}
+
+// Search returns the ids of the observations related to the fact: up to
+// limit that share trigrams with its text, best RelatedScore first and
+// above Rank's floor, and up to limit more that share one of its entities,
+// best first. Ties go to the smaller id.
+func (x *LexIndex) Search(fact Fact, limit int) []string {
+	if limit <= 0 || len(x.byID) == 0 {
+		return nil
+	}
+	if cap(x.counts) < len(x.docs) {
+		x.counts = make([]int32, len(x.docs))
+	}
+	counts := x.counts[:len(x.docs)]
+	x.touched = x.touched[:0]
+	g := Trigrams(fact.Text)
+	for k := range g {
+		for _, n := range x.grams[k] {
+			if counts[n] == 0 {
+				x.touched = append(x.touched, n)
+			}
+			counts[n]++
+		}
+	}
+	factEnts := map[string]bool{}
+	for _, e := range fact.Entities {
+		if e = strings.ToLower(strings.TrimSpace(e)); e != "" {
+			factEnts[e] = true
+		}
+	}
+	score := func(n int32) (sim float64, shared int) {
+		d := &x.docs[n]
+		if inter := counts[n]; inter > 0 {
+			sim = float64(inter) / float64(int32(len(g))+d.ngrams-inter)
+		}
+		for _, e := range d.entities {
+			if factEnts[e] {
+				shared++
+			}
+		}
+		return sim, shared
+	}
+	type hit struct {
+		id string
+		s  float64
+	}
+	best := func(hs []hit) []string {
+		sort.Slice(hs, func(i, j int) bool {
+			if hs[i].s != hs[j].s {
+				return hs[i].s > hs[j].s
+			}
+			return hs[i].id < hs[j].id
+		})
+		out := make([]string, 0, min(limit, len(hs)))
+		for i := 0; i < len(hs) && i < limit; i++ {
+			out = append(out, hs[i].id)
+		}
+		return out
+	}
+	var text []hit
+	for _, n := range x.touched {
+		if !x.docs[n].alive {
+			continue
+		}
+		sim, shared := score(n)
+		if sim > 0.05 {
+			text = append(text, hit{x.docs[n].id, sim + 0.25*float64(shared)})
+		}
+	}
+	seen := map[int32]bool{}
+	var ent []hit
+	for e := range factEnts {
+		for _, n := range x.entities[e] {
+			if !x.docs[n].alive || seen[n] {
+				continue
+			}
+			seen[n] = true
+			sim, shared := score(n)
+			ent = append(ent, hit{x.docs[n].id, sim + 0.25*float64(shared)})
+		}
+	}
+	for _, n := range x.touched {
+		counts[n] = 0
+	}
+	out := best(text)
+	have := map[string]bool{}
+	for _, id := range out {
+		have[id] = true
+	}
+	for _, id := range best(ent) {
+		if !have[id] {
+			out = append(out, id)
+		}
+	}
+	return out
+}
