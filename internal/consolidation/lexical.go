@@ -128,17 +128,21 @@ func (x *LexIndex) Search(fact Fact, limit int) []string {
 			factEnts[e] = true
 		}
 	}
-	score := func(n int32) (sim float64, shared int) {
-		d := &x.docs[n]
-		if inter := counts[n]; inter > 0 {
-			sim = float64(inter) / float64(int32(len(g))+d.ngrams-inter)
+	sim := func(n int32) float64 {
+		inter := counts[n]
+		if inter == 0 {
+			return 0
 		}
-		for _, e := range d.entities {
+		return float64(inter) / float64(int32(len(g))+x.docs[n].ngrams-inter)
+	}
+	score := func(n int32, sim float64) float64 {
+		shared := 0
+		for _, e := range x.docs[n].entities {
 			if factEnts[e] {
 				shared++
 			}
 		}
-		return sim, shared
+		return sim + 0.25*float64(shared)
 	}
 	type hit struct {
 		id string
@@ -162,9 +166,8 @@ func (x *LexIndex) Search(fact Fact, limit int) []string {
 		if !x.docs[n].alive {
 			continue
 		}
-		sim, shared := score(n)
-		if sim > 0.05 {
-			text = append(text, hit{x.docs[n].id, sim + 0.25*float64(shared)})
+		if s := sim(n); s > 0.05 {
+			text = append(text, hit{x.docs[n].id, score(n, s)})
 		}
 	}
 	seen := map[int32]bool{}
@@ -175,8 +178,7 @@ func (x *LexIndex) Search(fact Fact, limit int) []string {
 				continue
 			}
 			seen[n] = true
-			sim, shared := score(n)
-			ent = append(ent, hit{x.docs[n].id, sim + 0.25*float64(shared)})
+			ent = append(ent, hit{x.docs[n].id, score(n, sim(n))})
 		}
 	}
 	for _, n := range x.touched {

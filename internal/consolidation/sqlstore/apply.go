@@ -155,7 +155,7 @@ func (s *Store) deleteObservation(ctx context.Context, tx *sql.Tx, bank, id stri
 			return err
 		}
 	}
-	return s.ftsDelete(ctx, tx, bank, id)
+	return nil
 }
 
 // bounds widens [start, end] with the facts' dates.
@@ -267,13 +267,7 @@ func (s *Store) updateObservation(ctx context.Context, tx *sql.Tx, bank string, 
 	start, end := bounds(o.OccurredStart, o.OccurredEnd, src)
 	_, err = tx.ExecContext(ctx, s.q(`UPDATE promptops_observations SET text = $3, text_norm = $4, proof_count = $5, occurred_start = $6, occurred_end = $7, entities_norm = $8, updated_at = $9
 		WHERE bank = $1 AND id = $2`), bank, o.ID, u.Text, consolidation.Normalize(u.Text), n, s.t(start), s.t(end), toJSON(entitySet(o.Entities, src)), s.t(&now))
-	if err != nil {
-		return err
-	}
-	if err := s.ftsDelete(ctx, tx, bank, o.ID); err != nil {
-		return err
-	}
-	return s.ftsInsert(ctx, tx, bank, o.ID, u.Text)
+	return err
 }
 
 func (s *Store) createObservation(ctx context.Context, tx *sql.Tx, bank string, c consolidation.Create, sp consolidation.Space, facts map[string]consolidation.Fact, now time.Time) (string, error) {
@@ -292,23 +286,7 @@ func (s *Store) createObservation(ctx context.Context, tx *sql.Tx, bank string, 
 			return "", err
 		}
 	}
-	return id, s.ftsInsert(ctx, tx, bank, id, c.Text)
-}
-
-func (s *Store) ftsInsert(ctx context.Context, tx *sql.Tx, bank, id, text string) error {
-	if s.dialect != sqlite {
-		return nil
-	}
-	_, err := tx.ExecContext(ctx, "INSERT INTO promptops_observations_fts (text, bank, observation_id) VALUES (?1, ?2, ?3)", text, bank, id)
-	return err
-}
-
-func (s *Store) ftsDelete(ctx context.Context, tx *sql.Tx, bank, id string) error {
-	if s.dialect != sqlite {
-		return nil
-	}
-	_, err := tx.ExecContext(ctx, "DELETE FROM promptops_observations_fts WHERE bank = ?1 AND observation_id = ?2", bank, id)
-	return err
+	return id, nil
 }
 
 // MarkFailed marks run's claimed pending facts failed with a reason; they

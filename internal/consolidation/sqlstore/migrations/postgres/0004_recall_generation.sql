@@ -3,3 +3,6 @@
 -- transaction, so a store whose index is behind (another run applied a
 -- batch) reloads it before it recalls.
 ALTER TABLE promptops_banks ADD COLUMN generation bigint NOT NULL DEFAULT 0;
+
+-- Recall no longer asks PostgreSQL for trigram similarity.
+DROP INDEX IF EXISTS promptops_observations_trgm;
