@@ -12,7 +12,8 @@ import (
 type LexIndex struct {
 	docs     []lexDoc
 	byID     map[string]int32
-	grams    map[string][]int32
+	gramID   map[string]int32 // gram -> index in posts
+	posts    [][]int32
 	entities map[string][]int32
 	dead     int
 	// scratch, reused by Search
@@ -29,7 +30,7 @@ type lexDoc struct {
 
 // NewLexIndex returns an empty index.
 func NewLexIndex() *LexIndex {
-	return &LexIndex{byID: map[string]int32{}, grams: map[string][]int32{}, entities: map[string][]int32{}}
+	return &LexIndex{byID: map[string]int32{}, gramID: map[string]int32{}, entities: map[string][]int32{}}
 }
 
 // Len is the number of observations indexed.
@@ -39,10 +40,21 @@ func (x *LexIndex) Len() int { return len(x.byID) }
 func (x *LexIndex) Put(id, text string, entities []string) {
 	x.Delete(id)
 	n := int32(len(x.docs))
-	g := Trigrams(text)
-	for k := range g {
-		x.grams[k] = append(x.grams[k], n)
-	}
+	var ngrams int32
+	eachGram(text, func(g []byte) {
+		p, ok := x.gramID[string(g)]
+		if !ok {
+			p = int32(len(x.posts))
+			x.gramID[string(g)] = p
+			x.posts = append(x.posts, nil)
+		}
+		post := x.posts[p]
+		if len(post) > 0 && post[len(post)-1] == n {
+			return // repeated in this text
+		}
+		x.posts[p] = append(post, n)
+		ngrams++
+	})
 	var ents []string
 	for _, e := range entities {
 		if e = strings.ToLower(strings.TrimSpace(e)); e != "" {
@@ -50,7 +62,7 @@ func (x *LexIndex) Put(id, text string, entities []string) {
 			x.entities[e] = append(x.entities[e], n)
 		}
 	}
-	x.docs = append(x.docs, lexDoc{id: id, ngrams: int32(len(g)), entities: ents, alive: true})
+	x.docs = append(x.docs, lexDoc{id: id, ngrams: ngrams, entities: ents, alive: true})
 	x.byID[id] = n
 }
 
@@ -79,19 +91,23 @@ func (x *LexIndex) compact() {
 			docs = append(docs, d)
 		}
 	}
-	for _, m := range []map[string][]int32{x.grams, x.entities} {
-		for k, post := range m {
-			out := post[:0]
-			for _, n := range post {
-				if r := remap[n]; r >= 0 {
-					out = append(out, r)
-				}
+	keep := func(post []int32) []int32 {
+		out := post[:0]
+		for _, n := range post {
+			if r := remap[n]; r >= 0 {
+				out = append(out, r)
 			}
-			if len(out) == 0 {
-				delete(m, k)
-			} else {
-				m[k] = out
-			}
+		}
+		return out
+	}
+	for p, post := range x.posts {
+		x.posts[p] = keep(post)
+	}
+	for k, post := range x.entities {
+		if post = keep(post); len(post) == 0 {
+			delete(x.entities, k)
+		} else {
+			x.entities[k] = post
 		}
 	}
 	for id, n := range x.byID {
@@ -115,7 +131,11 @@ func (x *LexIndex) Search(fact Fact, limit int) []string {
 	x.touched = x.touched[:0]
 	g := Trigrams(fact.Text)
 	for k := range g {
-		for _, n := range x.grams[k] {
+		p, ok := x.gramID[k]
+		if !ok {
+			continue
+		}
+		for _, n := range x.posts[p] {
 			if counts[n] == 0 {
 				x.touched = append(x.touched, n)
 			}
