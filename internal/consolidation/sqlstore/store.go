@@ -442,21 +442,48 @@ func (s *Store) sourcesOf(ctx context.Context, db querier, bank string, ids []st
 	return srcIDs, facts, rows.Err()
 }
 
-// Recall returns observations related to the fact: those whose trigrams
+// Recall returns, per fact, the observations whose trigrams
 // (consolidation.Trigrams) it shares best and those that share one of its
 // entities, at most limit of each, from the bank's lexical index in memory
 // (loaded once, kept up to date by Apply, reloaded when another store
-// applied a batch), with their sources.
-func (s *Store) Recall(ctx context.Context, bank string, fact consolidation.Fact, limit int) ([]consolidation.Candidate, error) {
+// applied a batch), with their sources: one look at the bank's generation
+// and one load of the candidates for the whole batch.
+func (s *Store) Recall(ctx context.Context, bank string, facts []consolidation.Fact, limit int) (map[string][]consolidation.Candidate, error) {
 	s.mu.Lock()
 	idx, err := s.lexIndex(ctx, bank)
-	var ids []string
+	perFact := make([][]string, len(facts))
+	var union []string
 	if err == nil {
-		ids = idx.Search(fact, limit)
+		seen := map[string]bool{}
+		for i, f := range facts {
+			perFact[i] = idx.Search(f, limit)
+			for _, id := range perFact[i] {
+				if !seen[id] {
+					seen[id] = true
+					union = append(union, id)
+				}
+			}
+		}
 	}
 	s.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
-	return s.Candidates(ctx, bank, ids)
+	cands, err := s.Candidates(ctx, bank, union)
+	if err != nil {
+		return nil, err
+	}
+	byID := make(map[string]consolidation.Candidate, len(cands))
+	for _, c := range cands {
+		byID[c.ID] = c
+	}
+	out := make(map[string][]consolidation.Candidate, len(facts))
+	for i, f := range facts {
+		for _, id := range perFact[i] {
+			if c, ok := byID[id]; ok {
+				out[f.ID] = append(out[f.ID], c)
+			}
+		}
+	}
+	return out, nil
 }
