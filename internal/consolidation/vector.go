@@ -114,34 +114,49 @@ func (m *MemIndex) Grow(n int) {
 
 // signs writes q's sign bits into b.
 func signs(q []int8, b []uint64) {
-	clear(b)
-	for i, x := range q {
-		if x > 0 {
-			b[i/64] |= 1 << (i % 64)
+	for w := range b {
+		var word uint64
+		chunk := q[w*64 : min(w*64+64, len(q))]
+		for i, x := range chunk {
+			if x > 0 {
+				word |= 1 << uint(i)
+			}
 		}
+		b[w] = word
 	}
 }
 
 var _ VectorIndex = (*MemIndex)(nil)
 
-// quantize writes v, normalised, into q and returns its scale.
+// quantize writes v, normalised, into q and returns its scale. It runs
+// once per vector a run loads, so it multiplies by one inverse and rounds
+// (half away from zero) without math.Round.
 func quantize(v []float32, q []int8) float32 {
-	var norm float64
+	var norm, maxAbs float64
 	for _, x := range v {
-		norm += float64(x) * float64(x)
+		f := float64(x)
+		norm += f * f
+		if f < 0 {
+			f = -f
+		}
+		if f > maxAbs {
+			maxAbs = f
+		}
 	}
 	norm = math.Sqrt(norm)
 	if norm == 0 {
 		clear(q)
 		return 0
 	}
-	var maxAbs float64
-	for _, x := range v {
-		maxAbs = max(maxAbs, math.Abs(float64(x)/norm))
-	}
-	step := maxAbs / 127
+	step := maxAbs / norm / 127
+	inv := 1 / (norm * step)
 	for i, x := range v {
-		q[i] = int8(math.Round(float64(x) / norm / step))
+		f := float64(x) * inv
+		if f >= 0 {
+			q[i] = int8(f + 0.5)
+		} else {
+			q[i] = int8(f - 0.5)
+		}
 	}
 	return float32(step)
 }
