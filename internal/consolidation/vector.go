@@ -57,6 +57,23 @@ type VectorStore interface {
 	Candidates(ctx context.Context, bank string, ids []string) ([]Candidate, error)
 }
 
+// QuantizedVectorStore is a VectorStore that also keeps each observation
+// vector as Quantize makes it, so that loading a bank reads a quarter of the
+// bytes and quantizes nothing.
+type QuantizedVectorStore interface {
+	// ScanObservationQuantized calls q with every observation vector of the
+	// bank in sp that the store has quantized, and vec with the others,
+	// streaming; the slices are valid only during the call.
+	ScanObservationQuantized(ctx context.Context, bank string, sp Space, q func(id string, q []int8, scale float32), vec func(id string, vec []float32)) error
+}
+
+// Quantize returns v normalised and quantized to int8, with its scale, as
+// MemIndex keeps it.
+func Quantize(v []float32) ([]int8, float32) {
+	q := make([]int8, len(v))
+	return q, quantize(v, q)
+}
+
 // Scored is an observation found by a vector search.
 type Scored struct {
 	ID         string
@@ -178,6 +195,27 @@ func (m *MemIndex) Put(id string, vec []float32) {
 	q := m.data[i*m.dims : (i+1)*m.dims]
 	m.scale[i] = quantize(vec, q)
 	signs(q, m.bits[i*m.words:(i+1)*m.words])
+}
+
+// PutQuantized adds or replaces id's vector as Quantize made it; one of
+// another dimension is ignored.
+func (m *MemIndex) PutQuantized(id string, q []int8, scale float32) {
+	if len(q) != m.dims {
+		return
+	}
+	i, ok := m.pos[id]
+	if !ok {
+		i = len(m.ids)
+		m.pos[id] = i
+		m.ids = append(m.ids, id)
+		m.data = append(m.data, make([]int8, m.dims)...)
+		m.bits = append(m.bits, make([]uint64, m.words)...)
+		m.scale = append(m.scale, 0)
+	}
+	dst := m.data[i*m.dims : (i+1)*m.dims]
+	copy(dst, q)
+	m.scale[i] = scale
+	signs(dst, m.bits[i*m.words:(i+1)*m.words])
 }
 
 // Remove forgets id, moving the last vector into its place.
