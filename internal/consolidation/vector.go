@@ -297,11 +297,7 @@ func (m *MemIndex) Nearest(queries [][]float32, k int, floor float64) [][]Scored
 			if qscale[j] == 0 {
 				continue
 			}
-			q := qb[j*w : (j+1)*w]
-			h := 0
-			for x := range row {
-				h += bits.OnesCount64(row[x] ^ q[x])
-			}
+			h := hamming(row, qb[j*w:(j+1)*w])
 			dist[j*n+i] = uint16(h)
 			hist[j*(w*64+1)+h]++
 		}
@@ -345,6 +341,23 @@ func insertTop(top []Scored, s Scored, k int) []Scored {
 	copy(top[i+1:], top[i:len(top)-1])
 	top[i] = s
 	return top
+}
+
+// hamming counts the bits that differ between a and b (b at least as long).
+func hamming(a, b []uint64) int {
+	b = b[:len(a)]
+	var h0, h1, h2, h3 int
+	x := 0
+	for ; x+4 <= len(a); x += 4 {
+		h0 += bits.OnesCount64(a[x] ^ b[x])
+		h1 += bits.OnesCount64(a[x+1] ^ b[x+1])
+		h2 += bits.OnesCount64(a[x+2] ^ b[x+2])
+		h3 += bits.OnesCount64(a[x+3] ^ b[x+3])
+	}
+	for ; x < len(a); x++ {
+		h0 += bits.OnesCount64(a[x] ^ b[x])
+	}
+	return h0 + h1 + h2 + h3
 }
 
 func dot8(a, b []int8) int32 {
