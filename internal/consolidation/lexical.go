@@ -1,6 +1,7 @@
 package consolidation
 
 import (
+	"slices"
 	"sort"
 	"strings"
 )
@@ -57,7 +58,7 @@ func (x *LexIndex) Put(id, text string, entities []string) {
 	})
 	var ents []string
 	for _, e := range entities {
-		if e = strings.ToLower(strings.TrimSpace(e)); e != "" {
+		if e = strings.ToLower(strings.TrimSpace(e)); e != "" && !slices.Contains(ents, e) {
 			ents = append(ents, e)
 			x.entities[e] = append(x.entities[e], n)
 		}
@@ -164,55 +165,67 @@ func (x *LexIndex) Search(fact Fact, limit int) []string {
 		}
 		return sim + 0.25*float64(shared)
 	}
-	type hit struct {
-		id string
-		s  float64
-	}
-	best := func(hs []hit) []string {
-		sort.Slice(hs, func(i, j int) bool {
-			if hs[i].s != hs[j].s {
-				return hs[i].s > hs[j].s
-			}
-			return hs[i].id < hs[j].id
-		})
-		out := make([]string, 0, min(limit, len(hs)))
-		for i := 0; i < len(hs) && i < limit; i++ {
-			out = append(out, hs[i].id)
+	// The best limit hits, kept sorted as they come (most are worse than
+	// the last kept and cost one comparison).
+	better := func(a, b lexHit) bool {
+		if a.s != b.s {
+			return a.s > b.s
 		}
-		return out
+		return a.id < b.id
 	}
-	var text []hit
+	keep := func(top []lexHit, h lexHit) []lexHit {
+		if len(top) == limit && !better(h, top[len(top)-1]) {
+			return top
+		}
+		i := sort.Search(len(top), func(i int) bool { return better(h, top[i]) })
+		if len(top) < limit {
+			top = append(top, lexHit{})
+		}
+		copy(top[i+1:], top[i:len(top)-1])
+		top[i] = h
+		return top
+	}
+	var text []lexHit
 	for _, n := range x.touched {
 		if !x.docs[n].alive {
 			continue
 		}
 		if s := sim(n); s > 0.05 {
-			text = append(text, hit{x.docs[n].id, score(n, s)})
+			text = keep(text, lexHit{x.docs[n].id, score(n, s)})
 		}
 	}
-	seen := map[int32]bool{}
-	var ent []hit
+	var ent []lexHit
+	var seen map[int32]bool
+	if len(factEnts) > 1 {
+		seen = map[int32]bool{}
+	}
 	for e := range factEnts {
 		for _, n := range x.entities[e] {
 			if !x.docs[n].alive || seen[n] {
 				continue
 			}
-			seen[n] = true
-			ent = append(ent, hit{x.docs[n].id, score(n, sim(n))})
+			if seen != nil {
+				seen[n] = true
+			}
+			ent = keep(ent, lexHit{x.docs[n].id, score(n, sim(n))})
 		}
 	}
 	for _, n := range x.touched {
 		counts[n] = 0
 	}
-	out := best(text)
-	have := map[string]bool{}
-	for _, id := range out {
-		have[id] = true
+	out := make([]string, 0, len(text)+len(ent))
+	for _, h := range text {
+		out = append(out, h.id)
 	}
-	for _, id := range best(ent) {
-		if !have[id] {
-			out = append(out, id)
+	for _, h := range ent {
+		if !slices.Contains(out[:len(text)], h.id) {
+			out = append(out, h.id)
 		}
 	}
 	return out
+}
+
+type lexHit struct {
+	id string
+	s  float64
 }
