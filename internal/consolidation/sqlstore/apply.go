@@ -208,11 +208,21 @@ func pick(facts map[string]consolidation.Fact, ids []string) []consolidation.Fac
 	return out
 }
 
-func (s *Store) addSources(ctx context.Context, tx *sql.Tx, bank, obsID string, factIDs []string) (int, error) {
+// insertSources records facts as sources of an observation.
+func (s *Store) insertSources(ctx context.Context, tx *sql.Tx, bank, obsID string, factIDs []string) error {
 	for _, fid := range factIDs {
 		if _, err := tx.ExecContext(ctx, s.q("INSERT INTO promptops_observation_sources (bank, observation_id, fact_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING"), bank, obsID, fid); err != nil {
-			return 0, err
+			return err
 		}
+	}
+	return nil
+}
+
+// addSources records facts as sources of an observation and returns how
+// many sources it has now.
+func (s *Store) addSources(ctx context.Context, tx *sql.Tx, bank, obsID string, factIDs []string) (int, error) {
+	if err := s.insertSources(ctx, tx, bank, obsID, factIDs); err != nil {
+		return 0, err
 	}
 	var n int
 	err := tx.QueryRowContext(ctx, s.q("SELECT count(*) FROM promptops_observation_sources WHERE bank = $1 AND observation_id = $2"), bank, obsID).Scan(&n)
@@ -278,7 +288,7 @@ func (s *Store) createObservation(ctx context.Context, tx *sql.Tx, bank string, 
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)`), bank, id, c.Text, consolidation.Normalize(c.Text), len(c.SourceFactIDs), s.t(start), s.t(end), toJSON(entitySet(nil, src)), s.t(&now)); err != nil {
 		return "", err
 	}
-	if _, err := s.addSources(ctx, tx, bank, id, c.SourceFactIDs); err != nil {
+	if err := s.insertSources(ctx, tx, bank, id, c.SourceFactIDs); err != nil {
 		return "", err
 	}
 	if c.Vector != nil {
