@@ -289,17 +289,18 @@ func (r *run) recall(ctx context.Context, facts []Fact) ([]Candidate, map[string
 	byID := map[string]*pooled{}
 	recalledBy := map[string][]string{}
 	var sem map[string][]Candidate
+	var err error
 	if r.vec != nil {
-		var err error
 		if sem, err = r.semantic(ctx, facts, r.Settings.RecallPerFact*4); err != nil {
 			return nil, nil, err
 		}
 	}
+	lex, err := r.Store.Recall(ctx, r.Settings.Bank, facts, r.Settings.RecallPerFact*4)
+	if err != nil {
+		return nil, nil, fmt.Errorf("store: %w", err)
+	}
 	for _, f := range facts {
-		cands, err := r.Store.Recall(ctx, r.Settings.Bank, f, r.Settings.RecallPerFact*4)
-		if err != nil {
-			return nil, nil, fmt.Errorf("store: %w", err)
-		}
+		cands := lex[f.ID]
 		ranked := Rank(f, cands, len(cands))
 		if s := sem[f.ID]; len(s) > 0 {
 			ranked = fuse(s, ranked)

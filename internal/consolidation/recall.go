@@ -4,6 +4,7 @@ import (
 	"sort"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // Trigrams returns the set of rune trigrams of a text's normalised form,
@@ -11,25 +12,44 @@ import (
 // English (letters).
 func Trigrams(s string) map[string]struct{} {
 	out := map[string]struct{}{}
+	eachGram(s, func(g []byte) { out[string(g)] = struct{}{} })
+	return out
+}
+
+// eachGram calls fn with every gram of Trigrams, repeats included; g is
+// valid only during the call.
+func eachGram(s string, fn func(g []byte)) {
+	var r []rune
+	var buf []byte
+	emit := func(rs []rune) {
+		buf = buf[:0]
+		for _, c := range rs {
+			buf = utf8.AppendRune(buf, c)
+		}
+		fn(buf)
+	}
 	for _, w := range strings.Fields(Normalize(s)) {
-		r := []rune(" " + w + " ")
+		r = append(r[:0], ' ')
+		for _, c := range w {
+			r = append(r, c)
+		}
+		r = append(r, ' ')
 		if isHan(r[1]) {
 			r = r[1 : len(r)-1]
 		}
 		if len(r) < 3 {
-			out[string(r)] = struct{}{}
+			emit(r)
 			continue
 		}
 		for i := 0; i+3 <= len(r); i++ {
-			out[string(r[i:i+3])] = struct{}{}
+			emit(r[i : i+3])
 		}
 		if isHan(r[0]) {
 			for i := 0; i+2 <= len(r); i++ {
-				out[string(r[i:i+2])] = struct{}{} // bigrams help short CJK words
+				emit(r[i : i+2]) // bigrams help short CJK words
 			}
 		}
 	}
-	return out
 }
 
 func isHan(r rune) bool { return unicode.Is(unicode.Han, r) }

@@ -136,10 +136,25 @@ func (r *run) initVectors(ctx context.Context, dims int) error {
 		idx.Grow(r.count)
 		v.index = idx
 	}
-	if err := v.store.ScanObservationVectors(ctx, r.Settings.Bank, v.sp, v.index.Put); err != nil {
+	var err error
+	if qs, ok := v.store.(QuantizedVectorStore); ok {
+		if mi, ok := v.index.(*MemIndex); ok {
+			err = qs.ScanObservationQuantized(ctx, r.Settings.Bank, v.sp, mi.PutQuantized, mi.Put)
+		} else {
+			err = v.store.ScanObservationVectors(ctx, r.Settings.Bank, v.sp, v.index.Put)
+		}
+	} else {
+		err = v.store.ScanObservationVectors(ctx, r.Settings.Bank, v.sp, v.index.Put)
+	}
+	if err != nil {
 		return fmt.Errorf("store: loading vectors: %w", err)
 	}
 	v.ready = true
+	if v.index.Len() >= r.count {
+		// Every observation counted at the start has its vector (one a
+		// concurrent run left without is embedded by a later run).
+		return nil
+	}
 	after := ""
 	for left := r.Settings.MaxReembedPerRun; left > 0; {
 		obs, err := v.store.ObservationsWithoutVector(ctx, r.Settings.Bank, v.sp, after, min(left, r.Settings.EmbedBatchSize))

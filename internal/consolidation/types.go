@@ -114,9 +114,10 @@ type Store interface {
 	CountFacts(ctx context.Context, bank string) (map[string]int64, error)
 	// CountObservations counts the bank's observations.
 	CountObservations(ctx context.Context, bank string) (int, error)
-	// Recall returns up to limit observations related to the fact by text
-	// similarity or shared entities, best first.
-	Recall(ctx context.Context, bank string, fact Fact, limit int) ([]Candidate, error)
+	// Recall returns, per fact id, up to limit observations related to the
+	// fact by text similarity and up to limit more by shared entities, best
+	// first, for a batch's facts at once.
+	Recall(ctx context.Context, bank string, facts []Fact, limit int) (map[string][]Candidate, error)
 	// HasObservationText tells whether the bank has an observation whose
 	// normalised text is norm.
 	HasObservationText(ctx context.Context, bank, norm string) (bool, error)

@@ -57,6 +57,23 @@ type VectorStore interface {
 	Candidates(ctx context.Context, bank string, ids []string) ([]Candidate, error)
 }
 
+// QuantizedVectorStore is a VectorStore that also keeps each observation
+// vector as Quantize makes it, so that loading a bank reads a quarter of the
+// bytes and quantizes nothing.
+type QuantizedVectorStore interface {
+	// ScanObservationQuantized calls q with every observation vector of the
+	// bank in sp that the store has quantized, and vec with the others,
+	// streaming; the slices are valid only during the call.
+	ScanObservationQuantized(ctx context.Context, bank string, sp Space, q func(id string, q []int8, scale float32), vec func(id string, vec []float32)) error
+}
+
+// Quantize returns v normalised and quantized to int8, with its scale, as
+// MemIndex keeps it.
+func Quantize(v []float32) ([]int8, float32) {
+	q := make([]int8, len(v))
+	return q, quantize(v, q)
+}
+
 // Scored is an observation found by a vector search.
 type Scored struct {
 	ID         string
@@ -114,34 +131,49 @@ func (m *MemIndex) Grow(n int) {
 
 // signs writes q's sign bits into b.
 func signs(q []int8, b []uint64) {
-	clear(b)
-	for i, x := range q {
-		if x > 0 {
-			b[i/64] |= 1 << (i % 64)
+	for w := range b {
+		var word uint64
+		chunk := q[w*64 : min(w*64+64, len(q))]
+		for i, x := range chunk {
+			if x > 0 {
+				word |= 1 << uint(i)
+			}
 		}
+		b[w] = word
 	}
 }
 
 var _ VectorIndex = (*MemIndex)(nil)
 
-// quantize writes v, normalised, into q and returns its scale.
+// quantize writes v, normalised, into q and returns its scale. It runs
+// once per vector a run loads, so it multiplies by one inverse and rounds
+// (half away from zero) without math.Round.
 func quantize(v []float32, q []int8) float32 {
-	var norm float64
+	var norm, maxAbs float64
 	for _, x := range v {
-		norm += float64(x) * float64(x)
+		f := float64(x)
+		norm += f * f
+		if f < 0 {
+			f = -f
+		}
+		if f > maxAbs {
+			maxAbs = f
+		}
 	}
 	norm = math.Sqrt(norm)
 	if norm == 0 {
 		clear(q)
 		return 0
 	}
-	var maxAbs float64
-	for _, x := range v {
-		maxAbs = max(maxAbs, math.Abs(float64(x)/norm))
-	}
-	step := maxAbs / 127
+	step := maxAbs / norm / 127
+	inv := 1 / (norm * step)
 	for i, x := range v {
-		q[i] = int8(math.Round(float64(x) / norm / step))
+		f := float64(x) * inv
+		if f >= 0 {
+			q[i] = int8(f + 0.5)
+		} else {
+			q[i] = int8(f - 0.5)
+		}
 	}
 	return float32(step)
 }
@@ -163,6 +195,27 @@ func (m *MemIndex) Put(id string, vec []float32) {
 	q := m.data[i*m.dims : (i+1)*m.dims]
 	m.scale[i] = quantize(vec, q)
 	signs(q, m.bits[i*m.words:(i+1)*m.words])
+}
+
+// PutQuantized adds or replaces id's vector as Quantize made it; one of
+// another dimension is ignored.
+func (m *MemIndex) PutQuantized(id string, q []int8, scale float32) {
+	if len(q) != m.dims {
+		return
+	}
+	i, ok := m.pos[id]
+	if !ok {
+		i = len(m.ids)
+		m.pos[id] = i
+		m.ids = append(m.ids, id)
+		m.data = append(m.data, make([]int8, m.dims)...)
+		m.bits = append(m.bits, make([]uint64, m.words)...)
+		m.scale = append(m.scale, 0)
+	}
+	dst := m.data[i*m.dims : (i+1)*m.dims]
+	copy(dst, q)
+	m.scale[i] = scale
+	signs(dst, m.bits[i*m.words:(i+1)*m.words])
 }
 
 // Remove forgets id, moving the last vector into its place.
@@ -244,11 +297,7 @@ func (m *MemIndex) Nearest(queries [][]float32, k int, floor float64) [][]Scored
 			if qscale[j] == 0 {
 				continue
 			}
-			q := qb[j*w : (j+1)*w]
-			h := 0
-			for x := range row {
-				h += bits.OnesCount64(row[x] ^ q[x])
-			}
+			h := hamming(row, qb[j*w:(j+1)*w])
 			dist[j*n+i] = uint16(h)
 			hist[j*(w*64+1)+h]++
 		}
@@ -292,6 +341,23 @@ func insertTop(top []Scored, s Scored, k int) []Scored {
 	copy(top[i+1:], top[i:len(top)-1])
 	top[i] = s
 	return top
+}
+
+// hamming counts the bits that differ between a and b (b at least as long).
+func hamming(a, b []uint64) int {
+	b = b[:len(a)]
+	var h0, h1, h2, h3 int
+	x := 0
+	for ; x+4 <= len(a); x += 4 {
+		h0 += bits.OnesCount64(a[x] ^ b[x])
+		h1 += bits.OnesCount64(a[x+1] ^ b[x+1])
+		h2 += bits.OnesCount64(a[x+2] ^ b[x+2])
+		h3 += bits.OnesCount64(a[x+3] ^ b[x+3])
+	}
+	for ; x < len(a); x++ {
+		h0 += bits.OnesCount64(a[x] ^ b[x])
+	}
+	return h0 + h1 + h2 + h3
 }
 
 func dot8(a, b []int8) int32 {

@@ -68,9 +68,37 @@ func (s *Store) Apply(ctx context.Context, bank, run string, ops consolidation.O
 		}
 		created = append(created, id)
 	}
+	// The bank's generation, and the touched observations as they now
+	// are, for the lexical index of Recall.
+	gen, err := s.bumpGeneration(ctx, tx, bank)
+	if err != nil {
+		return nil, err
+	}
+	var touched []string
+	for _, d := range ops.Deletes {
+		touched = append(touched, d.ObservationID)
+	}
+	for _, u := range ops.Updates {
+		touched = append(touched, u.ObservationID)
+	}
+	for _, m := range ops.Merges {
+		touched = append(touched, m.ObservationID)
+	}
+	touched = append(touched, created...)
+	var current []consolidation.Observation
+	for start := 0; start < len(touched); start += 500 {
+		obs, err := s.observations(ctx, tx, bank, touched[start:min(start+500, len(touched))])
+		if err != nil {
+			return nil, err
+		}
+		current = append(current, obs...)
+	}
 	if err := tx.Commit(); err != nil {
 		return nil, err
 	}
+	s.mu.Lock()
+	s.lexApplied(bank, gen, touched, current)
+	s.mu.Unlock()
 	return created, nil
 }
 
@@ -127,7 +155,7 @@ func (s *Store) deleteObservation(ctx context.Context, tx *sql.Tx, bank, id stri
 			return err
 		}
 	}
-	return s.ftsDelete(ctx, tx, bank, id)
+	return nil
 }
 
 // bounds widens [start, end] with the facts' dates.
@@ -180,11 +208,21 @@ func pick(facts map[string]consolidation.Fact, ids []string) []consolidation.Fac
 	return out
 }
 
-func (s *Store) addSources(ctx context.Context, tx *sql.Tx, bank, obsID string, factIDs []string) (int, error) {
+// insertSources records facts as sources of an observation.
+func (s *Store) insertSources(ctx context.Context, tx *sql.Tx, bank, obsID string, factIDs []string) error {
 	for _, fid := range factIDs {
 		if _, err := tx.ExecContext(ctx, s.q("INSERT INTO promptops_observation_sources (bank, observation_id, fact_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING"), bank, obsID, fid); err != nil {
-			return 0, err
+			return err
 		}
+	}
+	return nil
+}
+
+// addSources records facts as sources of an observation and returns how
+// many sources it has now.
+func (s *Store) addSources(ctx context.Context, tx *sql.Tx, bank, obsID string, factIDs []string) (int, error) {
+	if err := s.insertSources(ctx, tx, bank, obsID, factIDs); err != nil {
+		return 0, err
 	}
 	var n int
 	err := tx.QueryRowContext(ctx, s.q("SELECT count(*) FROM promptops_observation_sources WHERE bank = $1 AND observation_id = $2"), bank, obsID).Scan(&n)
@@ -239,13 +277,7 @@ func (s *Store) updateObservation(ctx context.Context, tx *sql.Tx, bank string, 
 	start, end := bounds(o.OccurredStart, o.OccurredEnd, src)
 	_, err = tx.ExecContext(ctx, s.q(`UPDATE promptops_observations SET text = $3, text_norm = $4, proof_count = $5, occurred_start = $6, occurred_end = $7, entities_norm = $8, updated_at = $9
 		WHERE bank = $1 AND id = $2`), bank, o.ID, u.Text, consolidation.Normalize(u.Text), n, s.t(start), s.t(end), toJSON(entitySet(o.Entities, src)), s.t(&now))
-	if err != nil {
-		return err
-	}
-	if err := s.ftsDelete(ctx, tx, bank, o.ID); err != nil {
-		return err
-	}
-	return s.ftsInsert(ctx, tx, bank, o.ID, u.Text)
+	return err
 }
 
 func (s *Store) createObservation(ctx context.Context, tx *sql.Tx, bank string, c consolidation.Create, sp consolidation.Space, facts map[string]consolidation.Fact, now time.Time) (string, error) {
@@ -256,7 +288,7 @@ func (s *Store) createObservation(ctx context.Context, tx *sql.Tx, bank string, 
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)`), bank, id, c.Text, consolidation.Normalize(c.Text), len(c.SourceFactIDs), s.t(start), s.t(end), toJSON(entitySet(nil, src)), s.t(&now)); err != nil {
 		return "", err
 	}
-	if _, err := s.addSources(ctx, tx, bank, id, c.SourceFactIDs); err != nil {
+	if err := s.insertSources(ctx, tx, bank, id, c.SourceFactIDs); err != nil {
 		return "", err
 	}
 	if c.Vector != nil {
@@ -264,23 +296,7 @@ func (s *Store) createObservation(ctx context.Context, tx *sql.Tx, bank string, 
 			return "", err
 		}
 	}
-	return id, s.ftsInsert(ctx, tx, bank, id, c.Text)
-}
-
-func (s *Store) ftsInsert(ctx context.Context, tx *sql.Tx, bank, id, text string) error {
-	if s.dialect != sqlite {
-		return nil
-	}
-	_, err := tx.ExecContext(ctx, "INSERT INTO promptops_observations_fts (text, bank, observation_id) VALUES (?1, ?2, ?3)", text, bank, id)
-	return err
-}
-
-func (s *Store) ftsDelete(ctx context.Context, tx *sql.Tx, bank, id string) error {
-	if s.dialect != sqlite {
-		return nil
-	}
-	_, err := tx.ExecContext(ctx, "DELETE FROM promptops_observations_fts WHERE bank = ?1 AND observation_id = ?2", bank, id)
-	return err
+	return id, nil
 }
 
 // MarkFailed marks run's claimed pending facts failed with a reason; they

@@ -106,9 +106,6 @@ func seedObservations(b *testing.B, s *Store, n int, sp consolidation.Space) {
 			VALUES ($1, $2, $3, $4, 1, $5, $6, $6)`), bank, id, text, consolidation.Normalize(text), toJSON(entitySet(nil, []consolidation.Fact{{Entities: []string{person}}})), s.t(&now)); err != nil {
 			b.Fatal(err)
 		}
-		if err := s.ftsInsert(ctx, tx, bank, id, text); err != nil {
-			b.Fatal(err)
-		}
 		if sp.Dims > 0 {
 			v, _ := vec(text, 0)
 			if err := s.upsertVector(ctx, tx, "promptops_observation_vectors", "observation_id", bank, id, sp, v); err != nil {

@@ -154,10 +154,10 @@ func TestParaphraseDuplicates(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if s.dialect == sqlite {
-				if _, err := s.DB().Exec("DELETE FROM promptops_observations_fts"); err != nil {
-					t.Fatal(err)
-				}
+			// Observations written outside Apply: move the bank's
+			// generation so that recall reloads its index.
+			if _, err := s.DB().Exec("UPDATE promptops_banks SET generation = generation + 1"); err != nil {
+				t.Fatal(err)
 			}
 			importFacts(t, s, facts...)
 			sum, err := e.Run(context.Background())

@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -42,6 +43,9 @@ const (
 type Store struct {
 	db      *sql.DB
 	dialect dialect
+
+	mu  sync.Mutex           // guards lex
+	lex map[string]*lexCache // per bank, for Recall
 }
 
 var _ consolidation.Store = (*Store)(nil)
@@ -61,7 +65,7 @@ func Open(ctx context.Context, storeURL string) (*Store, error) {
 		if err != nil {
 			return nil, fmt.Errorf("opening PostgreSQL: %w", redact(err, storeURL))
 		}
-		s = &Store{db: db, dialect: postgres}
+		s = &Store{db: db, dialect: postgres, lex: map[string]*lexCache{}}
 	case "sqlite":
 		path := u.Path
 		if u.Opaque != "" {
@@ -80,7 +84,7 @@ func Open(ctx context.Context, storeURL string) (*Store, error) {
 			return nil, fmt.Errorf("opening SQLite: %w", err)
 		}
 		db.SetMaxOpenConns(1)
-		s = &Store{db: db, dialect: sqlite}
+		s = &Store{db: db, dialect: sqlite, lex: map[string]*lexCache{}}
 	default:
 		return nil, fmt.Errorf("unsupported store URL scheme %q: use postgres:// or sqlite://", u.Scheme)
 	}
@@ -438,90 +442,48 @@ func (s *Store) sourcesOf(ctx context.Context, db querier, bank string, ids []st
 	return srcIDs, facts, rows.Err()
 }
 
-// Recall returns observations related to the fact: by trigram similarity
-// (pg_trgm in PostgreSQL, FTS5 trigram in SQLite) and by shared entities.
-func (s *Store) Recall(ctx context.Context, bank string, fact consolidation.Fact, limit int) ([]consolidation.Candidate, error) {
-	seen := map[string]bool{}
-	var ids []string
-	add := func(rows *sql.Rows, err error) error {
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				return err
-			}
-			if !seen[id] {
-				seen[id] = true
-				ids = append(ids, id)
-			}
-		}
-		return rows.Err()
-	}
-	switch s.dialect {
-	case postgres:
-		if err := add(s.db.QueryContext(ctx, `SELECT id FROM promptops_observations WHERE bank = $1 AND similarity(text, $2) > 0.05 ORDER BY text <-> $2 LIMIT $3`, bank, fact.Text, limit)); err != nil {
-			return nil, err
-		}
-	case sqlite:
-		if match := ftsQuery(fact.Text); match != "" {
-			if err := add(s.db.QueryContext(ctx, `SELECT observation_id FROM promptops_observations_fts WHERE promptops_observations_fts MATCH ?1 AND bank = ?2 ORDER BY rank LIMIT ?3`, match, bank, limit)); err != nil {
-				return nil, err
+// Recall returns, per fact, the observations whose trigrams
+// (consolidation.Trigrams) it shares best and those that share one of its
+// entities, at most limit of each, from the bank's lexical index in memory
+// (loaded once, kept up to date by Apply, reloaded when another store
+// applied a batch), with their sources: one look at the bank's generation
+// and one load of the candidates for the whole batch.
+func (s *Store) Recall(ctx context.Context, bank string, facts []consolidation.Fact, limit int) (map[string][]consolidation.Candidate, error) {
+	s.mu.Lock()
+	idx, err := s.lexIndex(ctx, bank)
+	perFact := make([][]string, len(facts))
+	var union []string
+	if err == nil {
+		seen := map[string]bool{}
+		for i, f := range facts {
+			perFact[i] = idx.Search(f, limit)
+			for _, id := range perFact[i] {
+				if !seen[id] {
+					seen[id] = true
+					union = append(union, id)
+				}
 			}
 		}
 	}
-	for _, e := range fact.Entities {
-		e = strings.ToLower(strings.TrimSpace(e))
-		if e == "" {
-			continue
-		}
-		// Match the JSON string element, quotes included, so "al" does not match "alice".
-		quoted, _ := json.Marshal(e)
-		pattern := "%" + likeEscape(string(quoted)) + "%"
-		if err := add(s.db.QueryContext(ctx, s.q(`SELECT id FROM promptops_observations WHERE bank = $1 AND entities_norm LIKE $2 ESCAPE '\' ORDER BY updated_at DESC LIMIT $3`), bank, pattern, limit)); err != nil {
-			return nil, err
-		}
-	}
-	obs, err := s.observations(ctx, s.db, bank, ids)
+	s.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
-	srcIDs, srcFacts, err := s.sourcesOf(ctx, s.db, bank, ids, 5)
+	cands, err := s.Candidates(ctx, bank, union)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]consolidation.Candidate, 0, len(obs))
-	for _, o := range obs {
-		o.SourceFactIDs = srcIDs[o.ID]
-		out = append(out, consolidation.Candidate{Observation: o, Sources: srcFacts[o.ID]})
+	byID := make(map[string]consolidation.Candidate, len(cands))
+	for _, c := range cands {
+		byID[c.ID] = c
+	}
+	out := make(map[string][]consolidation.Candidate, len(facts))
+	for i, f := range facts {
+		for _, id := range perFact[i] {
+			if c, ok := byID[id]; ok {
+				out[f.ID] = append(out[f.ID], c)
+			}
+		}
 	}
 	return out, nil
-}
-
-func likeEscape(s string) string {
-	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
-}
-
-// ftsQuery ORs the text's trigrams for an FTS5 trigram MATCH.
-func ftsQuery(text string) string {
-	runes := []rune(strings.ToLower(text))
-	seen := map[string]bool{}
-	var terms []string
-	for i := 0; i+3 <= len(runes) && len(terms) < 64; i++ {
-		g := runes[i : i+3]
-		ok := true
-		for _, r := range g {
-			if r == ' ' || r == '\t' || r == '\n' || r == '"' {
-				ok = false
-			}
-		}
-		if !ok || seen[string(g)] {
-			continue
-		}
-		seen[string(g)] = true
-		terms = append(terms, `"`+string(g)+`"`)
-	}
-	return strings.Join(terms, " OR ")
 }

@@ -92,13 +92,62 @@ func (s *Store) putVectors(ctx context.Context, table, key, bank string, sp cons
 // upsertVector writes a vector, for an observation only while it exists (one
 // deleted meanwhile gets none).
 func (s *Store) upsertVector(ctx context.Context, tx *sql.Tx, table, key, bank, id string, sp consolidation.Space, v []float32) error {
-	exists := "promptops_facts WHERE bank = $1 AND id = $2"
 	if table == "promptops_observation_vectors" {
-		exists = "promptops_observations WHERE bank = $1 AND id = $2"
+		_, err := tx.ExecContext(ctx, s.q(`INSERT INTO promptops_observation_vectors (bank, observation_id, model, dims, vec, qvec)
+			SELECT $1, $2, $3, $4, $5, $6 WHERE EXISTS (SELECT 1 FROM promptops_observations WHERE bank = $1 AND id = $2)
+			ON CONFLICT (bank, observation_id) DO UPDATE SET model = excluded.model, dims = excluded.dims, vec = excluded.vec, qvec = excluded.qvec`),
+			bank, id, sp.Model, len(v), encodeVec(v), encodeQuantized(v))
+		return err
 	}
-	_, err := tx.ExecContext(ctx, s.q(fmt.Sprintf(`INSERT INTO %[1]s (bank, %[2]s, model, dims, vec) SELECT $1, $2, $3, $4, $5 WHERE EXISTS (SELECT 1 FROM %[3]s)
-		ON CONFLICT (bank, %[2]s) DO UPDATE SET model = excluded.model, dims = excluded.dims, vec = excluded.vec`, table, key, exists)), bank, id, sp.Model, len(v), encodeVec(v))
+	_, err := tx.ExecContext(ctx, s.q(fmt.Sprintf(`INSERT INTO %[1]s (bank, %[2]s, model, dims, vec) SELECT $1, $2, $3, $4, $5 WHERE EXISTS (SELECT 1 FROM promptops_facts WHERE bank = $1 AND id = $2)
+		ON CONFLICT (bank, %[2]s) DO UPDATE SET model = excluded.model, dims = excluded.dims, vec = excluded.vec`, table, key)), bank, id, sp.Model, len(v), encodeVec(v))
 	return err
+}
+
+// encodeQuantized is qvec: Quantize's scale as little-endian float32, then
+// its int8s.
+func encodeQuantized(v []float32) []byte {
+	q, scale := consolidation.Quantize(v)
+	b := make([]byte, 4+len(q))
+	binary.LittleEndian.PutUint32(b, math.Float32bits(scale))
+	for i, x := range q {
+		b[4+i] = byte(x)
+	}
+	return b
+}
+
+var _ consolidation.QuantizedVectorStore = (*Store)(nil)
+
+// ScanObservationQuantized streams the bank's observation vectors in sp:
+// qvec where a row has it (vec is then not read), vec otherwise.
+func (s *Store) ScanObservationQuantized(ctx context.Context, bank string, sp consolidation.Space, qfn func(id string, q []int8, scale float32), vfn func(id string, vec []float32)) error {
+	rows, err := s.db.QueryContext(ctx, s.q(`SELECT observation_id, qvec, CASE WHEN qvec IS NULL THEN vec END FROM promptops_observation_vectors WHERE bank = $1 AND model = $2 AND dims = $3`), bank, sp.Model, sp.Dims)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var buf []float32
+	var q []int8
+	var rawQ, rawV sql.RawBytes
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id, &rawQ, &rawV); err != nil {
+			return err
+		}
+		if len(rawQ) == 4+sp.Dims {
+			q = q[:0]
+			for _, b := range rawQ[4:] {
+				q = append(q, int8(b))
+			}
+			qfn(id, q, math.Float32frombits(binary.LittleEndian.Uint32(rawQ)))
+			continue
+		}
+		if rawQ == nil && rawV != nil {
+			buf = decodeVec(rawV, buf)
+			vfn(id, buf)
+		}
+	}
+	return rows.Err()
 }
 
 func (s *Store) deleteVector(ctx context.Context, tx *sql.Tx, bank, id string) error {

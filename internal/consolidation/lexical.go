@@ -1,0 +1,231 @@
+package consolidation
+
+import (
+	"slices"
+	"sort"
+	"strings"
+)
+
+// LexIndex is an in-memory lexical index of a bank's observations: their
+// trigrams (as Trigrams makes them) and normalised entities. It finds, for
+// a fact, the observations Rank would score best, without a database query
+// per fact. Not safe for concurrent use.
+type LexIndex struct {
+	docs     []lexDoc
+	byID     map[string]int32
+	gramID   map[string]int32 // gram -> index in posts
+	posts    [][]int32
+	entities map[string][]int32
+	dead     int
+	// scratch, reused by Search
+	counts  []int32
+	touched []int32
+}
+
+type lexDoc struct {
+	id       string
+	ngrams   int32
+	entities []string
+	alive    bool
+}
+
+// NewLexIndex returns an empty index.
+func NewLexIndex() *LexIndex {
+	return &LexIndex{byID: map[string]int32{}, gramID: map[string]int32{}, entities: map[string][]int32{}}
+}
+
+// Len is the number of observations indexed.
+func (x *LexIndex) Len() int { return len(x.byID) }
+
+// Put indexes an observation, replacing what the index had for its id.
+func (x *LexIndex) Put(id, text string, entities []string) {
+	x.Delete(id)
+	n := int32(len(x.docs))
+	var ngrams int32
+	eachGram(text, func(g []byte) {
+		p, ok := x.gramID[string(g)]
+		if !ok {
+			p = int32(len(x.posts))
+			x.gramID[string(g)] = p
+			x.posts = append(x.posts, nil)
+		}
+		post := x.posts[p]
+		if len(post) > 0 && post[len(post)-1] == n {
+			return // repeated in this text
+		}
+		x.posts[p] = append(post, n)
+		ngrams++
+	})
+	var ents []string
+	for _, e := range entities {
+		if e = strings.ToLower(strings.TrimSpace(e)); e != "" && !slices.Contains(ents, e) {
+			ents = append(ents, e)
+			x.entities[e] = append(x.entities[e], n)
+		}
+	}
+	x.docs = append(x.docs, lexDoc{id: id, ngrams: ngrams, entities: ents, alive: true})
+	x.byID[id] = n
+}
+
+// Delete removes an observation; an unknown id is ignored.
+func (x *LexIndex) Delete(id string) {
+	n, ok := x.byID[id]
+	if !ok {
+		return
+	}
+	x.docs[n].alive = false
+	delete(x.byID, id)
+	x.dead++
+	if x.dead > 1024 && x.dead > len(x.docs)/2 {
+		x.compact()
+	}
+}
+
+// compact drops deleted observations from the postings.
+func (x *LexIndex) compact() {
+	remap := make([]int32, len(x.docs))
+	docs := make([]lexDoc, 0, len(x.byID))
+	for i, d := range x.docs {
+		remap[i] = -1
+		if d.alive {
+			remap[i] = int32(len(docs))
+			docs = append(docs, d)
+		}
+	}
+	keep := func(post []int32) []int32 {
+		out := post[:0]
+		for _, n := range post {
+			if r := remap[n]; r >= 0 {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	for p, post := range x.posts {
+		x.posts[p] = keep(post)
+	}
+	for k, post := range x.entities {
+		if post = keep(post); len(post) == 0 {
+			delete(x.entities, k)
+		} else {
+			x.entities[k] = post
+		}
+	}
+	for id, n := range x.byID {
+		x.byID[id] = remap[n]
+	}
+	x.docs, x.dead = docs, 0
+}
+
+// Search returns the ids of the observations related to the fact: up to
+// limit that share trigrams with its text, best RelatedScore first and
+// above Rank's floor, and up to limit more that share one of its entities,
+// best first. Ties go to the smaller id.
+func (x *LexIndex) Search(fact Fact, limit int) []string {
+	if limit <= 0 || len(x.byID) == 0 {
+		return nil
+	}
+	if cap(x.counts) < len(x.docs) {
+		x.counts = make([]int32, len(x.docs))
+	}
+	counts := x.counts[:len(x.docs)]
+	x.touched = x.touched[:0]
+	g := Trigrams(fact.Text)
+	for k := range g {
+		p, ok := x.gramID[k]
+		if !ok {
+			continue
+		}
+		for _, n := range x.posts[p] {
+			if counts[n] == 0 {
+				x.touched = append(x.touched, n)
+			}
+			counts[n]++
+		}
+	}
+	factEnts := map[string]bool{}
+	for _, e := range fact.Entities {
+		if e = strings.ToLower(strings.TrimSpace(e)); e != "" {
+			factEnts[e] = true
+		}
+	}
+	sim := func(n int32) float64 {
+		inter := counts[n]
+		if inter == 0 {
+			return 0
+		}
+		return float64(inter) / float64(int32(len(g))+x.docs[n].ngrams-inter)
+	}
+	score := func(n int32, sim float64) float64 {
+		shared := 0
+		for _, e := range x.docs[n].entities {
+			if factEnts[e] {
+				shared++
+			}
+		}
+		return sim + 0.25*float64(shared)
+	}
+	// The best limit hits, kept sorted as they come (most are worse than
+	// the last kept and cost one comparison).
+	better := func(a, b lexHit) bool {
+		if a.s != b.s {
+			return a.s > b.s
+		}
+		return a.id < b.id
+	}
+	keep := func(top []lexHit, h lexHit) []lexHit {
+		if len(top) == limit && !better(h, top[len(top)-1]) {
+			return top
+		}
+		i := sort.Search(len(top), func(i int) bool { return better(h, top[i]) })
+		if len(top) < limit {
+			top = append(top, lexHit{})
+		}
+		copy(top[i+1:], top[i:len(top)-1])
+		top[i] = h
+		return top
+	}
+	var text []lexHit
+	for _, n := range x.touched {
+		if !x.docs[n].alive {
+			continue
+		}
+		if s := sim(n); s > 0.05 {
+			text = keep(text, lexHit{x.docs[n].id, score(n, s)})
+		}
+	}
+	var ent []lexHit
+	var seen map[int32]bool
+	if len(factEnts) > 1 {
+		seen = map[int32]bool{}
+	}
+	for e := range factEnts {
+		for _, n := range x.entities[e] {
+			if !x.docs[n].alive || seen[n] {
+				continue
+			}
+			if seen != nil {
+				seen[n] = true
+			}
+			ent = keep(ent, lexHit{x.docs[n].id, score(n, sim(n))})
+		}
+	}
+	for _, n := range x.touched {
+		counts[n] = 0
+	}
+	out := make([]string, 0, len(text)+len(ent))
+	for _, h := range text {
+		out = append(out, h.id)
+	}
+	for _, h := range ent {
+		if !slices.Contains(out[:len(text)], h.id) {
+			out = append(out, h.id)
+		}
+	}
+	return out
+}
+
+type lexHit struct {
+	id string
+	s  float64
+}

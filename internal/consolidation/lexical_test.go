@@ -1,0 +1,111 @@
+package consolidation
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// bruteSearch is what LexIndex.Search must return: the best texts above
+// Rank's floor, then the best entity matches not among them.
+func bruteSearch(docs map[string]Observation, fact Fact, limit int) []string {
+	grams := Trigrams(fact.Text)
+	type hit struct {
+		id string
+		s  float64
+	}
+	var text, ent []hit
+	for id, o := range docs {
+		sim := Similarity(grams, Trigrams(o.Text))
+		s := RelatedScore(fact, grams, o)
+		if sim > 0.05 {
+			text = append(text, hit{id, s})
+		}
+		if sharedEntities(fact.Entities, o.Entities) > 0 {
+			ent = append(ent, hit{id, s})
+		}
+	}
+	best := func(hs []hit) []string {
+		sort.Slice(hs, func(i, j int) bool {
+			if hs[i].s != hs[j].s {
+				return hs[i].s > hs[j].s
+			}
+			return hs[i].id < hs[j].id
+		})
+		var out []string
+		for i := 0; i < len(hs) && i < limit; i++ {
+			out = append(out, hs[i].id)
+		}
+		return out
+	}
+	out := best(text)
+	for _, id := range best(ent) {
+		if !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+func TestLexIndexMatchesBruteForce(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	words := []string{"alice", "moved", "to", "bergen", "bob", "works", "at", "acme", "labs", "likes", "jazz", "张伟", "在", "北京", "工作", "cats", "has", "three", "project", "P7"}
+	people := []string{"Alice", "Bob", "张伟", "Carol"}
+	text := func() (string, []string) {
+		s := ""
+		for k := 0; k < 3+rng.IntN(5); k++ {
+			s += words[rng.IntN(len(words))] + " "
+		}
+		return s, []string{people[rng.IntN(len(people))]}
+	}
+	x := NewLexIndex()
+	docs := map[string]Observation{}
+	for round := 0; round < 3; round++ {
+		for i := 0; i < 1500; i++ {
+			id := fmt.Sprintf("o%04d", rng.IntN(3000))
+			if rng.IntN(3) == 0 {
+				x.Delete(id)
+				delete(docs, id)
+				continue
+			}
+			s, ents := text()
+			x.Put(id, s, ents)
+			docs[id] = Observation{ID: id, Text: s, Entities: []string{normEntity(ents[0])}}
+		}
+		if x.Len() != len(docs) {
+			t.Fatalf("Len %d, want %d", x.Len(), len(docs))
+		}
+		for k := 0; k < 50; k++ {
+			s, ents := text()
+			f := Fact{Text: s, Entities: ents}
+			if got, want := x.Search(f, 20), bruteSearch(docs, f, 20); !slices.Equal(got, want) {
+				t.Fatalf("round %d, %q %v:\n got %v\nwant %v", round, s, ents, got, want)
+			}
+		}
+	}
+}
+
+func TestLexIndexChineseAndReplace(t *testing.T) {
+	x := NewLexIndex()
+	x.Put("a", "张伟在北京工作", nil)
+	x.Put("b", "Alice moved to Bergen", []string{"Alice"})
+	if got := x.Search(Fact{Text: "张伟在北京上班"}, 5); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("Chinese: %v", got)
+	}
+	if got := x.Search(Fact{Text: "something else", Entities: []string{" alice "}}, 5); !slices.Equal(got, []string{"b"}) {
+		t.Fatalf("entity: %v", got)
+	}
+	x.Put("a", "Bob works at Acme", nil)
+	if got := x.Search(Fact{Text: "张伟在北京上班"}, 5); len(got) != 0 {
+		t.Fatalf("replaced text still found: %v", got)
+	}
+	x.Delete("b")
+	if got := x.Search(Fact{Text: "Alice moved to Bergen", Entities: []string{"Alice"}}, 5); len(got) != 0 {
+		t.Fatalf("deleted observation found: %v", got)
+	}
+}
+
+func normEntity(e string) string { return strings.ToLower(strings.TrimSpace(e)) }
