@@ -404,8 +404,17 @@ func TestManagerKilledDuringRun(t *testing.T) {
 	deploy := strings.TrimSpace(mustK(t, "", "get", "deployment", "-n", opNS, "-l", "app.kubernetes.io/component=manager", "-o", "name"))
 	mustK(t, "", "rollout", "status", "-n", opNS, deploy, "--timeout=120s")
 	waitLastRun(t, ns, "killed", 3*time.Minute)
-	// The new manager adopts the running Job and starts no second one.
-	time.Sleep(5 * time.Second)
+	// The new manager adopts the running Job and starts no second one: a
+	// reconcile it has handled since (the force-reconcile annotation, whose
+	// value it echoes in status) is the moment to count them.
+	probe := time.Now().Format(time.RFC3339Nano)
+	mustK(t, "", "annotate", "-n", ns, "--overwrite", "mb/killed", "promptops.io/reconcile-requested-at="+probe)
+	eventually(t, time.Minute, func() string {
+		if got, _ := k(t, "", "get", "-n", ns, "mb/killed", "-o", "jsonpath={.status.lastHandledReconcileAt}"); got != probe {
+			return "the manager has not handled the probe reconcile yet (" + got + ")"
+		}
+		return ""
+	})
 	jobs := mustK(t, "", "get", "jobs", "-n", ns, "-l", "promptops.io/memorybank=killed", "-o", "name")
 	if n := len(strings.Fields(jobs)); n != 1 {
 		t.Fatalf("%d Jobs after the manager was killed mid-run, want 1:\n%s", n, jobs)
