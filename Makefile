@@ -98,6 +98,10 @@ image: ## Build the operator image $(IMAGE) from the Dockerfile (CONTAINER_TOOL=
 demo: build envtest ## Local control plane, the operator and the samples (KEEP=1 leaves it running).
 	KEEP=$(KEEP) hack/demo.sh
 
+.PHONY: demo-down
+demo-down: ## Stop a control-plane demo left running by KEEP=1 (on the one-node cluster: make cluster-down).
+	hack/demo.sh down
+
 ##@ One-node cluster
 
 KO_VERSION ?= v0.19.1

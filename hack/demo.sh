@@ -6,6 +6,39 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
+DEMO="$ROOT/bin/demo"
+NS=promptops-demo
+PIDS="$DEMO/pids"
+
+# running_pids prints the pids in $PIDS that are still this demo's
+# processes (this script, bin/localcp, bin/promptops manager), not pids
+# the system has reused since.
+running_pids() {
+  local pid
+  [[ -f "$PIDS" ]] || return 0
+  while read -r pid; do
+    ps -o command= -p "$pid" 2>/dev/null | grep -qE "demo\.sh|$ROOT/bin/(localcp|promptops)" && echo "$pid"
+  done < "$PIDS"
+  return 0
+}
+
+# hack/demo.sh down (make demo-down): stop a control-plane demo left
+# running by KEEP=1. The cluster demo's KEEP leaves the cluster: make cluster-down.
+if [[ "${1:-}" == down ]]; then
+  read -ra running <<<"$(running_pids | xargs)"
+  if ((${#running[@]} == 0)); then
+    echo "make demo-down: no control-plane demo running (a demo on the one-node cluster stops with make cluster-down)"
+    rm -f "$PIDS"
+    exit 0
+  fi
+  for ((i=${#running[@]}-1; i>=0; i--)); do kill "${running[i]}" 2>/dev/null || true; done
+  for _ in $(seq 1 60); do [[ -z "$(running_pids)" ]] && break; sleep 0.5; done
+  [[ -z "$(running_pids)" ]] || { echo "make demo-down: still running: $(running_pids | xargs)"; exit 1; }
+  rm -f "$PIDS" "$DEMO/kubeconfig"
+  echo "make demo-down: stopped the demo's control plane and operator (${running[*]})"
+  exit 0
+fi
+
 # Where the machine can run a real node (make cluster: Linux, root, Debian's
 # packages, PostgreSQL for the bank), the demo runs there and shows a
 # consolidation Job end to end; DEMO_CONTROL_PLANE_ONLY=1 keeps this one.
@@ -22,10 +55,15 @@ if [[ -z "${DEMO_CONTROL_PLANE_ONLY:-}" ]]; then
   fi
   echo "make demo: control plane only, no node ($why)"
 fi
-DEMO="$ROOT/bin/demo"
-NS=promptops-demo
 export KUBECONFIG="$DEMO/kubeconfig"
 mkdir -p "$DEMO"
+# One control-plane demo per checkout: a second one would remove the first
+# one's kubeconfig and logs.
+if [[ -n "$(running_pids)" ]]; then
+  echo "make demo: a demo is already running here (KUBECONFIG=$KUBECONFIG, pids $(running_pids | xargs)); stop it with make demo-down" >&2
+  exit 1
+fi
+echo $$ > "$PIDS"
 rm -f "$KUBECONFIG"
 
 KUBECTL="$(command -v kubectl || true)"
@@ -39,13 +77,18 @@ say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 pids=()
 cleanup() {
   if [[ "${KEEP:-}" == "1" ]]; then
-    say "KEEP=1: the local cluster and the operator keep running"
-    echo "export KUBECONFIG=$KUBECONFIG"
-    echo "stop them with: kill ${pids[*]}"
+    say "KEEP=1: the local control plane and the operator keep running"
+    echo "The demo's objects are in namespace $NS, the namespace of this kubeconfig's context:"
+    echo
+    echo "  export KUBECONFIG=$KUBECONFIG"
+    echo "  kubectl get pt"
+    echo
+    echo "Stop them with: make demo-down"
     return
   fi
   say "Stopping the operator and the local control plane"
   for ((i=${#pids[@]}-1; i>=0; i--)); do kill "${pids[i]}" 2>/dev/null || true; wait "${pids[i]}" 2>/dev/null || true; done
+  rm -f "$PIDS"
 }
 trap cleanup EXIT
 
@@ -53,8 +96,12 @@ say "Starting a local control plane (envtest binaries in bin/k8s)"
 go build -o "$ROOT/bin/localcp" ./hack/localcp
 "$ROOT/bin/localcp" --assets "$ROOT/bin/k8s" --crds "$ROOT/config/crd/bases" --write-kubeconfig "$KUBECONFIG" 2>"$DEMO/localcp.log" &
 pids+=($!)
+echo $! >> "$PIDS"
 for _ in $(seq 1 120); do [[ -s "$KUBECONFIG" ]] && break; sleep 0.5; done
 [[ -s "$KUBECONFIG" ]] || { echo "control plane did not start:"; cat "$DEMO/localcp.log"; exit 1; }
+# The samples' namespace in the kubeconfig's context, so that after KEEP=1
+# kubectl get pt and the README's commands find them without -n.
+k config set-context --current --namespace="$NS" >/dev/null
 k version 2>/dev/null | sed -n 's/^Server Version/kube-apiserver/p' || true
 
 # free_port prints the first port from $1 up that nothing listens on
@@ -101,6 +148,7 @@ say "Starting the operator (bin/promptops manager on ports $METRICS_PORT/$PROBE_
   >"$DEMO/manager.log" 2>&1 &
 manager=$!
 pids+=($manager)
+echo "$manager" >> "$PIDS"
 ready=
 for _ in $(seq 1 120); do
   if ! kill -0 "$manager" 2>/dev/null; then

@@ -24,14 +24,28 @@ if ! { [[ -f "$STATE/env" ]] && (set -a; . "$STATE/env"; "$KUBECTL" get --raw /r
 fi
 set -a; . "$STATE/env"; set +a
 k() { "$KUBECTL" "$@"; }
+# A demo left by KEEP=1 (or an interrupted one) still has its namespace:
+# running again would delete its objects. (One a finished demo is deleting,
+# Terminating, is waited for below.)
+if [[ -z "$started" && "$(k get namespace "$NS" -o jsonpath='{.status.phase}' 2>/dev/null)" == Active ]]; then
+  echo "make demo: namespace $NS is already on the cluster (a KEEP=1 demo?); stop it with make cluster-down, or kubectl delete namespace $NS to run the demo again" >&2
+  exit 1
+fi
 
 standin=
 cleanup() {
   [[ -n "$standin" ]] && { kill "$standin" 2>/dev/null || true; wait "$standin" 2>/dev/null || true; }
   rm -f "$STATE/run/standin.pid"
   if [[ "${KEEP:-}" == 1 ]]; then
-    say "KEEP=1: the cluster keeps running; make cluster-down removes it"
-    echo "export KUBECONFIG=$KUBECONFIG"
+    # The cluster's kubeconfig with the demo's namespace in its context, so
+    # that kubectl get pt and the README's commands find the demo's objects.
+    cp "$KUBECONFIG" "$STATE/demo-kubeconfig.yaml"
+    k --kubeconfig "$STATE/demo-kubeconfig.yaml" config set-context --current --namespace="$NS" >/dev/null
+    say "KEEP=1: the cluster keeps running; stop it with make cluster-down"
+    echo "The demo's objects are in namespace $NS, the namespace of this kubeconfig's context:"
+    echo
+    echo "  export KUBECONFIG=$STATE/demo-kubeconfig.yaml"
+    echo "  kubectl get mb"
   elif [[ -n "$started" ]]; then
     say "Removing the cluster (make cluster-down)"
     hack/cluster.sh down
