@@ -60,13 +60,9 @@ func (s *Store) Apply(ctx context.Context, bank, run string, ops consolidation.O
 			return nil, err
 		}
 	}
-	var created []string
-	for _, c := range ops.Creates {
-		id, err := s.createObservation(ctx, tx, bank, c, ops.Space, facts, now)
-		if err != nil {
-			return nil, err
-		}
-		created = append(created, id)
+	created, err := s.createObservations(ctx, tx, bank, ops.Creates, ops.Space, facts, now)
+	if err != nil {
+		return nil, err
 	}
 	// The bank's generation, and the touched observations as they now
 	// are, for the lexical index of Recall.
@@ -280,23 +276,72 @@ func (s *Store) updateObservation(ctx context.Context, tx *sql.Tx, bank string, 
 	return err
 }
 
-func (s *Store) createObservation(ctx context.Context, tx *sql.Tx, bank string, c consolidation.Create, sp consolidation.Space, facts map[string]consolidation.Fact, now time.Time) (string, error) {
-	id := uuid.NewString()
-	src := pick(facts, c.SourceFactIDs)
-	start, end := bounds(nil, nil, src)
-	if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO promptops_observations (bank, id, text, text_norm, proof_count, occurred_start, occurred_end, entities_norm, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)`), bank, id, c.Text, consolidation.Normalize(c.Text), len(c.SourceFactIDs), s.t(start), s.t(end), toJSON(entitySet(nil, src)), s.t(&now)); err != nil {
-		return "", err
+// createObservations inserts a batch's new observations, their sources and
+// their vectors: one multi-row statement each per chunk of rows.
+func (s *Store) createObservations(ctx context.Context, tx *sql.Tx, bank string, creates []consolidation.Create, sp consolidation.Space, facts map[string]consolidation.Fact, now time.Time) ([]string, error) {
+	if len(creates) == 0 {
+		return nil, nil
 	}
-	if err := s.insertSources(ctx, tx, bank, id, c.SourceFactIDs); err != nil {
-		return "", err
-	}
-	if c.Vector != nil {
-		if err := s.upsertVector(ctx, tx, "promptops_observation_vectors", "observation_id", bank, id, sp, c.Vector); err != nil {
-			return "", err
+	ids := make([]string, len(creates))
+	var obsRows, srcRows, vecRows [][]any
+	seenSrc := map[[2]string]bool{}
+	for i, c := range creates {
+		id := uuid.NewString()
+		ids[i] = id
+		src := pick(facts, c.SourceFactIDs)
+		start, end := bounds(nil, nil, src)
+		obsRows = append(obsRows, []any{bank, id, c.Text, consolidation.Normalize(c.Text), len(c.SourceFactIDs), s.t(start), s.t(end), toJSON(entitySet(nil, src)), s.t(&now), s.t(&now)})
+		for _, fid := range c.SourceFactIDs {
+			if k := [2]string{id, fid}; !seenSrc[k] {
+				seenSrc[k] = true
+				srcRows = append(srcRows, []any{bank, id, fid})
+			}
+		}
+		if c.Vector != nil {
+			vecRows = append(vecRows, []any{bank, id, sp.Model, len(c.Vector), encodeVec(c.Vector), encodeQuantized(c.Vector)})
 		}
 	}
-	return id, nil
+	if err := s.insertRows(ctx, tx, "INSERT INTO promptops_observations (bank, id, text, text_norm, proof_count, occurred_start, occurred_end, entities_norm, created_at, updated_at) VALUES ", "", obsRows); err != nil {
+		return nil, err
+	}
+	if err := s.insertRows(ctx, tx, "INSERT INTO promptops_observation_sources (bank, observation_id, fact_id) VALUES ", " ON CONFLICT DO NOTHING", srcRows); err != nil {
+		return nil, err
+	}
+	if err := s.insertRows(ctx, tx, "INSERT INTO promptops_observation_vectors (bank, observation_id, model, dims, vec, qvec) VALUES ",
+		" ON CONFLICT (bank, observation_id) DO UPDATE SET model = excluded.model, dims = excluded.dims, vec = excluded.vec, qvec = excluded.qvec", vecRows); err != nil {
+		return nil, err
+	}
+	return ids, nil
+}
+
+// insertRows runs head VALUES (..), (..) tail for rows of equal width, in
+// chunks that stay well under either dialect's limit on parameters.
+func (s *Store) insertRows(ctx context.Context, tx *sql.Tx, head, tail string, rows [][]any) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	width := len(rows[0])
+	per := max(1, 30000/width)
+	for start := 0; start < len(rows); start += per {
+		chunk := rows[start:min(start+per, len(rows))]
+		var b strings.Builder
+		b.WriteString(head)
+		args := make([]any, 0, len(chunk)*width)
+		for i, r := range chunk {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("(")
+			b.WriteString(placeholders(len(args)+1, width))
+			b.WriteString(")")
+			args = append(args, r...)
+		}
+		b.WriteString(tail)
+		if _, err := tx.ExecContext(ctx, s.q(b.String()), args...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // MarkFailed marks run's claimed pending facts failed with a reason; they

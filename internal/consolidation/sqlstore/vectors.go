@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"sort"
 
 	"github.com/promptops/promptops/internal/consolidation"
 )
@@ -81,10 +82,61 @@ func (s *Store) putVectors(ctx context.Context, table, key, bank string, sp cons
 		return err
 	}
 	defer func() { _ = tx.Rollback() }()
-	for id, v := range vecs {
-		if err := s.upsertVector(ctx, tx, table, key, bank, id, sp, v); err != nil {
+	// Only rows whose fact or observation exists (one deleted meanwhile
+	// gets none): one look for all, then one multi-row upsert.
+	parent := "promptops_facts"
+	if table == "promptops_observation_vectors" {
+		parent = "promptops_observations"
+	}
+	ids := make([]string, 0, len(vecs))
+	for id := range vecs {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	exists := map[string]bool{}
+	for start := 0; start < len(ids); start += 500 {
+		chunk := ids[start:min(start+500, len(ids))]
+		args := []any{bank}
+		for _, id := range chunk {
+			args = append(args, id)
+		}
+		rows, err := tx.QueryContext(ctx, s.q("SELECT id FROM "+parent+" WHERE bank = $1 AND id IN ("+placeholders(2, len(chunk))+")"), args...)
+		if err != nil {
 			return err
 		}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return err
+			}
+			exists[id] = true
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+	}
+	var rows [][]any
+	for _, id := range ids {
+		if !exists[id] {
+			continue
+		}
+		v := vecs[id]
+		if parent == "promptops_observations" {
+			rows = append(rows, []any{bank, id, sp.Model, len(v), encodeVec(v), encodeQuantized(v)})
+		} else {
+			rows = append(rows, []any{bank, id, sp.Model, len(v), encodeVec(v)})
+		}
+	}
+	head := fmt.Sprintf("INSERT INTO %s (bank, %s, model, dims, vec) VALUES ", table, key)
+	tail := fmt.Sprintf(" ON CONFLICT (bank, %s) DO UPDATE SET model = excluded.model, dims = excluded.dims, vec = excluded.vec", key)
+	if parent == "promptops_observations" {
+		head = fmt.Sprintf("INSERT INTO %s (bank, %s, model, dims, vec, qvec) VALUES ", table, key)
+		tail += ", qvec = excluded.qvec"
+	}
+	if err := s.insertRows(ctx, tx, head, tail, rows); err != nil {
+		return err
 	}
 	return tx.Commit()
 }
