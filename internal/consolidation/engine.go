@@ -295,7 +295,13 @@ func (r *run) recall(ctx context.Context, facts []Fact) ([]Candidate, map[string
 			return nil, nil, err
 		}
 	}
-	lex, err := r.Store.Recall(ctx, r.Settings.Bank, facts, r.Settings.RecallPerFact*4)
+	sl, lazy := r.Store.(SourceLoader)
+	var lex map[string][]Candidate
+	if lazy {
+		lex, err = sl.RecallBare(ctx, r.Settings.Bank, facts, r.Settings.RecallPerFact*4)
+	} else {
+		lex, err = r.Store.Recall(ctx, r.Settings.Bank, facts, r.Settings.RecallPerFact*4)
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: %w", err)
 	}
@@ -330,6 +336,21 @@ func (r *run) recall(ctx context.Context, facts []Fact) ([]Candidate, map[string
 	out := make([]Candidate, len(pool))
 	for i, p := range pool {
 		out[i] = p.c
+	}
+	if lazy && len(out) > 0 {
+		// Sources only for the observations that reach the pool.
+		poolIDs := make([]string, len(out))
+		for i, c := range out {
+			poolIDs[i] = c.ID
+		}
+		srcIDs, srcFacts, err := sl.CandidateSources(ctx, r.Settings.Bank, poolIDs)
+		if err != nil {
+			return nil, nil, fmt.Errorf("store: %w", err)
+		}
+		for i := range out {
+			out[i].SourceFactIDs = srcIDs[out[i].ID]
+			out[i].Sources = srcFacts[out[i].ID]
+		}
 	}
 	return out, recalledBy, nil
 }

@@ -226,7 +226,12 @@ func (r *run) semantic(ctx context.Context, facts []Fact, limit int) (map[string
 			}
 		}
 	}
-	cands, err := r.vec.store.Candidates(ctx, r.Settings.Bank, want)
+	var cands []Candidate
+	if sl, ok := r.Store.(SourceLoader); ok {
+		cands, err = sl.CandidatesBare(ctx, r.Settings.Bank, want)
+	} else {
+		cands, err = r.vec.store.Candidates(ctx, r.Settings.Bank, want)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}

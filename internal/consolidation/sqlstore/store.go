@@ -449,6 +449,15 @@ func (s *Store) sourcesOf(ctx context.Context, db querier, bank string, ids []st
 // applied a batch), with their sources: one look at the bank's generation
 // and one load of the candidates for the whole batch.
 func (s *Store) Recall(ctx context.Context, bank string, facts []consolidation.Fact, limit int) (map[string][]consolidation.Candidate, error) {
+	return s.recall(ctx, bank, facts, limit, true)
+}
+
+// RecallBare is Recall without the candidates' sources.
+func (s *Store) RecallBare(ctx context.Context, bank string, facts []consolidation.Fact, limit int) (map[string][]consolidation.Candidate, error) {
+	return s.recall(ctx, bank, facts, limit, false)
+}
+
+func (s *Store) recall(ctx context.Context, bank string, facts []consolidation.Fact, limit int, withSources bool) (map[string][]consolidation.Candidate, error) {
 	s.mu.Lock()
 	idx, err := s.lexIndex(ctx, bank)
 	perFact := make([][]string, len(facts))
@@ -469,7 +478,7 @@ func (s *Store) Recall(ctx context.Context, bank string, facts []consolidation.F
 	if err != nil {
 		return nil, err
 	}
-	cands, err := s.Candidates(ctx, bank, union)
+	cands, err := s.candidates(ctx, bank, union, withSources)
 	if err != nil {
 		return nil, err
 	}

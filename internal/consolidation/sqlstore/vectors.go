@@ -251,13 +251,37 @@ func (s *Store) ObservationsWithoutVector(ctx context.Context, bank string, sp c
 
 // Candidates loads observations by id with their sources, in the order given.
 func (s *Store) Candidates(ctx context.Context, bank string, ids []string) ([]consolidation.Candidate, error) {
+	return s.candidates(ctx, bank, ids, true)
+}
+
+var _ consolidation.SourceLoader = (*Store)(nil)
+
+// CandidatesBare loads observations by id without their sources, in the
+// order given.
+func (s *Store) CandidatesBare(ctx context.Context, bank string, ids []string) ([]consolidation.Candidate, error) {
+	return s.candidates(ctx, bank, ids, false)
+}
+
+// CandidateSources returns, per observation, its source fact ids and up to
+// 5 source facts, newest first.
+func (s *Store) CandidateSources(ctx context.Context, bank string, ids []string) (map[string][]string, map[string][]consolidation.Fact, error) {
+	return s.sourcesOf(ctx, s.db, bank, ids, candidateSources)
+}
+
+// candidateSources is how many source facts a candidate carries.
+const candidateSources = 5
+
+func (s *Store) candidates(ctx context.Context, bank string, ids []string, withSources bool) ([]consolidation.Candidate, error) {
 	obs, err := s.observations(ctx, s.db, bank, ids)
 	if err != nil {
 		return nil, err
 	}
-	srcIDs, srcFacts, err := s.sourcesOf(ctx, s.db, bank, ids, 5)
-	if err != nil {
-		return nil, err
+	var srcIDs map[string][]string
+	var srcFacts map[string][]consolidation.Fact
+	if withSources {
+		if srcIDs, srcFacts, err = s.sourcesOf(ctx, s.db, bank, ids, candidateSources); err != nil {
+			return nil, err
+		}
 	}
 	out := make([]consolidation.Candidate, 0, len(obs))
 	for _, o := range obs {
