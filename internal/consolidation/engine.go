@@ -288,20 +288,42 @@ func (r *run) recall(ctx context.Context, facts []Fact) ([]Candidate, map[string
 	}
 	byID := map[string]*pooled{}
 	recalledBy := map[string][]string{}
+	sl, lazy := r.Store.(SourceLoader)
+	var lex map[string][]Candidate
+	var lexErr error
+	lexical := func() {
+		if lazy {
+			lex, lexErr = sl.RecallBare(ctx, r.Settings.Bank, facts, r.Settings.RecallPerFact*4)
+		} else {
+			lex, lexErr = r.Store.Recall(ctx, r.Settings.Bank, facts, r.Settings.RecallPerFact*4)
+		}
+	}
 	var sem map[string][]Candidate
 	var err error
 	if r.vec != nil {
-		if sem, err = r.semantic(ctx, facts, r.Settings.RecallPerFact*4); err != nil {
+		// A SourceLoader is safe for concurrent use: the lexical recall
+		// runs while the semantic one waits on the store or searches.
+		var done chan struct{}
+		if lazy {
+			done = make(chan struct{})
+			go func() {
+				defer close(done)
+				lexical()
+			}()
+		}
+		sem, err = r.semantic(ctx, facts, r.Settings.RecallPerFact*4)
+		if done != nil {
+			<-done
+		} else if err == nil {
+			lexical()
+		}
+		if err != nil {
 			return nil, nil, err
 		}
-	}
-	sl, lazy := r.Store.(SourceLoader)
-	var lex map[string][]Candidate
-	if lazy {
-		lex, err = sl.RecallBare(ctx, r.Settings.Bank, facts, r.Settings.RecallPerFact*4)
 	} else {
-		lex, err = r.Store.Recall(ctx, r.Settings.Bank, facts, r.Settings.RecallPerFact*4)
+		lexical()
 	}
+	err = lexErr
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: %w", err)
 	}

@@ -95,7 +95,9 @@ type Ops struct {
 
 // SourceLoader is a Store whose recall can leave out the candidates'
 // sources (Observation.SourceFactIDs and Candidate.Sources), which the
-// engine then loads only for the observations that reach the pool.
+// engine then loads only for the observations that reach the pool. It is
+// safe for concurrent use: the engine runs its lexical recall alongside the
+// semantic one.
 type SourceLoader interface {
 	// RecallBare is Recall without the candidates' sources.
 	RecallBare(ctx context.Context, bank string, facts []Fact, limit int) (map[string][]Candidate, error)
