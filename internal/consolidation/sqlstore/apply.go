@@ -50,10 +50,8 @@ func (s *Store) Apply(ctx context.Context, bank, run string, ops consolidation.O
 			return nil, err
 		}
 	}
-	for _, u := range ops.Updates {
-		if err := s.updateObservation(ctx, tx, bank, u, ops.Space, facts, now); err != nil {
-			return nil, err
-		}
+	if err := s.updateObservations(ctx, tx, bank, ops.Updates, ops.Space, facts, now); err != nil {
+		return nil, err
 	}
 	for _, m := range ops.Merges {
 		if err := s.mergeObservation(ctx, tx, bank, m, facts, now); err != nil {
@@ -237,6 +235,124 @@ func (s *Store) mergeObservation(ctx context.Context, tx *sql.Tx, bank string, m
 		return fmt.Errorf("observation %s vanished during the batch", m.ObservationID)
 	}
 	return s.updateObservation(ctx, tx, bank, consolidation.Update{ObservationID: m.ObservationID, Text: obs[0].Text, SourceFactIDs: m.SourceFactIDs}, consolidation.Space{}, facts, now)
+}
+
+// updateObservations applies a batch's updates as updateObservation would
+// one after the other, with one statement per kind of write for all of them
+// (but the UPDATE of each row); updates that name an observation twice go
+// one by one.
+func (s *Store) updateObservations(ctx context.Context, tx *sql.Tx, bank string, updates []consolidation.Update, sp consolidation.Space, facts map[string]consolidation.Fact, now time.Time) error {
+	ids := make([]string, 0, len(updates))
+	seen := map[string]bool{}
+	for _, u := range updates {
+		if seen[u.ObservationID] {
+			for _, u := range updates {
+				if err := s.updateObservation(ctx, tx, bank, u, sp, facts, now); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		seen[u.ObservationID] = true
+		ids = append(ids, u.ObservationID)
+	}
+	if len(updates) == 0 {
+		return nil
+	}
+	obs, err := s.observations(ctx, tx, bank, ids)
+	if err != nil {
+		return err
+	}
+	byID := make(map[string]consolidation.Observation, len(obs))
+	for _, o := range obs {
+		byID[o.ID] = o
+	}
+	var histRows, vecRows, srcRows [][]any
+	var unvector []string
+	srcSeen := map[[2]string]bool{}
+	for _, u := range updates {
+		o, ok := byID[u.ObservationID]
+		if !ok {
+			return fmt.Errorf("observation %s vanished during the batch", u.ObservationID)
+		}
+		if o.Text != u.Text {
+			histRows = append(histRows, []any{bank, o.ID, "update", o.Text, s.t(&now)})
+		}
+		switch {
+		case u.Vector != nil:
+			vecRows = append(vecRows, []any{bank, o.ID, sp.Model, len(u.Vector), encodeVec(u.Vector), encodeQuantized(u.Vector)})
+		case o.Text != u.Text:
+			// The old vector no longer says what the text says.
+			unvector = append(unvector, o.ID)
+		}
+		for _, fid := range u.SourceFactIDs {
+			if k := [2]string{o.ID, fid}; !srcSeen[k] {
+				srcSeen[k] = true
+				srcRows = append(srcRows, []any{bank, o.ID, fid})
+			}
+		}
+	}
+	if len(histRows) > 0 {
+		if err := s.insertRows(ctx, tx, "INSERT INTO promptops_observation_history (bank, observation_id, change, previous_text, changed_at) VALUES ", "", histRows); err != nil {
+			return err
+		}
+		args := []any{bank}
+		for _, r := range histRows {
+			args = append(args, r[1])
+		}
+		if _, err := tx.ExecContext(ctx, s.q(fmt.Sprintf(`DELETE FROM promptops_observation_history WHERE bank = $1 AND observation_id IN (%s) AND seq NOT IN (
+			SELECT h.seq FROM promptops_observation_history h WHERE h.bank = $1 AND h.observation_id = promptops_observation_history.observation_id ORDER BY h.seq DESC LIMIT %d)`, placeholders(2, len(histRows)), HistoryLimit)), args...); err != nil {
+			return err
+		}
+	}
+	if err := s.insertRows(ctx, tx, "INSERT INTO promptops_observation_vectors (bank, observation_id, model, dims, vec, qvec) VALUES ",
+		" ON CONFLICT (bank, observation_id) DO UPDATE SET model = excluded.model, dims = excluded.dims, vec = excluded.vec, qvec = excluded.qvec", vecRows); err != nil {
+		return err
+	}
+	if len(unvector) > 0 {
+		args := []any{bank}
+		for _, id := range unvector {
+			args = append(args, id)
+		}
+		if _, err := tx.ExecContext(ctx, s.q("DELETE FROM promptops_observation_vectors WHERE bank = $1 AND observation_id IN ("+placeholders(2, len(unvector))+")"), args...); err != nil {
+			return err
+		}
+	}
+	if err := s.insertRows(ctx, tx, "INSERT INTO promptops_observation_sources (bank, observation_id, fact_id) VALUES ", " ON CONFLICT DO NOTHING", srcRows); err != nil {
+		return err
+	}
+	counts := make(map[string]int, len(ids))
+	args := []any{bank}
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	rows, err := tx.QueryContext(ctx, s.q("SELECT observation_id, count(*) FROM promptops_observation_sources WHERE bank = $1 AND observation_id IN ("+placeholders(2, len(ids))+") GROUP BY observation_id"), args...)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var id string
+		var n int
+		if err := rows.Scan(&id, &n); err != nil {
+			rows.Close()
+			return err
+		}
+		counts[id] = n
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, u := range updates {
+		o := byID[u.ObservationID]
+		src := pick(facts, u.SourceFactIDs)
+		start, end := bounds(o.OccurredStart, o.OccurredEnd, src)
+		if _, err := tx.ExecContext(ctx, s.q(`UPDATE promptops_observations SET text = $3, text_norm = $4, proof_count = $5, occurred_start = $6, occurred_end = $7, entities_norm = $8, updated_at = $9
+		WHERE bank = $1 AND id = $2`), bank, o.ID, u.Text, consolidation.Normalize(u.Text), counts[o.ID], s.t(start), s.t(end), toJSON(entitySet(o.Entities, src)), s.t(&now)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (s *Store) updateObservation(ctx context.Context, tx *sql.Tx, bank string, u consolidation.Update, sp consolidation.Space, facts map[string]consolidation.Fact, now time.Time) error {
