@@ -498,7 +498,30 @@ func (r *run) process(ctx context.Context, facts []Fact) error {
 			continue
 		}
 		unusable = nil
-		ops, dropped, err := Validate(ans, c.batch, func(norm string) (bool, error) { return r.Store.HasObservationText(ctx, s.Bank, norm) })
+		exists := func(norm string) (bool, error) { return r.Store.HasObservationText(ctx, s.Bank, norm) }
+		if tc, ok := r.Store.(TextChecker); ok {
+			// One look for every text Validate will ask about: a dry run
+			// collects them; one it did not ask about is looked up alone.
+			var norms []string
+			if _, _, err := Validate(ans, c.batch, func(norm string) (bool, error) { norms = append(norms, norm); return false, nil }); err != nil {
+				return fmt.Errorf("store: %w", err)
+			}
+			known, err := tc.HasObservationTexts(ctx, s.Bank, norms)
+			if err != nil {
+				return fmt.Errorf("store: %w", err)
+			}
+			asked := map[string]bool{}
+			for _, n := range norms {
+				asked[n] = true
+			}
+			exists = func(norm string) (bool, error) {
+				if asked[norm] {
+					return known[norm], nil
+				}
+				return r.Store.HasObservationText(ctx, s.Bank, norm)
+			}
+		}
+		ops, dropped, err := Validate(ans, c.batch, exists)
 		if err != nil {
 			return fmt.Errorf("store: %w", err)
 		}

@@ -93,6 +93,12 @@ type Ops struct {
 	Space Space
 }
 
+// TextChecker is a Store that tells for many normalised texts at once
+// which are an observation's (HasObservationText for each).
+type TextChecker interface {
+	HasObservationTexts(ctx context.Context, bank string, norms []string) (map[string]bool, error)
+}
+
 // SourceLoader is a Store whose recall can leave out the candidates'
 // sources (Observation.SourceFactIDs and Candidate.Sources), which the
 // engine then loads only for the observations that reach the pool. It is

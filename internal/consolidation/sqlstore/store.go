@@ -361,6 +361,38 @@ func (s *Store) HasObservationText(ctx context.Context, bank, norm string) (bool
 	return n > 0, err
 }
 
+var _ consolidation.TextChecker = (*Store)(nil)
+
+// HasObservationTexts tells which of the normalised texts an observation
+// has, in one query per 500.
+func (s *Store) HasObservationTexts(ctx context.Context, bank string, norms []string) (map[string]bool, error) {
+	out := map[string]bool{}
+	for start := 0; start < len(norms); start += 500 {
+		chunk := norms[start:min(start+500, len(norms))]
+		args := []any{bank}
+		for _, n := range chunk {
+			args = append(args, n)
+		}
+		rows, err := s.db.QueryContext(ctx, s.q("SELECT DISTINCT text_norm FROM promptops_observations WHERE bank = $1 AND text_norm IN ("+placeholders(2, len(chunk))+")"), args...)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var n string
+			if err := rows.Scan(&n); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			out[n] = true
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
 type querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
