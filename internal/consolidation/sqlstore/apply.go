@@ -105,7 +105,8 @@ func (s *Store) factsByID(ctx context.Context, tx *sql.Tx, bank string, ids []st
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	rows, err := tx.QueryContext(ctx, s.q("SELECT "+factColumns+" FROM promptops_facts WHERE bank = $1 AND id IN ("+placeholders(2, len(ids))+")"), args...)
+	query, args := s.anyOf("SELECT "+factColumns+" FROM promptops_facts WHERE bank = $1 AND id @IN", 2, args)
+	rows, err := tx.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -326,7 +327,8 @@ func (s *Store) updateObservations(ctx context.Context, tx *sql.Tx, bank string,
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	rows, err := tx.QueryContext(ctx, s.q("SELECT observation_id, count(*) FROM promptops_observation_sources WHERE bank = $1 AND observation_id IN ("+placeholders(2, len(ids))+") GROUP BY observation_id"), args...)
+	query, args := s.anyOf("SELECT observation_id, count(*) FROM promptops_observation_sources WHERE bank = $1 AND observation_id @IN GROUP BY observation_id", 2, args)
+	rows, err := tx.QueryContext(ctx, query, args...)
 	if err != nil {
 		return err
 	}

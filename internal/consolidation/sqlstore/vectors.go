@@ -46,7 +46,8 @@ func (s *Store) FactVectors(ctx context.Context, bank string, sp consolidation.S
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	rows, err := s.db.QueryContext(ctx, s.q("SELECT fact_id, vec FROM promptops_fact_vectors WHERE bank = $1 AND model = $2 AND dims = $3 AND fact_id IN ("+placeholders(4, len(ids))+")"), args...)
+	query, args := s.anyOf("SELECT fact_id, vec FROM promptops_fact_vectors WHERE bank = $1 AND model = $2 AND dims = $3 AND fact_id @IN", 4, args)
+	rows, err := s.db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +101,8 @@ func (s *Store) putVectors(ctx context.Context, table, key, bank string, sp cons
 		for _, id := range chunk {
 			args = append(args, id)
 		}
-		rows, err := tx.QueryContext(ctx, s.q("SELECT id FROM "+parent+" WHERE bank = $1 AND id IN ("+placeholders(2, len(chunk))+")"), args...)
+		query, args := s.anyOf("SELECT id FROM "+parent+" WHERE bank = $1 AND id @IN", 2, args)
+		rows, err := tx.QueryContext(ctx, query, args...)
 		if err != nil {
 			return err
 		}
