@@ -345,6 +345,23 @@ func (s *Store) updateObservations(ctx context.Context, tx *sql.Tx, bank string,
 	if err := rows.Err(); err != nil {
 		return err
 	}
+	if s.dialect == postgres {
+		// All rows in one UPDATE from a list of typed values.
+		args := []any{bank}
+		var vals []string
+		for _, u := range updates {
+			o := byID[u.ObservationID]
+			src := pick(facts, u.SourceFactIDs)
+			start, end := bounds(o.OccurredStart, o.OccurredEnd, src)
+			n := len(args)
+			vals = append(vals, fmt.Sprintf("($%d::text, $%d::text, $%d::text, $%d::integer, $%d::timestamptz, $%d::timestamptz, $%d::text, $%d::timestamptz)", n+1, n+2, n+3, n+4, n+5, n+6, n+7, n+8))
+			args = append(args, o.ID, u.Text, consolidation.Normalize(u.Text), counts[o.ID], s.t(start), s.t(end), toJSON(entitySet(o.Entities, src)), s.t(&now))
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE promptops_observations o SET text = v.text, text_norm = v.text_norm, proof_count = v.proof_count, occurred_start = v.occurred_start, occurred_end = v.occurred_end, entities_norm = v.entities_norm, updated_at = v.updated_at
+		FROM (VALUES `+strings.Join(vals, ", ")+`) AS v(id, text, text_norm, proof_count, occurred_start, occurred_end, entities_norm, updated_at)
+		WHERE o.bank = $1 AND o.id = v.id`, args...)
+		return err
+	}
 	for _, u := range updates {
 		o := byID[u.ObservationID]
 		src := pick(facts, u.SourceFactIDs)
