@@ -288,14 +288,42 @@ func (r *run) recall(ctx context.Context, facts []Fact) ([]Candidate, map[string
 	}
 	byID := map[string]*pooled{}
 	recalledBy := map[string][]string{}
+	sl, lazy := r.Store.(SourceLoader)
+	var lex map[string][]Candidate
+	var lexErr error
+	lexical := func() {
+		if lazy {
+			lex, lexErr = sl.RecallBare(ctx, r.Settings.Bank, facts, r.Settings.RecallPerFact*4)
+		} else {
+			lex, lexErr = r.Store.Recall(ctx, r.Settings.Bank, facts, r.Settings.RecallPerFact*4)
+		}
+	}
 	var sem map[string][]Candidate
 	var err error
 	if r.vec != nil {
-		if sem, err = r.semantic(ctx, facts, r.Settings.RecallPerFact*4); err != nil {
+		// A SourceLoader is safe for concurrent use: the lexical recall
+		// runs while the semantic one waits on the store or searches.
+		var done chan struct{}
+		if lazy {
+			done = make(chan struct{})
+			go func() {
+				defer close(done)
+				lexical()
+			}()
+		}
+		sem, err = r.semantic(ctx, facts, r.Settings.RecallPerFact*4)
+		if done != nil {
+			<-done
+		} else if err == nil {
+			lexical()
+		}
+		if err != nil {
 			return nil, nil, err
 		}
+	} else {
+		lexical()
 	}
-	lex, err := r.Store.Recall(ctx, r.Settings.Bank, facts, r.Settings.RecallPerFact*4)
+	err = lexErr
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: %w", err)
 	}
@@ -330,6 +358,21 @@ func (r *run) recall(ctx context.Context, facts []Fact) ([]Candidate, map[string
 	out := make([]Candidate, len(pool))
 	for i, p := range pool {
 		out[i] = p.c
+	}
+	if lazy && len(out) > 0 {
+		// Sources only for the observations that reach the pool.
+		poolIDs := make([]string, len(out))
+		for i, c := range out {
+			poolIDs[i] = c.ID
+		}
+		srcIDs, srcFacts, err := sl.CandidateSources(ctx, r.Settings.Bank, poolIDs)
+		if err != nil {
+			return nil, nil, fmt.Errorf("store: %w", err)
+		}
+		for i := range out {
+			out[i].SourceFactIDs = srcIDs[out[i].ID]
+			out[i].Sources = srcFacts[out[i].ID]
+		}
 	}
 	return out, recalledBy, nil
 }
@@ -455,7 +498,30 @@ func (r *run) process(ctx context.Context, facts []Fact) error {
 			continue
 		}
 		unusable = nil
-		ops, dropped, err := Validate(ans, c.batch, func(norm string) (bool, error) { return r.Store.HasObservationText(ctx, s.Bank, norm) })
+		exists := func(norm string) (bool, error) { return r.Store.HasObservationText(ctx, s.Bank, norm) }
+		if tc, ok := r.Store.(TextChecker); ok {
+			// One look for every text Validate will ask about: a dry run
+			// collects them; one it did not ask about is looked up alone.
+			var norms []string
+			if _, _, err := Validate(ans, c.batch, func(norm string) (bool, error) { norms = append(norms, norm); return false, nil }); err != nil {
+				return fmt.Errorf("store: %w", err)
+			}
+			known, err := tc.HasObservationTexts(ctx, s.Bank, norms)
+			if err != nil {
+				return fmt.Errorf("store: %w", err)
+			}
+			asked := map[string]bool{}
+			for _, n := range norms {
+				asked[n] = true
+			}
+			exists = func(norm string) (bool, error) {
+				if asked[norm] {
+					return known[norm], nil
+				}
+				return r.Store.HasObservationText(ctx, s.Bank, norm)
+			}
+		}
+		ops, dropped, err := Validate(ans, c.batch, exists)
 		if err != nil {
 			return fmt.Errorf("store: %w", err)
 		}

@@ -58,7 +58,9 @@ func (r *run) embed(ctx context.Context, texts []string, budget bool) (Embedding
 // factVectors returns the vectors of the batch's facts, embedding in one
 // call those the run and the store do not have yet. A fact the server
 // refused has no vector and is recalled lexically only.
-func (r *run) factVectors(ctx context.Context, facts []Fact) (map[string][]float32, error) {
+// With wait non-nil, the new vectors may be stored meanwhile: *wait is then
+// set to what waits for that and returns its error.
+func (r *run) factVectors(ctx context.Context, facts []Fact, wait *func() error) (map[string][]float32, error) {
 	v := r.vec
 	var need []Fact
 	for _, f := range facts {
@@ -110,7 +112,17 @@ func (r *run) factVectors(ctx context.Context, facts []Fact) (map[string][]float
 			put[f.ID] = vec
 		}
 		if len(put) > 0 {
-			if err := v.store.PutFactVectors(ctx, r.Settings.Bank, v.sp, put); err != nil {
+			if _, ok := r.Store.(SourceLoader); ok && wait != nil {
+				// Safe for concurrent use: written while the caller searches.
+				done := make(chan error, 1)
+				go func() { done <- v.store.PutFactVectors(ctx, r.Settings.Bank, v.sp, put) }()
+				*wait = func() error {
+					if err := <-done; err != nil {
+						return fmt.Errorf("store: %w", err)
+					}
+					return nil
+				}
+			} else if err := v.store.PutFactVectors(ctx, r.Settings.Bank, v.sp, put); err != nil {
 				return nil, fmt.Errorf("store: %w", err)
 			}
 		}
@@ -204,10 +216,22 @@ func (r *run) initVectors(ctx context.Context, dims int) error {
 // floor, nearest first, as candidates; one pass over the index for the
 // whole batch.
 func (r *run) semantic(ctx context.Context, facts []Fact, limit int) (map[string][]Candidate, error) {
-	fv, err := r.factVectors(ctx, facts)
+	put := func() error { return nil }
+	defer func() { _ = put() }() // on an early return
+	fv, err := r.factVectors(ctx, facts, &put)
 	if err != nil {
 		return nil, err
 	}
+	sem, err := r.semanticNear(ctx, facts, fv, limit)
+	if perr := put(); perr != nil {
+		return nil, perr
+	}
+	put = func() error { return nil }
+	return sem, err
+}
+
+// semanticNear is semantic's search and load, for the fact vectors fv.
+func (r *run) semanticNear(ctx context.Context, facts []Fact, fv map[string][]float32, limit int) (map[string][]Candidate, error) {
 	if !r.vec.ready || r.vec.index.Len() == 0 || len(fv) == 0 {
 		return nil, nil
 	}
@@ -226,7 +250,13 @@ func (r *run) semantic(ctx context.Context, facts []Fact, limit int) (map[string
 			}
 		}
 	}
-	cands, err := r.vec.store.Candidates(ctx, r.Settings.Bank, want)
+	var cands []Candidate
+	var err error
+	if sl, ok := r.Store.(SourceLoader); ok {
+		cands, err = sl.CandidatesBare(ctx, r.Settings.Bank, want)
+	} else {
+		cands, err = r.vec.store.Candidates(ctx, r.Settings.Bank, want)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}

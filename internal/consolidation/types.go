@@ -93,6 +93,28 @@ type Ops struct {
 	Space Space
 }
 
+// TextChecker is a Store that tells for many normalised texts at once
+// which are an observation's (HasObservationText for each).
+type TextChecker interface {
+	HasObservationTexts(ctx context.Context, bank string, norms []string) (map[string]bool, error)
+}
+
+// SourceLoader is a Store whose recall can leave out the candidates'
+// sources (Observation.SourceFactIDs and Candidate.Sources), which the
+// engine then loads only for the observations that reach the pool. It is
+// safe for concurrent use: the engine runs its lexical recall alongside the
+// semantic one.
+type SourceLoader interface {
+	// RecallBare is Recall without the candidates' sources.
+	RecallBare(ctx context.Context, bank string, facts []Fact, limit int) (map[string][]Candidate, error)
+	// CandidatesBare is VectorStore.Candidates without the sources.
+	CandidatesBare(ctx context.Context, bank string, ids []string) ([]Candidate, error)
+	// CandidateSources returns, per observation, all its source fact ids
+	// and up to the same number of source facts, newest first, as Candidates
+	// and Recall would have them.
+	CandidateSources(ctx context.Context, bank string, ids []string) (map[string][]string, map[string][]Fact, error)
+}
+
 // Store is where a bank lives. Banks are keyed "namespace/name".
 //
 // Runs that overlap (a Job's old pod beside its replacement, a run by hand)

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"runtime"
 	"slices"
 	"sort"
+	"sync"
 )
 
 // Space is the embedding model and dimension a vector came from. Vectors
@@ -289,38 +291,82 @@ func (m *MemIndex) Nearest(queries [][]float32, k int, floor float64) [][]Scored
 	}
 	// Hamming distances, row-major per query, and a histogram per query
 	// to find the distance that admits want rows.
+	// Both passes split across the cores: rows for the distances (each
+	// part its own histograms, added up), queries for the scoring; the
+	// results do not depend on the split.
 	dist := make([]uint16, len(queries)*n)
-	hist := make([]int, len(queries)*(w*64+1))
-	for i := 0; i < n; i++ {
-		row := m.bits[i*w : (i+1)*w]
-		for j := range queries {
+	parts := nearestParts(n * len(queries))
+	hists := make([][]int, parts)
+	parallel(parts, func(p int) {
+		hist := make([]int, len(queries)*(w*64+1))
+		for i := p * n / parts; i < (p+1)*n/parts; i++ {
+			row := m.bits[i*w : (i+1)*w]
+			for j := range queries {
+				if qscale[j] == 0 {
+					continue
+				}
+				h := hamming(row, qb[j*w:(j+1)*w])
+				dist[j*n+i] = uint16(h)
+				hist[j*(w*64+1)+h]++
+			}
+		}
+		hists[p] = hist
+	})
+	hist := hists[0]
+	for _, h := range hists[1:] {
+		for i, c := range h {
+			hist[i] += c
+		}
+	}
+	parallel(min(parts, len(queries)), func(p int) {
+		for j := p; j < len(queries); j += parts {
 			if qscale[j] == 0 {
 				continue
 			}
-			h := hamming(row, qb[j*w:(j+1)*w])
-			dist[j*n+i] = uint16(h)
-			hist[j*(w*64+1)+h]++
-		}
-	}
-	for j := range queries {
-		if qscale[j] == 0 {
-			continue
-		}
-		hj := hist[j*(w*64+1) : (j+1)*(w*64+1)]
-		cut, seen := 0, 0
-		for cut = range hj {
-			if seen += hj[cut]; seen >= want || cut >= maxH {
-				break
+			hj := hist[j*(w*64+1) : (j+1)*(w*64+1)]
+			cut, seen := 0, 0
+			for cut = range hj {
+				if seen += hj[cut]; seen >= want || cut >= maxH {
+					break
+				}
+			}
+			dj := dist[j*n : (j+1)*n]
+			for i, h := range dj {
+				if int(h) <= cut {
+					score(i, j)
+				}
 			}
 		}
-		dj := dist[j*n : (j+1)*n]
-		for i, h := range dj {
-			if int(h) <= cut {
-				score(i, j)
-			}
-		}
-	}
+	})
 	return out
+}
+
+// nearestParts is how many goroutines Nearest uses for work rows×queries:
+// one for small searches, else up to GOMAXPROCS (at most 4).
+func nearestParts(work int) int {
+	if work < 1<<15 {
+		return 1
+	}
+	return max(1, min(4, runtime.GOMAXPROCS(0)))
+}
+
+// parallel runs fn(0..parts-1), the last in the calling goroutine, and
+// waits for all.
+func parallel(parts int, fn func(p int)) {
+	if parts <= 1 {
+		fn(0)
+		return
+	}
+	var wg sync.WaitGroup
+	for p := 0; p < parts-1; p++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fn(p)
+		}()
+	}
+	fn(parts - 1)
+	wg.Wait()
 }
 
 // insertTop keeps the k best, nearest first (ties by id, for stable runs).

@@ -50,23 +50,17 @@ func (s *Store) Apply(ctx context.Context, bank, run string, ops consolidation.O
 			return nil, err
 		}
 	}
-	for _, u := range ops.Updates {
-		if err := s.updateObservation(ctx, tx, bank, u, ops.Space, facts, now); err != nil {
-			return nil, err
-		}
+	if err := s.updateObservations(ctx, tx, bank, ops.Updates, ops.Space, facts, now); err != nil {
+		return nil, err
 	}
 	for _, m := range ops.Merges {
 		if err := s.mergeObservation(ctx, tx, bank, m, facts, now); err != nil {
 			return nil, err
 		}
 	}
-	var created []string
-	for _, c := range ops.Creates {
-		id, err := s.createObservation(ctx, tx, bank, c, ops.Space, facts, now)
-		if err != nil {
-			return nil, err
-		}
-		created = append(created, id)
+	created, err := s.createObservations(ctx, tx, bank, ops.Creates, ops.Space, facts, now)
+	if err != nil {
+		return nil, err
 	}
 	// The bank's generation, and the touched observations as they now
 	// are, for the lexical index of Recall.
@@ -111,7 +105,8 @@ func (s *Store) factsByID(ctx context.Context, tx *sql.Tx, bank string, ids []st
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	rows, err := tx.QueryContext(ctx, s.q("SELECT "+factColumns+" FROM promptops_facts WHERE bank = $1 AND id IN ("+placeholders(2, len(ids))+")"), args...)
+	query, args := s.anyOf("SELECT "+factColumns+" FROM promptops_facts WHERE bank = $1 AND id @IN", 2, args)
+	rows, err := tx.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -243,6 +238,142 @@ func (s *Store) mergeObservation(ctx context.Context, tx *sql.Tx, bank string, m
 	return s.updateObservation(ctx, tx, bank, consolidation.Update{ObservationID: m.ObservationID, Text: obs[0].Text, SourceFactIDs: m.SourceFactIDs}, consolidation.Space{}, facts, now)
 }
 
+// updateObservations applies a batch's updates as updateObservation would
+// one after the other, with one statement per kind of write for all of them
+// (but the UPDATE of each row); updates that name an observation twice go
+// one by one.
+func (s *Store) updateObservations(ctx context.Context, tx *sql.Tx, bank string, updates []consolidation.Update, sp consolidation.Space, facts map[string]consolidation.Fact, now time.Time) error {
+	ids := make([]string, 0, len(updates))
+	seen := map[string]bool{}
+	for _, u := range updates {
+		if seen[u.ObservationID] {
+			for _, u := range updates {
+				if err := s.updateObservation(ctx, tx, bank, u, sp, facts, now); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		seen[u.ObservationID] = true
+		ids = append(ids, u.ObservationID)
+	}
+	if len(updates) == 0 {
+		return nil
+	}
+	obs, err := s.observations(ctx, tx, bank, ids)
+	if err != nil {
+		return err
+	}
+	byID := make(map[string]consolidation.Observation, len(obs))
+	for _, o := range obs {
+		byID[o.ID] = o
+	}
+	var histRows, vecRows, srcRows [][]any
+	var unvector []string
+	srcSeen := map[[2]string]bool{}
+	for _, u := range updates {
+		o, ok := byID[u.ObservationID]
+		if !ok {
+			return fmt.Errorf("observation %s vanished during the batch", u.ObservationID)
+		}
+		if o.Text != u.Text {
+			histRows = append(histRows, []any{bank, o.ID, "update", o.Text, s.t(&now)})
+		}
+		switch {
+		case u.Vector != nil:
+			vecRows = append(vecRows, []any{bank, o.ID, sp.Model, len(u.Vector), encodeVec(u.Vector), encodeQuantized(u.Vector)})
+		case o.Text != u.Text:
+			// The old vector no longer says what the text says.
+			unvector = append(unvector, o.ID)
+		}
+		for _, fid := range u.SourceFactIDs {
+			if k := [2]string{o.ID, fid}; !srcSeen[k] {
+				srcSeen[k] = true
+				srcRows = append(srcRows, []any{bank, o.ID, fid})
+			}
+		}
+	}
+	if len(histRows) > 0 {
+		if err := s.insertRows(ctx, tx, "INSERT INTO promptops_observation_history (bank, observation_id, change, previous_text, changed_at) VALUES ", "", histRows); err != nil {
+			return err
+		}
+		args := []any{bank}
+		for _, r := range histRows {
+			args = append(args, r[1])
+		}
+		if _, err := tx.ExecContext(ctx, s.q(fmt.Sprintf(`DELETE FROM promptops_observation_history WHERE bank = $1 AND observation_id IN (%s) AND seq NOT IN (
+			SELECT h.seq FROM promptops_observation_history h WHERE h.bank = $1 AND h.observation_id = promptops_observation_history.observation_id ORDER BY h.seq DESC LIMIT %d)`, placeholders(2, len(histRows)), HistoryLimit)), args...); err != nil {
+			return err
+		}
+	}
+	if err := s.insertRows(ctx, tx, "INSERT INTO promptops_observation_vectors (bank, observation_id, model, dims, vec, qvec) VALUES ",
+		" ON CONFLICT (bank, observation_id) DO UPDATE SET model = excluded.model, dims = excluded.dims, vec = excluded.vec, qvec = excluded.qvec", vecRows); err != nil {
+		return err
+	}
+	if len(unvector) > 0 {
+		args := []any{bank}
+		for _, id := range unvector {
+			args = append(args, id)
+		}
+		if _, err := tx.ExecContext(ctx, s.q("DELETE FROM promptops_observation_vectors WHERE bank = $1 AND observation_id IN ("+placeholders(2, len(unvector))+")"), args...); err != nil {
+			return err
+		}
+	}
+	if err := s.insertRows(ctx, tx, "INSERT INTO promptops_observation_sources (bank, observation_id, fact_id) VALUES ", " ON CONFLICT DO NOTHING", srcRows); err != nil {
+		return err
+	}
+	counts := make(map[string]int, len(ids))
+	args := []any{bank}
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	query, args := s.anyOf("SELECT observation_id, count(*) FROM promptops_observation_sources WHERE bank = $1 AND observation_id @IN GROUP BY observation_id", 2, args)
+	rows, err := tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var id string
+		var n int
+		if err := rows.Scan(&id, &n); err != nil {
+			rows.Close()
+			return err
+		}
+		counts[id] = n
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if s.dialect == postgres {
+		// All rows in one UPDATE from a list of typed values.
+		args := []any{bank}
+		var vals []string
+		for _, u := range updates {
+			o := byID[u.ObservationID]
+			src := pick(facts, u.SourceFactIDs)
+			start, end := bounds(o.OccurredStart, o.OccurredEnd, src)
+			n := len(args)
+			vals = append(vals, fmt.Sprintf("($%d::text, $%d::text, $%d::text, $%d::integer, $%d::timestamptz, $%d::timestamptz, $%d::text, $%d::timestamptz)", n+1, n+2, n+3, n+4, n+5, n+6, n+7, n+8))
+			args = append(args, o.ID, u.Text, consolidation.Normalize(u.Text), counts[o.ID], s.t(start), s.t(end), toJSON(entitySet(o.Entities, src)), s.t(&now))
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE promptops_observations o SET text = v.text, text_norm = v.text_norm, proof_count = v.proof_count, occurred_start = v.occurred_start, occurred_end = v.occurred_end, entities_norm = v.entities_norm, updated_at = v.updated_at
+		FROM (VALUES `+strings.Join(vals, ", ")+`) AS v(id, text, text_norm, proof_count, occurred_start, occurred_end, entities_norm, updated_at)
+		WHERE o.bank = $1 AND o.id = v.id`, args...)
+		return err
+	}
+	for _, u := range updates {
+		o := byID[u.ObservationID]
+		src := pick(facts, u.SourceFactIDs)
+		start, end := bounds(o.OccurredStart, o.OccurredEnd, src)
+		if _, err := tx.ExecContext(ctx, s.q(`UPDATE promptops_observations SET text = $3, text_norm = $4, proof_count = $5, occurred_start = $6, occurred_end = $7, entities_norm = $8, updated_at = $9
+		WHERE bank = $1 AND id = $2`), bank, o.ID, u.Text, consolidation.Normalize(u.Text), counts[o.ID], s.t(start), s.t(end), toJSON(entitySet(o.Entities, src)), s.t(&now)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (s *Store) updateObservation(ctx context.Context, tx *sql.Tx, bank string, u consolidation.Update, sp consolidation.Space, facts map[string]consolidation.Fact, now time.Time) error {
 	obs, err := s.observations(ctx, tx, bank, []string{u.ObservationID})
 	if err != nil {
@@ -280,23 +411,72 @@ func (s *Store) updateObservation(ctx context.Context, tx *sql.Tx, bank string, 
 	return err
 }
 
-func (s *Store) createObservation(ctx context.Context, tx *sql.Tx, bank string, c consolidation.Create, sp consolidation.Space, facts map[string]consolidation.Fact, now time.Time) (string, error) {
-	id := uuid.NewString()
-	src := pick(facts, c.SourceFactIDs)
-	start, end := bounds(nil, nil, src)
-	if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO promptops_observations (bank, id, text, text_norm, proof_count, occurred_start, occurred_end, entities_norm, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)`), bank, id, c.Text, consolidation.Normalize(c.Text), len(c.SourceFactIDs), s.t(start), s.t(end), toJSON(entitySet(nil, src)), s.t(&now)); err != nil {
-		return "", err
+// createObservations inserts a batch's new observations, their sources and
+// their vectors: one multi-row statement each per chunk of rows.
+func (s *Store) createObservations(ctx context.Context, tx *sql.Tx, bank string, creates []consolidation.Create, sp consolidation.Space, facts map[string]consolidation.Fact, now time.Time) ([]string, error) {
+	if len(creates) == 0 {
+		return nil, nil
 	}
-	if err := s.insertSources(ctx, tx, bank, id, c.SourceFactIDs); err != nil {
-		return "", err
-	}
-	if c.Vector != nil {
-		if err := s.upsertVector(ctx, tx, "promptops_observation_vectors", "observation_id", bank, id, sp, c.Vector); err != nil {
-			return "", err
+	ids := make([]string, len(creates))
+	var obsRows, srcRows, vecRows [][]any
+	seenSrc := map[[2]string]bool{}
+	for i, c := range creates {
+		id := uuid.NewString()
+		ids[i] = id
+		src := pick(facts, c.SourceFactIDs)
+		start, end := bounds(nil, nil, src)
+		obsRows = append(obsRows, []any{bank, id, c.Text, consolidation.Normalize(c.Text), len(c.SourceFactIDs), s.t(start), s.t(end), toJSON(entitySet(nil, src)), s.t(&now), s.t(&now)})
+		for _, fid := range c.SourceFactIDs {
+			if k := [2]string{id, fid}; !seenSrc[k] {
+				seenSrc[k] = true
+				srcRows = append(srcRows, []any{bank, id, fid})
+			}
+		}
+		if c.Vector != nil {
+			vecRows = append(vecRows, []any{bank, id, sp.Model, len(c.Vector), encodeVec(c.Vector), encodeQuantized(c.Vector)})
 		}
 	}
-	return id, nil
+	if err := s.insertRows(ctx, tx, "INSERT INTO promptops_observations (bank, id, text, text_norm, proof_count, occurred_start, occurred_end, entities_norm, created_at, updated_at) VALUES ", "", obsRows); err != nil {
+		return nil, err
+	}
+	if err := s.insertRows(ctx, tx, "INSERT INTO promptops_observation_sources (bank, observation_id, fact_id) VALUES ", " ON CONFLICT DO NOTHING", srcRows); err != nil {
+		return nil, err
+	}
+	if err := s.insertRows(ctx, tx, "INSERT INTO promptops_observation_vectors (bank, observation_id, model, dims, vec, qvec) VALUES ",
+		" ON CONFLICT (bank, observation_id) DO UPDATE SET model = excluded.model, dims = excluded.dims, vec = excluded.vec, qvec = excluded.qvec", vecRows); err != nil {
+		return nil, err
+	}
+	return ids, nil
+}
+
+// insertRows runs head VALUES (..), (..) tail for rows of equal width, in
+// chunks that stay well under either dialect's limit on parameters.
+func (s *Store) insertRows(ctx context.Context, tx *sql.Tx, head, tail string, rows [][]any) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	width := len(rows[0])
+	per := max(1, 30000/width)
+	for start := 0; start < len(rows); start += per {
+		chunk := rows[start:min(start+per, len(rows))]
+		var b strings.Builder
+		b.WriteString(head)
+		args := make([]any, 0, len(chunk)*width)
+		for i, r := range chunk {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("(")
+			b.WriteString(placeholders(len(args)+1, width))
+			b.WriteString(")")
+			args = append(args, r...)
+		}
+		b.WriteString(tail)
+		if _, err := tx.ExecContext(ctx, s.q(b.String()), args...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // MarkFailed marks run's claimed pending facts failed with a reason; they

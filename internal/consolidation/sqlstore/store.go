@@ -339,6 +339,21 @@ func (s *Store) RetryFacts(ctx context.Context, bank string, ids []string) (int6
 	return res.RowsAffected()
 }
 
+// anyOf adapts a query whose list parameter is written @IN (args from
+// position from on are the list): = ANY($from) with one array on
+// PostgreSQL, so that the statement's text and its cached preparation do
+// not depend on the list's length; IN ($from, ...) on SQLite.
+func (s *Store) anyOf(query string, from int, args []any) (string, []any) {
+	if s.dialect == postgres {
+		list := make([]string, 0, len(args)-(from-1))
+		for _, a := range args[from-1:] {
+			list = append(list, a.(string))
+		}
+		return strings.Replace(query, "@IN", "= ANY($"+strconv.Itoa(from)+")", 1), append(args[:from-1:from-1], list)
+	}
+	return s.q(strings.Replace(query, "@IN", "IN ("+placeholders(from, len(args)-(from-1))+")", 1)), args
+}
+
 func placeholders(from, n int) string {
 	p := make([]string, n)
 	for i := range p {
@@ -361,6 +376,39 @@ func (s *Store) HasObservationText(ctx context.Context, bank, norm string) (bool
 	return n > 0, err
 }
 
+var _ consolidation.TextChecker = (*Store)(nil)
+
+// HasObservationTexts tells which of the normalised texts an observation
+// has, in one query per 500.
+func (s *Store) HasObservationTexts(ctx context.Context, bank string, norms []string) (map[string]bool, error) {
+	out := map[string]bool{}
+	for start := 0; start < len(norms); start += 500 {
+		chunk := norms[start:min(start+500, len(norms))]
+		args := []any{bank}
+		for _, n := range chunk {
+			args = append(args, n)
+		}
+		query, args := s.anyOf("SELECT DISTINCT text_norm FROM promptops_observations WHERE bank = $1 AND text_norm @IN", 2, args)
+		rows, err := s.db.QueryContext(ctx, query, args...)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var n string
+			if err := rows.Scan(&n); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			out[n] = true
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
 type querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
@@ -375,7 +423,8 @@ func (s *Store) observations(ctx context.Context, db querier, bank string, ids [
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	rows, err := db.QueryContext(ctx, s.q("SELECT "+obsColumns+" FROM promptops_observations WHERE bank = $1 AND id IN ("+placeholders(2, len(ids))+")"), args...)
+	query, args := s.anyOf("SELECT "+obsColumns+" FROM promptops_observations WHERE bank = $1 AND id @IN", 2, args)
+	rows, err := db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -419,9 +468,10 @@ func (s *Store) sourcesOf(ctx context.Context, db querier, bank string, ids []st
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	rows, err := db.QueryContext(ctx, s.q(`SELECT s.observation_id, `+factColumnsOf("f")+`
+	query, args := s.anyOf(`SELECT s.observation_id, `+factColumnsOf("f")+`
 		FROM promptops_observation_sources s JOIN promptops_facts f ON f.bank = s.bank AND f.id = s.fact_id
-		WHERE s.bank = $1 AND s.observation_id IN (`+placeholders(2, len(ids))+`) ORDER BY s.observation_id, f.created_at DESC, f.id`), args...)
+		WHERE s.bank = $1 AND s.observation_id @IN ORDER BY s.observation_id, f.created_at DESC, f.id`, 2, args)
+	rows, err := db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -449,6 +499,15 @@ func (s *Store) sourcesOf(ctx context.Context, db querier, bank string, ids []st
 // applied a batch), with their sources: one look at the bank's generation
 // and one load of the candidates for the whole batch.
 func (s *Store) Recall(ctx context.Context, bank string, facts []consolidation.Fact, limit int) (map[string][]consolidation.Candidate, error) {
+	return s.recall(ctx, bank, facts, limit, true)
+}
+
+// RecallBare is Recall without the candidates' sources.
+func (s *Store) RecallBare(ctx context.Context, bank string, facts []consolidation.Fact, limit int) (map[string][]consolidation.Candidate, error) {
+	return s.recall(ctx, bank, facts, limit, false)
+}
+
+func (s *Store) recall(ctx context.Context, bank string, facts []consolidation.Fact, limit int, withSources bool) (map[string][]consolidation.Candidate, error) {
 	s.mu.Lock()
 	idx, err := s.lexIndex(ctx, bank)
 	perFact := make([][]string, len(facts))
@@ -469,7 +528,7 @@ func (s *Store) Recall(ctx context.Context, bank string, facts []consolidation.F
 	if err != nil {
 		return nil, err
 	}
-	cands, err := s.Candidates(ctx, bank, union)
+	cands, err := s.candidates(ctx, bank, union, withSources)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"sort"
 
 	"github.com/promptops/promptops/internal/consolidation"
 )
@@ -45,7 +46,8 @@ func (s *Store) FactVectors(ctx context.Context, bank string, sp consolidation.S
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	rows, err := s.db.QueryContext(ctx, s.q("SELECT fact_id, vec FROM promptops_fact_vectors WHERE bank = $1 AND model = $2 AND dims = $3 AND fact_id IN ("+placeholders(4, len(ids))+")"), args...)
+	query, args := s.anyOf("SELECT fact_id, vec FROM promptops_fact_vectors WHERE bank = $1 AND model = $2 AND dims = $3 AND fact_id @IN", 4, args)
+	rows, err := s.db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -81,10 +83,62 @@ func (s *Store) putVectors(ctx context.Context, table, key, bank string, sp cons
 		return err
 	}
 	defer func() { _ = tx.Rollback() }()
-	for id, v := range vecs {
-		if err := s.upsertVector(ctx, tx, table, key, bank, id, sp, v); err != nil {
+	// Only rows whose fact or observation exists (one deleted meanwhile
+	// gets none): one look for all, then one multi-row upsert.
+	parent := "promptops_facts"
+	if table == "promptops_observation_vectors" {
+		parent = "promptops_observations"
+	}
+	ids := make([]string, 0, len(vecs))
+	for id := range vecs {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	exists := map[string]bool{}
+	for start := 0; start < len(ids); start += 500 {
+		chunk := ids[start:min(start+500, len(ids))]
+		args := []any{bank}
+		for _, id := range chunk {
+			args = append(args, id)
+		}
+		query, args := s.anyOf("SELECT id FROM "+parent+" WHERE bank = $1 AND id @IN", 2, args)
+		rows, err := tx.QueryContext(ctx, query, args...)
+		if err != nil {
 			return err
 		}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return err
+			}
+			exists[id] = true
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+	}
+	var rows [][]any
+	for _, id := range ids {
+		if !exists[id] {
+			continue
+		}
+		v := vecs[id]
+		if parent == "promptops_observations" {
+			rows = append(rows, []any{bank, id, sp.Model, len(v), encodeVec(v), encodeQuantized(v)})
+		} else {
+			rows = append(rows, []any{bank, id, sp.Model, len(v), encodeVec(v)})
+		}
+	}
+	head := fmt.Sprintf("INSERT INTO %s (bank, %s, model, dims, vec) VALUES ", table, key)
+	tail := fmt.Sprintf(" ON CONFLICT (bank, %s) DO UPDATE SET model = excluded.model, dims = excluded.dims, vec = excluded.vec", key)
+	if parent == "promptops_observations" {
+		head = fmt.Sprintf("INSERT INTO %s (bank, %s, model, dims, vec, qvec) VALUES ", table, key)
+		tail += ", qvec = excluded.qvec"
+	}
+	if err := s.insertRows(ctx, tx, head, tail, rows); err != nil {
+		return err
 	}
 	return tx.Commit()
 }
@@ -199,13 +253,37 @@ func (s *Store) ObservationsWithoutVector(ctx context.Context, bank string, sp c
 
 // Candidates loads observations by id with their sources, in the order given.
 func (s *Store) Candidates(ctx context.Context, bank string, ids []string) ([]consolidation.Candidate, error) {
+	return s.candidates(ctx, bank, ids, true)
+}
+
+var _ consolidation.SourceLoader = (*Store)(nil)
+
+// CandidatesBare loads observations by id without their sources, in the
+// order given.
+func (s *Store) CandidatesBare(ctx context.Context, bank string, ids []string) ([]consolidation.Candidate, error) {
+	return s.candidates(ctx, bank, ids, false)
+}
+
+// CandidateSources returns, per observation, its source fact ids and up to
+// 5 source facts, newest first.
+func (s *Store) CandidateSources(ctx context.Context, bank string, ids []string) (map[string][]string, map[string][]consolidation.Fact, error) {
+	return s.sourcesOf(ctx, s.db, bank, ids, candidateSources)
+}
+
+// candidateSources is how many source facts a candidate carries.
+const candidateSources = 5
+
+func (s *Store) candidates(ctx context.Context, bank string, ids []string, withSources bool) ([]consolidation.Candidate, error) {
 	obs, err := s.observations(ctx, s.db, bank, ids)
 	if err != nil {
 		return nil, err
 	}
-	srcIDs, srcFacts, err := s.sourcesOf(ctx, s.db, bank, ids, 5)
-	if err != nil {
-		return nil, err
+	var srcIDs map[string][]string
+	var srcFacts map[string][]consolidation.Fact
+	if withSources {
+		if srcIDs, srcFacts, err = s.sourcesOf(ctx, s.db, bank, ids, candidateSources); err != nil {
+			return nil, err
+		}
 	}
 	out := make([]consolidation.Candidate, 0, len(obs))
 	for _, o := range obs {
