@@ -443,32 +443,32 @@ func TestServeSidecar(t *testing.T) {
 	mustK(t, manifest, "apply", "-n", ns, "-f", "-")
 	mustK(t, "", "rollout", "status", "-n", ns, "deployment/ssa-app", "--timeout=120s")
 
-	pf := exec.Command(kubectl, "port-forward", "-n", ns, "deployment/ssa-app", "--address=127.0.0.1", ":8089")
-	stdout, err := pf.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := pf.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = pf.Process.Kill(); _ = pf.Wait() })
-	var line string
-	buf := make([]byte, 256)
-	n, _ := stdout.Read(buf)
-	line = string(buf[:n])
-	var port int
-	if i := strings.Index(line, "127.0.0.1:"); i < 0 {
-		t.Fatalf("kubectl port-forward: %q", line)
-	} else if _, err := fmt.Sscanf(line[i:], "127.0.0.1:%d", &port); err != nil {
-		t.Fatalf("kubectl port-forward: %q: %v", line, err)
-	}
-	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	// The sidecar has no probe (it listens on the pod's loopback), so the
+	// first connections can find nothing listening yet; kubectl
+	// port-forward exits on such an error, and is started again.
+	var pf *forward
+	t.Cleanup(func() {
+		if pf != nil {
+			pf.stop()
+		}
+	})
 	body := `{"namespace": "` + ns + `", "name": "ssa-pro", "intent": "analyze", "runtime": {"data_context": "200 rows, 12 variables.", "tool_outputs": "mean 45.2"}}`
 	var got struct {
 		Prompt string `json:"prompt"`
 		Tokens int    `json:"tokens"`
 	}
 	eventually(t, 60*time.Second, func() string {
+		if pf == nil || pf.exited() {
+			if pf != nil {
+				pf.stop()
+			}
+			var err error
+			if pf, err = portForward(ns, "deployment/ssa-app", 8089); err != nil {
+				pf = nil
+				return err.Error()
+			}
+		}
+		url := pf.url
 		resp, err := httpPost(url+"/v1/assemble", body)
 		if err != nil {
 			return err.Error()
@@ -498,4 +498,54 @@ func httpGet(url string) ([]byte, error) {
 	}
 	defer resp.Body.Close()
 	return io.ReadAll(resp.Body)
+}
+
+// forward is a running kubectl port-forward.
+type forward struct {
+	cmd  *exec.Cmd
+	url  string
+	done chan struct{}
+}
+
+// portForward forwards a free loopback port to port of target.
+func portForward(ns, target string, port int) (*forward, error) {
+	cmd := exec.Command(kubectl, "port-forward", "-n", ns, target, "--address=127.0.0.1", fmt.Sprintf(":%d", port))
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	f := &forward{cmd: cmd, done: make(chan struct{})}
+	buf := make([]byte, 256)
+	n, _ := stdout.Read(buf)
+	line := string(buf[:n])
+	// The rest of its output ("Handling connection for ...") is drained so
+	// that kubectl never blocks on a full pipe.
+	go func() { _, _ = io.Copy(io.Discard, stdout); _ = cmd.Wait(); close(f.done) }()
+	var local int
+	if i := strings.Index(line, "127.0.0.1:"); i < 0 {
+		f.stop()
+		return nil, fmt.Errorf("kubectl port-forward: %q", line)
+	} else if _, err := fmt.Sscanf(line[i:], "127.0.0.1:%d", &local); err != nil {
+		f.stop()
+		return nil, fmt.Errorf("kubectl port-forward: %q: %v", line, err)
+	}
+	f.url = fmt.Sprintf("http://127.0.0.1:%d", local)
+	return f, nil
+}
+
+func (f *forward) exited() bool {
+	select {
+	case <-f.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (f *forward) stop() {
+	_ = f.cmd.Process.Kill()
+	<-f.done
 }
