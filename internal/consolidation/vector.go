@@ -180,11 +180,8 @@ func quantize(v []float32, q []int8) float32 {
 	return float32(step)
 }
 
-// Put adds or replaces id's vector; a vector of another dimension is ignored.
-func (m *MemIndex) Put(id string, vec []float32) {
-	if len(vec) != m.dims {
-		return
-	}
+// slot is id's row, added (zeroed) when id has none.
+func (m *MemIndex) slot(id string) int {
 	i, ok := m.pos[id]
 	if !ok {
 		i = len(m.ids)
@@ -194,6 +191,15 @@ func (m *MemIndex) Put(id string, vec []float32) {
 		m.bits = append(m.bits, make([]uint64, m.words)...)
 		m.scale = append(m.scale, 0)
 	}
+	return i
+}
+
+// Put adds or replaces id's vector; a vector of another dimension is ignored.
+func (m *MemIndex) Put(id string, vec []float32) {
+	if len(vec) != m.dims {
+		return
+	}
+	i := m.slot(id)
 	q := m.data[i*m.dims : (i+1)*m.dims]
 	m.scale[i] = quantize(vec, q)
 	signs(q, m.bits[i*m.words:(i+1)*m.words])
@@ -205,15 +211,7 @@ func (m *MemIndex) PutQuantized(id string, q []int8, scale float32) {
 	if len(q) != m.dims {
 		return
 	}
-	i, ok := m.pos[id]
-	if !ok {
-		i = len(m.ids)
-		m.pos[id] = i
-		m.ids = append(m.ids, id)
-		m.data = append(m.data, make([]int8, m.dims)...)
-		m.bits = append(m.bits, make([]uint64, m.words)...)
-		m.scale = append(m.scale, 0)
-	}
+	i := m.slot(id)
 	dst := m.data[i*m.dims : (i+1)*m.dims]
 	copy(dst, q)
 	m.scale[i] = scale

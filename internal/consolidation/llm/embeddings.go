@@ -63,26 +63,7 @@ func NewEmbeddings(cfg EmbeddingsConfig) *Embeddings {
 	if cfg.BatchSize <= 0 {
 		cfg.BatchSize = 64
 	}
-	opts := []option.RequestOption{
-		option.WithBaseURL(strings.TrimRight(cfg.BaseURL, "/") + "/"),
-		option.WithMaxRetries(cfg.MaxRetries),
-		option.WithRequestTimeout(cfg.Timeout),
-		option.WithMiddleware(func(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-			resp, err := next(req)
-			if err == nil && resp != nil && resp.Body != nil {
-				resp.Body = &cappedBody{rc: resp.Body, left: maxEmbeddingsBody, limit: maxEmbeddingsBody}
-			}
-			return resp, err
-		}),
-	}
-	if cfg.HTTPClient != nil {
-		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
-	}
-	if cfg.APIKey != "" {
-		opts = append(opts, option.WithAPIKey(cfg.APIKey))
-	} else {
-		opts = append(opts, option.WithHeaderDel("Authorization"))
-	}
+	opts := requestOptions(cfg.BaseURL, cfg.APIKey, cfg.MaxRetries, cfg.Timeout, maxEmbeddingsBody, cfg.HTTPClient)
 	return &Embeddings{cfg: cfg, svc: openai.NewEmbeddingService(opts...)}
 }
 

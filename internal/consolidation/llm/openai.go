@@ -67,28 +67,7 @@ func New(cfg Config) *Client {
 		cfg.MaxResponseBytes = DefaultMaxResponseBytes
 	}
 	limit := cfg.MaxResponseBytes
-	opts := []option.RequestOption{
-		option.WithBaseURL(strings.TrimRight(cfg.BaseURL, "/") + "/"),
-		option.WithMaxRetries(cfg.MaxRetries),
-		option.WithRequestTimeout(cfg.Timeout),
-		option.WithMiddleware(func(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-			resp, err := next(req)
-			// The body is read after the client's retry loop: a long
-			// answer fails its read, it is not sent again here.
-			if err == nil && resp != nil && resp.Body != nil {
-				resp.Body = &cappedBody{rc: resp.Body, left: limit, limit: limit}
-			}
-			return resp, err
-		}),
-	}
-	if cfg.HTTPClient != nil {
-		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
-	}
-	if cfg.APIKey != "" {
-		opts = append(opts, option.WithAPIKey(cfg.APIKey))
-	} else {
-		opts = append(opts, option.WithHeaderDel("Authorization"))
-	}
+	opts := requestOptions(cfg.BaseURL, cfg.APIKey, cfg.MaxRetries, cfg.Timeout, limit, cfg.HTTPClient)
 	// Environment defaults are not used: OPENAI_BASE_URL and friends must
 	// not redirect a bank's traffic behind the operator's back.
 	return &Client{cfg: cfg, chat: openai.NewChatService(opts...)}
@@ -208,4 +187,30 @@ func describe(err error) error {
 		return fmt.Errorf("chat completions answered %d: %s", apiErr.StatusCode, strings.TrimSpace(apiErr.Message))
 	}
 	return err
+}
+
+// requestOptions are the openai-go options of both clients: the base URL,
+// retries and timeout, the answer body capped at limit bytes (read after
+// the client's retry loop: a long answer fails its read, it is not sent
+// again), and the key or no Authorization header at all.
+func requestOptions(baseURL, apiKey string, maxRetries int, timeout time.Duration, limit int64, hc *http.Client) []option.RequestOption {
+	opts := []option.RequestOption{
+		option.WithBaseURL(strings.TrimRight(baseURL, "/") + "/"),
+		option.WithMaxRetries(maxRetries),
+		option.WithRequestTimeout(timeout),
+		option.WithMiddleware(func(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+			resp, err := next(req)
+			if err == nil && resp != nil && resp.Body != nil {
+				resp.Body = &cappedBody{rc: resp.Body, left: limit, limit: limit}
+			}
+			return resp, err
+		}),
+	}
+	if hc != nil {
+		opts = append(opts, option.WithHTTPClient(hc))
+	}
+	if apiKey != "" {
+		return append(opts, option.WithAPIKey(apiKey))
+	}
+	return append(opts, option.WithHeaderDel("Authorization"))
 }
