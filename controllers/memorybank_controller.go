@@ -214,6 +214,14 @@ func (r *MemoryBankReconciler) reconcileRuns(ctx context.Context, s *bankScope) 
 			}
 		}
 	}
+	// A scheduled Job found running (its start's status write may have been
+	// lost to a conflict) still records its slot.
+	if s.active != nil {
+		if at, err := time.Parse(time.RFC3339, s.active.Annotations[annotationScheduledAt]); err == nil &&
+			(mb.Status.LastScheduleTime == nil || mb.Status.LastScheduleTime.Before(&metav1.Time{Time: at})) {
+			mb.Status.LastScheduleTime = &metav1.Time{Time: at}
+		}
+	}
 	if s.active != nil && !suspended && requestPending(mb) {
 		r.announceDeferred(mb, s.active)
 	}
