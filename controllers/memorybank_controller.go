@@ -222,6 +222,13 @@ func (r *MemoryBankReconciler) reconcileRuns(ctx context.Context, s *bankScope) 
 			mb.Status.LastScheduleTime = &metav1.Time{Time: at}
 		}
 	}
+	// So does a requested Job: the running Job may be this very request's,
+	// seen before its status write (or with that write lost to a conflict);
+	// it is not deferred behind itself.
+	if s.active != nil && requestPending(mb) &&
+		s.active.Annotations[promptopsv1.AnnotationConsolidateRequestedAt] == mb.Annotations[promptopsv1.AnnotationConsolidateRequestedAt] {
+		mb.Status.LastHandledRequest = mb.Annotations[promptopsv1.AnnotationConsolidateRequestedAt]
+	}
 	if s.active != nil && !suspended && requestPending(mb) {
 		r.announceDeferred(mb, s.active)
 	}
