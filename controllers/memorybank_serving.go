@@ -14,6 +14,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
@@ -321,12 +322,11 @@ func (r *MemoryBankReconciler) applyChild(ctx context.Context, mb *promptopsv1.M
 	if _, ok := obj.(*rbacv1.ClusterRoleBinding); !ok {
 		key.Namespace = mb.Namespace
 	}
-	m := &metav1.PartialObjectMetadata{}
-	m.SetGroupVersionKind(gvk)
+	m := cached(obj, gvk)
 	if err := r.Get(ctx, key, m); client.IgnoreNotFound(err) != nil {
 		return false, err
-	} else if err == nil && m.Annotations[annotationAppliedHash] == hash && m.DeletionTimestamp.IsZero() &&
-		(key.Namespace == "" || isControlledBy(m.OwnerReferences, mb.UID)) {
+	} else if err == nil && m.GetAnnotations()[annotationAppliedHash] == hash && m.GetDeletionTimestamp().IsZero() &&
+		(key.Namespace == "" || isControlledBy(m.GetOwnerReferences(), mb.UID)) {
 		return false, nil
 	}
 	switch a := ac.(type) {
@@ -350,22 +350,34 @@ func (r *MemoryBankReconciler) applyChild(ctx context.Context, mb *promptopsv1.M
 	return true, nil
 }
 
+// cached is what the cache holds of a child: the Deployment whole (its
+// status is read), the others as metadata.
+func cached(obj client.Object, gvk schema.GroupVersionKind) client.Object {
+	if d, ok := obj.(*appsv1.Deployment); ok {
+		return d
+	}
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(gvk)
+	return m
+}
+
 // deleteChild deletes a namespaced child if it exists and is ours.
 func (r *MemoryBankReconciler) deleteChild(ctx context.Context, mb *promptopsv1.MemoryBank, obj client.Object, key types.NamespacedName) error {
 	gvk, err := r.GroupVersionKindFor(obj)
 	if err != nil {
 		return err
 	}
-	m := &metav1.PartialObjectMetadata{}
-	m.SetGroupVersionKind(gvk)
+	m := cached(obj, gvk)
 	if err := r.Get(ctx, key, m); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if !m.DeletionTimestamp.IsZero() || (key.Namespace != "" && !isControlledBy(m.OwnerReferences, mb.UID)) ||
-		(key.Namespace == "" && (m.Labels[labelBankNamespace] != mb.Namespace || m.Labels[promptopsv1.LabelMemoryBank] != mb.Name)) {
+	labels := m.GetLabels()
+	if !m.GetDeletionTimestamp().IsZero() || (key.Namespace != "" && !isControlledBy(m.GetOwnerReferences(), mb.UID)) ||
+		(key.Namespace == "" && (labels[labelBankNamespace] != mb.Namespace || labels[promptopsv1.LabelMemoryBank] != mb.Name)) {
 		return nil
 	}
-	if err := r.Delete(ctx, m, client.Preconditions{UID: &m.UID}, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+	uid := m.GetUID()
+	if err := r.Delete(ctx, m, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("deleting %s %s: %w", gvk.Kind, key, err)
 	}
 	ctrlLog(ctx).Info("Deleted memory server object", "kind", gvk.Kind, "name", key.Name)
