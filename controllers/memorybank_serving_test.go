@@ -354,3 +354,22 @@ spec:
 		t.Errorf("claim bank-data not mounted at /data: %+v %+v", c.VolumeMounts, d.Spec.Template.Spec.Volumes)
 	}
 }
+
+// TestServingWithoutImageStalls: a manager without an image cannot run the
+// memory server; the bank says so and is Stalled (kstatus Failed).
+func TestServingWithoutImageStalls(t *testing.T) {
+	ns := newNamespace(t)
+	createYAML(t, ns, strings.Replace(servedBankYAML("noimage", 1), "metadata: {name: noimage}", "metadata: {name: noimage, labels: {"+unmanagedLabel+": \"true\"}}", 1))
+	err := reconcileWithoutImage(t, ns, "noimage")
+	if err == nil || !strings.Contains(err.Error(), "No image for the memory server") {
+		t.Fatalf("reconcile: %v", err)
+	}
+	mb := getMB(t, ns, "noimage")
+	if err := hasCondition(promptopsv1.ConditionStalled, metav1.ConditionTrue, promptopsv1.ReasonNoJobImage)(mb); err != nil {
+		t.Fatal(err)
+	}
+	waitKstatus(t, "MemoryBank", ns, "noimage", status.FailedStatus, "--job-image")
+	if err := getObj(t, ns, "noimage-memory", &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("a Deployment without an image: %v", err)
+	}
+}
