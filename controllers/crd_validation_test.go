@@ -185,6 +185,16 @@ func TestInvalidManifestsAreRejected(t *testing.T) {
 		{"bank duplicateSimilarity below 500", validBank, func(o map[string]any) {
 			set(o, fromYAML(t, "{duplicateSimilarity: 90}"), "spec", "consolidation")
 		}, "spec.consolidation.duplicateSimilarity: Invalid value: 90"},
+		{"bank serving replicas zero", validBank, func(o map[string]any) { set(o, fromYAML(t, "{replicas: 0}"), "spec", "serving") }, "spec.serving.replicas: Invalid value: 0"},
+		{"bank serving replicas above 10", validBank, func(o map[string]any) { set(o, fromYAML(t, "{replicas: 11}"), "spec", "serving") }, "spec.serving.replicas: Invalid value: 11"},
+		{"bank served from sqlite without a claim", validBank, func(o map[string]any) {
+			set(o, fromYAML(t, "{sqlite: {path: /data/b.db}}"), "spec", "store")
+			set(o, map[string]any{}, "spec", "serving")
+		}, "serving a bank in SQLite needs store.sqlite.persistentVolumeClaimName"},
+		{"bank served from sqlite by two replicas", validBank, func(o map[string]any) {
+			set(o, fromYAML(t, "{sqlite: {path: /data/b.db, persistentVolumeClaimName: data}}"), "spec", "store")
+			set(o, fromYAML(t, "{replicas: 2}"), "spec", "serving")
+		}, "a bank in SQLite is served by one replica"},
 		{"bank sqlite relative path", validBank, func(o map[string]any) {
 			set(o, fromYAML(t, "{sqlite: {path: data/b.db}}"), "spec", "store")
 		}, "spec.store.sqlite.path: Invalid value"},

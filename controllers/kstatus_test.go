@@ -140,6 +140,13 @@ func TestKstatusConformance(t *testing.T) {
 		waitMB(t, ns, "running", hasCondition(promptopsv1.ConditionLastRunFailed, metav1.ConditionTrue, promptopsv1.ReasonJobFailed))
 		waitKstatus(t, "MemoryBank", ns, "running", status.CurrentStatus, "")
 
+		// A served bank: InProgress until its memory server's replicas
+		// are available, then Current.
+		createYAML(t, ns, servedBankYAML("served", 2))
+		waitKstatus(t, "MemoryBank", ns, "served", status.InProgressStatus, "Memory server Deployment served-memory")
+		rollOut(t, ns, "served-memory")
+		waitKstatus(t, "MemoryBank", ns, "served", status.CurrentStatus, "")
+
 		// A Job the API server refuses for good: Failed with its words.
 		createYAML(t, ns, bankYAML("refusedjob", `  consolidation: {nodeSelector: {pool: "not a label!"}}`))
 		waitKstatus(t, "MemoryBank", ns, "refusedjob", status.CurrentStatus, "")

@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"github.com/robfig/cron/v3"
+	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -58,6 +60,10 @@ func (r *MemoryBankReconciler) SetupWithManager(mgr ctrl.Manager, opts controlle
 		For(&promptopsv1.MemoryBank{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Owns(&corev1.ConfigMap{}, builder.OnlyMetadata).
 		Owns(&batchv1.Job{}).
+		Owns(&appsv1.Deployment{}).
+		Owns(&corev1.Service{}, builder.OnlyMetadata).
+		Owns(&corev1.ServiceAccount{}, builder.OnlyMetadata).
+		Owns(&policyv1.PodDisruptionBudget{}, builder.OnlyMetadata).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			name := o.GetLabels()[promptopsv1.LabelMemoryBank]
 			if name == "" {
@@ -81,7 +87,9 @@ func (r *MemoryBankReconciler) init() {
 
 // bankScope is what one reconcile of a bank works on, phase to phase.
 type bankScope struct {
-	mb          *promptopsv1.MemoryBank
+	mb *promptopsv1.MemoryBank
+	// orig is the bank as read, from which the status patch is computed.
+	orig        *promptopsv1.MemoryBank
 	now         time.Time
 	missionHash string
 	// active is the running Job, if any.
@@ -90,7 +98,11 @@ type bankScope struct {
 	sched cron.Schedule
 	// noImage: the manager has no Job image and the bank names none.
 	noImage bool
-	result  ctrl.Result
+	// servingAvailable: the memory server of spec.serving has its replicas
+	// updated and available; servingMessage says how far it is.
+	servingAvailable bool
+	servingMessage   string
+	result           ctrl.Result
 }
 
 // requeueAfter asks to be called again after d at the latest.
@@ -113,10 +125,10 @@ func (r *MemoryBankReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !mb.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, r.finalizeBank(ctx, mb)
 	}
 	orig := mb.DeepCopy()
-	scope := &bankScope{mb: mb, now: r.Clock.Now().UTC()}
+	scope := &bankScope{mb: mb, orig: orig, now: r.Clock.Now().UTC()}
 	defer func() {
 		retErr = markError(&mb.Status.Conditions, mb.Generation, &mb.Status.ObservedGeneration, retErr)
 		if err := r.patchStatus(ctx, orig, mb); err != nil {
@@ -133,6 +145,7 @@ func (r *MemoryBankReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 
 	for _, phase := range []func(context.Context, *bankScope) error{
 		r.reconcileConfigMap,
+		r.reconcileServing,
 		r.reconcileJobs,
 		r.reconcileSchedule,
 		r.reconcileRuns,
@@ -141,7 +154,7 @@ func (r *MemoryBankReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 			return scope.result, err
 		}
 	}
-	r.setStatus(mb, scope.active, mb.Spec.Consolidation.Suspend, scope.noImage)
+	r.setStatus(mb, scope)
 	return scope.result, nil
 }
 

@@ -88,62 +88,22 @@ func desiredJob(mb *promptopsv1.MemoryBank, name, image, missionHash string, ann
 		{Name: "PROMPTOPS_MISSION_FILE", Value: path.Join(configDir, missionKey)},
 		{Name: "PROMPTOPS_TERMINATION_LOG", Value: "/dev/termination-log"},
 	}
-	if e := mb.Spec.Embeddings; e != nil {
-		env = append(env,
-			corev1.EnvVar{Name: "PROMPTOPS_EMBEDDINGS_BASE_URL", Value: e.BaseURL},
-			corev1.EnvVar{Name: "PROMPTOPS_EMBEDDINGS_MODEL", Value: e.Model},
-			corev1.EnvVar{Name: "PROMPTOPS_EMBEDDINGS_TIMEOUT_SECONDS", Value: itoa(orDefault(e.TimeoutSeconds, promptopsv1.DefaultEmbeddingsTimeoutSeconds))},
-			corev1.EnvVar{Name: "PROMPTOPS_EMBEDDINGS_BATCH_SIZE", Value: itoa(orDefault(e.BatchSize, promptopsv1.DefaultEmbeddingsBatchSize))},
-			corev1.EnvVar{Name: "PROMPTOPS_RECALL_SIMILARITY", Value: itoa(orDefault(e.RecallSimilarity, promptopsv1.DefaultRecallSimilarityPerMille))},
-			corev1.EnvVar{Name: "PROMPTOPS_MAX_REEMBED_PER_RUN", Value: itoa(orDefault(e.MaxReembedPerRun, promptopsv1.DefaultMaxReembedPerRun))},
-			corev1.EnvVar{Name: "PROMPTOPS_DUPLICATE_SIMILARITY", Value: itoa(orDefault(c.DuplicateSimilarity, promptopsv1.DefaultDuplicateSimilarityPerMille))},
-		)
-		if e.Dimensions != nil {
-			env = append(env, corev1.EnvVar{Name: "PROMPTOPS_EMBEDDINGS_DIMENSIONS", Value: itoa(*e.Dimensions)})
-		}
-		if ref := e.APIKeySecretRef; ref != nil {
-			env = append(env, corev1.EnvVar{Name: "PROMPTOPS_EMBEDDINGS_API_KEY", ValueFrom: secretEnv(*ref)})
-		}
-	}
+	env = append(env, embeddingsEnv(mb)...)
 	if mb.Spec.MaxObservations != nil {
 		env = append(env, corev1.EnvVar{Name: "PROMPTOPS_MAX_OBSERVATIONS", Value: itoa(*mb.Spec.MaxObservations)})
 	}
-	volumes := []corev1.Volume{
+	storeVar, storeVolumes, storeMounts := storePod(mb)
+	env = append(env, storeVar)
+	volumes := append([]corev1.Volume{
 		{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 			LocalObjectReference: corev1.LocalObjectReference{Name: consolidationName(mb)},
 		}}},
-		{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-	}
-	mounts := []corev1.VolumeMount{
+	}, storeVolumes...)
+	mounts := append([]corev1.VolumeMount{
 		// A subPath mount is not updated when the ConfigMap changes: a
 		// running Job keeps the mission it started with.
 		{Name: "config", MountPath: path.Join(configDir, missionKey), SubPath: missionKey, ReadOnly: true},
-		{Name: "tmp", MountPath: tmpDir},
-	}
-	switch s := mb.Spec.Store; {
-	case s.Postgres != nil:
-		env = append(env, corev1.EnvVar{Name: "PROMPTOPS_STORE", ValueFrom: secretEnv(s.Postgres.DSNSecretRef)})
-	case s.SQLite != nil:
-		env = append(env, corev1.EnvVar{Name: "PROMPTOPS_STORE", Value: "sqlite://" + s.SQLite.Path})
-		dir := path.Dir(s.SQLite.Path)
-		claim := s.SQLite.PersistentVolumeClaimName
-		switch {
-		case dir == tmpDir && claim == "":
-			// The pod's /tmp emptyDir holds the file; a second mount at
-			// /tmp would make the Job invalid.
-		case dir == tmpDir:
-			// The claim serves as /tmp.
-			volumes[1] = corev1.Volume{Name: "data", VolumeSource: claimVolume(claim)}
-			mounts[1] = corev1.VolumeMount{Name: "data", MountPath: tmpDir}
-		default:
-			data := corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}
-			if claim != "" {
-				data = claimVolume(claim)
-			}
-			volumes = append(volumes, corev1.Volume{Name: "data", VolumeSource: data})
-			mounts = append(mounts, corev1.VolumeMount{Name: "data", MountPath: dir})
-		}
-	}
+	}, storeMounts...)
 	if ref := mb.Spec.LLM.APIKeySecretRef; ref != nil {
 		env = append(env, corev1.EnvVar{Name: "OPENAI_API_KEY", ValueFrom: secretEnv(*ref)})
 	}
@@ -209,6 +169,65 @@ func desiredJob(mb *promptopsv1.MemoryBank, name, image, missionHash string, ann
 		},
 	}
 	return job
+}
+
+// embeddingsEnv configures spec.embeddings, its key only through
+// secretKeyRef; empty without embeddings.
+func embeddingsEnv(mb *promptopsv1.MemoryBank) []corev1.EnvVar {
+	e := mb.Spec.Embeddings
+	if e == nil {
+		return nil
+	}
+	env := []corev1.EnvVar{
+		{Name: "PROMPTOPS_EMBEDDINGS_BASE_URL", Value: e.BaseURL},
+		{Name: "PROMPTOPS_EMBEDDINGS_MODEL", Value: e.Model},
+		{Name: "PROMPTOPS_EMBEDDINGS_TIMEOUT_SECONDS", Value: itoa(orDefault(e.TimeoutSeconds, promptopsv1.DefaultEmbeddingsTimeoutSeconds))},
+		{Name: "PROMPTOPS_EMBEDDINGS_BATCH_SIZE", Value: itoa(orDefault(e.BatchSize, promptopsv1.DefaultEmbeddingsBatchSize))},
+		{Name: "PROMPTOPS_RECALL_SIMILARITY", Value: itoa(orDefault(e.RecallSimilarity, promptopsv1.DefaultRecallSimilarityPerMille))},
+		{Name: "PROMPTOPS_MAX_REEMBED_PER_RUN", Value: itoa(orDefault(e.MaxReembedPerRun, promptopsv1.DefaultMaxReembedPerRun))},
+		{Name: "PROMPTOPS_DUPLICATE_SIMILARITY", Value: itoa(orDefault(mb.Spec.Consolidation.DuplicateSimilarity, promptopsv1.DefaultDuplicateSimilarityPerMille))},
+	}
+	if e.Dimensions != nil {
+		env = append(env, corev1.EnvVar{Name: "PROMPTOPS_EMBEDDINGS_DIMENSIONS", Value: itoa(*e.Dimensions)})
+	}
+	if ref := e.APIKeySecretRef; ref != nil {
+		env = append(env, corev1.EnvVar{Name: "PROMPTOPS_EMBEDDINGS_API_KEY", ValueFrom: secretEnv(*ref)})
+	}
+	return env
+}
+
+// storePod is what a pod needs to open the bank's store: PROMPTOPS_STORE
+// (a PostgreSQL DSN only through secretKeyRef), a writable /tmp (the root
+// file system is read-only) and, for SQLite, the file's directory.
+func storePod(mb *promptopsv1.MemoryBank) (corev1.EnvVar, []corev1.Volume, []corev1.VolumeMount) {
+	volumes := []corev1.Volume{{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	mounts := []corev1.VolumeMount{{Name: "tmp", MountPath: tmpDir}}
+	var env corev1.EnvVar
+	switch s := mb.Spec.Store; {
+	case s.Postgres != nil:
+		env = corev1.EnvVar{Name: "PROMPTOPS_STORE", ValueFrom: secretEnv(s.Postgres.DSNSecretRef)}
+	case s.SQLite != nil:
+		env = corev1.EnvVar{Name: "PROMPTOPS_STORE", Value: "sqlite://" + s.SQLite.Path}
+		dir := path.Dir(s.SQLite.Path)
+		claim := s.SQLite.PersistentVolumeClaimName
+		switch {
+		case dir == tmpDir && claim == "":
+			// The pod's /tmp emptyDir holds the file; a second mount at
+			// /tmp would make the pod invalid.
+		case dir == tmpDir:
+			// The claim serves as /tmp.
+			volumes[0] = corev1.Volume{Name: "data", VolumeSource: claimVolume(claim)}
+			mounts[0] = corev1.VolumeMount{Name: "data", MountPath: tmpDir}
+		default:
+			data := corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}
+			if claim != "" {
+				data = claimVolume(claim)
+			}
+			volumes = append(volumes, corev1.Volume{Name: "data", VolumeSource: data})
+			mounts = append(mounts, corev1.VolumeMount{Name: "data", MountPath: dir})
+		}
+	}
+	return env, volumes, mounts
 }
 
 func claimVolume(name string) corev1.VolumeSource {

@@ -185,7 +185,8 @@ func markJobRejected(mb *promptopsv1.MemoryBank, err error) error {
 }
 
 // setStatus sets Ready and Reconciling from the run state.
-func (r *MemoryBankReconciler) setStatus(mb *promptopsv1.MemoryBank, active *batchv1.Job, suspended, noImage bool) {
+func (r *MemoryBankReconciler) setStatus(mb *promptopsv1.MemoryBank, s *bankScope) {
+	active, suspended, noImage := s.active, mb.Spec.Consolidation.Suspend, s.noImage
 	gen := mb.Generation
 	st := &mb.Status
 	// A run is background work: the bank stays Ready (kstatus Current) and
@@ -217,8 +218,17 @@ func (r *MemoryBankReconciler) setStatus(mb *promptopsv1.MemoryBank, active *bat
 	if noImage {
 		parts = append(parts, "Runs need an image: start the manager with --job-image (or $PROMPTOPS_JOB_IMAGE), or set spec.consolidation.image.")
 	}
-	markReady(&st.Conditions, gen, reason, strings.Join(parts, " "))
 	st.ObservedGeneration = gen
+	// A served bank is Ready once its memory server is: until then a
+	// GitOps wait on the bank waits for the server too.
+	if mb.Spec.Serving != nil && !s.servingAvailable {
+		markNotReady(&st.Conditions, gen, promptopsv1.ReasonServingNotAvailable, strings.Join(append([]string{s.servingMessage}, parts...), " "))
+		return
+	}
+	if mb.Spec.Serving != nil {
+		parts = append(parts, fmt.Sprintf("Serving at %s.", st.Serving.Endpoint))
+	}
+	markReady(&st.Conditions, gen, reason, strings.Join(parts, " "))
 }
 
 // boundedCounts keeps at most n entries of a summary's counts (the status

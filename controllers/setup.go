@@ -8,8 +8,11 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -109,12 +112,17 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	return nil
 }
 
-// byObjectCache restricts the cache of Jobs and Pods to the operator's own,
-// by label.
+// byObjectCache restricts the cache of the kinds the operator writes for
+// banks (Jobs, Pods, the memory server's objects) to its own, by label.
 func byObjectCache() map[client.Object]cache.ByObject {
 	own := labels.SelectorFromSet(labels.Set{promptopsv1.LabelManagedBy: promptopsv1.LabelManagedByValue})
 	return map[client.Object]cache.ByObject{
-		&batchv1.Job{}: {Label: own},
-		&corev1.Pod{}:  {Label: own},
+		&batchv1.Job{}:                  {Label: own},
+		&corev1.Pod{}:                   {Label: own},
+		&appsv1.Deployment{}:            {Label: own},
+		&corev1.Service{}:               {Label: own},
+		&corev1.ServiceAccount{}:        {Label: own},
+		&policyv1.PodDisruptionBudget{}: {Label: own},
+		&rbacv1.ClusterRoleBinding{}:    {Label: own},
 	}
 }

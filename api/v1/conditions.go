@@ -67,6 +67,9 @@ const (
 	// ReasonInvalidRunSummary: the finished pod's termination message was
 	// missing or not a run summary.
 	ReasonInvalidRunSummary = "InvalidRunSummary"
+	// ReasonServingNotAvailable: the bank's memory server Deployment does
+	// not yet have its replicas updated and available.
+	ReasonServingNotAvailable = "ServingNotAvailable"
 )
 
 // Annotations and labels.

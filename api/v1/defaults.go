@@ -1,5 +1,10 @@
 package v1
 
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
 // Defaults of optional fields, defined once: the controllers and the Job's
 // command line fall back on these, the CRD's +kubebuilder:default markers
 // say the same, and TestCRDDefaultsMatchConstants ties the two.
@@ -27,4 +32,21 @@ const (
 	DefaultEmbeddingsTimeoutSeconds    int32 = 60
 	DefaultEmbeddingsBatchSize         int32 = 64
 	DefaultMaxReembedPerRun            int32 = 20000
+
+	// DefaultServingReplicas is spec.serving.replicas when unset.
+	DefaultServingReplicas int32 = 1
 )
+
+// DefaultServingResources are the memory server container's resources when
+// spec.serving.resources is unset.
+func DefaultServingResources() corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{
+			corev1.ResourceCPU:    resource.MustParse("50m"),
+			corev1.ResourceMemory: resource.MustParse("64Mi"),
+		},
+		Limits: corev1.ResourceList{
+			corev1.ResourceMemory: resource.MustParse("256Mi"),
+		},
+	}
+}

@@ -285,7 +285,29 @@ type ConsolidationSpec struct {
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
 }
 
+// ServingSpec runs the bank's HTTP API (retain and recall, `promptops serve
+// --bank`) as a Deployment and Service named <bank>-memory. Callers
+// authenticate with their ServiceAccount token; RBAC on memorybanks/facts
+// (retain) and memorybanks/recall (recall) decides who may write and read.
+type ServingSpec struct {
+	// replicas of the memory server. Above 1 the operator adds a
+	// PodDisruptionBudget that keeps all but one available. A bank in SQLite
+	// is served by one replica.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10
+	Replicas int32 `json:"replicas,omitempty"`
+
+	// resources of the memory server container. Unset requests 50m CPU and
+	// 64Mi of memory, with a memory limit of 256Mi.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+}
+
 // MemoryBankSpec is the desired state of a memory bank.
+// +kubebuilder:validation:XValidation:rule="!has(self.serving) || !has(self.store.sqlite) || has(self.store.sqlite.persistentVolumeClaimName)",message="serving a bank in SQLite needs store.sqlite.persistentVolumeClaimName: the memory server and the consolidation Jobs must share the database file"
+// +kubebuilder:validation:XValidation:rule="!has(self.serving) || !has(self.store.sqlite) || !has(self.serving.replicas) || self.serving.replicas == 1",message="a bank in SQLite is served by one replica: SQLite takes one writer and is not safe on a shared network filesystem; use store.postgres for more"
 type MemoryBankSpec struct {
 	// mission says what consolidation should track. Empty uses the default
 	// mission: track every detail, prefer specifics, never generalise.
@@ -319,6 +341,14 @@ type MemoryBankSpec struct {
 	// only and status.recall says so.
 	// +optional
 	Embeddings *EmbeddingsSpec `json:"embeddings,omitempty"`
+
+	// serving runs the bank's HTTP API for applications (retain facts,
+	// recall within a token budget) as the Deployment and Service
+	// <bank>-memory, with the operator's image and the store, encoding and
+	// embeddings of this spec. Unset, the bank is not served and those
+	// objects are removed.
+	// +optional
+	Serving *ServingSpec `json:"serving,omitempty"`
 }
 
 // RunSummary is what one consolidation run reported.
@@ -467,6 +497,30 @@ type MemoryBankStatus struct {
 	// +optional
 	// +kubebuilder:validation:Enum=Hybrid;Lexical
 	Recall RecallMode `json:"recall,omitempty"`
+
+	// serving is the state of the bank's memory server; absent when
+	// spec.serving is unset.
+	// +optional
+	Serving *ServingStatus `json:"serving,omitempty"`
+}
+
+// ServingStatus is the observed state of a bank's memory server.
+type ServingStatus struct {
+	// endpoint is the URL of the bank's HTTP API inside the cluster
+	// (http://<bank>-memory.<namespace>.svc:8089); prompt templates with a
+	// memory section carry it in their plan.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Endpoint string `json:"endpoint,omitempty"`
+
+	// replicas is the number of memory servers asked for.
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+
+	// readyReplicas is the number of memory servers that answer their
+	// readiness probe.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
 }
 
 // RecallMode is how a bank's runs recall observations.
@@ -492,6 +546,7 @@ const (
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Active Job",type=string,priority=1,JSONPath=`.status.activeJob`
 // +kubebuilder:printcolumn:name="Schedule",type=string,priority=1,JSONPath=`.spec.consolidation.schedule`
+// +kubebuilder:printcolumn:name="Endpoint",type=string,priority=1,JSONPath=`.status.serving.endpoint`
 // +kubebuilder:printcolumn:name="Message",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=="Ready")].message`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 48",message="metadata.name must be at most 48 characters: it names the bank's Jobs, whose names are limited to 63"
 type MemoryBank struct {

@@ -33,6 +33,7 @@ func TestCRDDefaultsMatchConstants(t *testing.T) {
 		{"memorybanks", []string{"spec", "embeddings", "batchSize"}, DefaultEmbeddingsBatchSize},
 		{"memorybanks", []string{"spec", "embeddings", "recallSimilarity"}, DefaultRecallSimilarityPerMille},
 		{"memorybanks", []string{"spec", "embeddings", "maxReembedPerRun"}, DefaultMaxReembedPerRun},
+		{"memorybanks", []string{"spec", "serving", "replicas"}, DefaultServingReplicas},
 		{"prompttemplates", []string{"spec", "encoding"}, string(DefaultEncoding)},
 		{"prompttemplates", []string{"spec", "budget", "onExceed"}, string(DefaultOnExceed)},
 		{"prompttemplates", []string{"spec", "revisionHistoryLimit"}, DefaultRevisionHistoryLimit},
