@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -48,6 +49,13 @@ func Start(opts ...func(*envtest.Environment)) (*envtest.Environment, *rest.Conf
 		BinaryAssetsDirectory: dir,
 		CRDDirectoryPaths:     []string{filepath.Join(Root(), "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
+	}
+	// go test runs packages side by side, each with its own control plane;
+	// on a busy 2-core machine kube-apiserver takes well over envtest's
+	// default 20 s to answer (KUBEBUILDER_CONTROLPLANE_START_TIMEOUT still
+	// wins when set).
+	if os.Getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT") == "" {
+		env.ControlPlaneStartTimeout = 3 * time.Minute
 	}
 	// As on OpenShift: setting blockOwnerDeletion on a child needs update
 	// on the owner's finalizers, so the tests prove the RBAC grants it.
