@@ -190,11 +190,11 @@ func cut(c cutter, parts []part, limit, t int) ([]string, int, error) {
 type counts struct {
 	ctx      context.Context
 	encoding string
-	e     counter
-	parts []part
-	memo  map[string]int // glue count by the bodies (index, ver, role) in it
-	glue  []string
-	key   []byte
+	e        counter
+	parts    []part
+	memo     map[string]int // glue count by the bodies (index, ver, role) in it
+	glue     []string
+	key      []byte
 }
 
 func (c *counts) splits(p *part) {
