@@ -467,6 +467,18 @@ type MemoryBankStatus struct {
 	// +optional
 	// +kubebuilder:validation:Enum=Hybrid;Lexical
 	Recall RecallMode `json:"recall,omitempty"`
+
+	// serving is where the bank's recall API is served, when it is.
+	// +optional
+	Serving *MemoryBankServingStatus `json:"serving,omitempty"`
+}
+
+// MemoryBankServingStatus is where a served bank answers.
+type MemoryBankServingStatus struct {
+	// endpoint is the base URL of the bank's API, for example
+	// http://<bank>-memory.<namespace>.svc:8089.
+	// +optional
+	Endpoint string `json:"endpoint,omitempty"`
 }
 
 // RecallMode is how a bank's runs recall observations.
