@@ -62,6 +62,16 @@ func (p *Plan) MemorySections() []string {
 	return out
 }
 
+// HasMemory reports whether the plan has memory sections.
+func (p *Plan) HasMemory() bool {
+	for i := range p.Sections {
+		if p.Sections[i].Kind == KindMemory {
+			return true
+		}
+	}
+	return false
+}
+
 func (p *Plan) validateMemory(s *Section) error {
 	m := s.Memory
 	switch {

@@ -340,7 +340,8 @@ type PromptTemplateStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
 	// conditions: Ready always; Reconciling and Stalled only while True;
-	// BudgetExceeded and Truncated.
+	// BudgetExceeded and Truncated; MemoryUnavailable (with memory sections:
+	// True while a bank they recall from is missing or not served).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
