@@ -140,8 +140,8 @@ type templateScope struct {
 	// endpoints ("" when not served).
 	banks     []bankState
 	endpoints map[string]string
-	res     *assembler.Result
-	verdict verdict
+	res       *assembler.Result
+	verdict   verdict
 }
 
 // errDone ends a reconcile early without an error: the status says why and
