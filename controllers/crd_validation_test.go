@@ -140,9 +140,45 @@ func TestInvalidManifestsAreRejected(t *testing.T) {
 		}, `spec.intents[1]: Duplicate value: {"name":"chat"}`},
 		{"no intent section", validTemplate, func(o map[string]any) { set(o, fromYAML(t, "{name: task, text: hi}"), "spec", "sections", "2") }, "exactly one section must have intent: true"},
 		{"two intent sections", validTemplate, func(o map[string]any) { set(o, fromYAML(t, "{name: context, intent: true}"), "spec", "sections", "1") }, "exactly one section must have intent: true"},
-		{"section with text and runtime", validTemplate, func(o map[string]any) { set(o, "x", "spec", "sections", "1", "text") }, "a section has exactly one of text (or from), runtime, or intent: true"},
-		{"section with no content", validTemplate, func(o map[string]any) { set(o, fromYAML(t, "{name: empty}"), "spec", "sections", "0") }, "a section has exactly one of text (or from), runtime, or intent: true"},
+		{"section with text and runtime", validTemplate, func(o map[string]any) { set(o, "x", "spec", "sections", "1", "text") }, "a section has exactly one of text (or from), runtime, memory, or intent: true"},
+		{"section with no content", validTemplate, func(o map[string]any) { set(o, fromYAML(t, "{name: empty}"), "spec", "sections", "0") }, "a section has exactly one of text (or from), runtime, memory, or intent: true"},
 		{"reserveTokens not below maxTokens", validTemplate, func(o map[string]any) { set(o, int64(1000), "spec", "sections", "1", "runtime", "reserveTokens") }, "runtime.reserveTokens must be less than budget.maxTokens"},
+		{"memory and runtime", validTemplate, func(o map[string]any) {
+			set(o, fromYAML(t, "{bankRef: {name: b}, query: {fromRequest: true}, reserveTokens: 10}"), "spec", "sections", "1", "memory")
+		}, "a section has exactly one of text (or from), runtime, memory, or intent: true"},
+		{"memory with both queries", validTemplate, func(o map[string]any) {
+			set(o, fromYAML(t, "{name: role, memory: {bankRef: {name: b}, query: {fromRuntime: context, fromRequest: true}, reserveTokens: 10}}"), "spec", "sections", "0")
+		}, "memory.query needs exactly one of fromRuntime and fromRequest: true"},
+		{"memory with no query", validTemplate, func(o map[string]any) {
+			set(o, fromYAML(t, "{name: role, memory: {bankRef: {name: b}, query: {}, reserveTokens: 10}}"), "spec", "sections", "0")
+		}, "memory.query needs exactly one of fromRuntime and fromRequest: true"},
+		{"memory query from a static section", validTemplate, func(o map[string]any) {
+			set(o, fromYAML(t, "{name: role, memory: {bankRef: {name: b}, query: {fromRuntime: task}, reserveTokens: 10}}"), "spec", "sections", "0")
+		}, "memory.query.fromRuntime must name a runtime section of this template"},
+		{"memory query from no section", validTemplate, func(o map[string]any) {
+			set(o, fromYAML(t, "{name: role, memory: {bankRef: {name: b}, query: {fromRuntime: nowhere}, reserveTokens: 10}}"), "spec", "sections", "0")
+		}, "memory.query.fromRuntime must name a runtime section of this template"},
+		{"memory reserve not below maxTokens", validTemplate, func(o map[string]any) {
+			set(o, fromYAML(t, "{name: role, memory: {bankRef: {name: b}, query: {fromRequest: true}, reserveTokens: 1000}}"), "spec", "sections", "0")
+		}, "memory.reserveTokens must be less than budget.maxTokens"},
+		{"memory reserve zero", validTemplate, func(o map[string]any) {
+			set(o, fromYAML(t, "{name: role, memory: {bankRef: {name: b}, query: {fromRequest: true}, reserveTokens: 0}}"), "spec", "sections", "0")
+		}, "spec.sections[0].memory.reserveTokens: Invalid value: 0"},
+		{"memory minScore above 1000", validTemplate, func(o map[string]any) {
+			set(o, fromYAML(t, "{name: role, memory: {bankRef: {name: b}, query: {fromRequest: true}, reserveTokens: 10, minScore: 1001}}"), "spec", "sections", "0")
+		}, "spec.sections[0].memory.minScore: Invalid value: 1001"},
+		{"memory minScore a float", validTemplate, func(o map[string]any) {
+			set(o, fromYAML(t, "{name: role, memory: {bankRef: {name: b}, query: {fromRequest: true}, reserveTokens: 10, minScore: 0.5}}"), "spec", "sections", "0")
+		}, "spec.sections[0].memory.minScore: Invalid value"},
+		{"memory maxItems zero", validTemplate, func(o map[string]any) {
+			set(o, fromYAML(t, "{name: role, memory: {bankRef: {name: b}, query: {fromRequest: true}, reserveTokens: 10, maxItems: 0}}"), "spec", "sections", "0")
+		}, "spec.sections[0].memory.maxItems: Invalid value: 0"},
+		{"memory bank name invalid", validTemplate, func(o map[string]any) {
+			set(o, fromYAML(t, "{name: role, memory: {bankRef: {name: B_1}, query: {fromRequest: true}, reserveTokens: 10}}"), "spec", "sections", "0")
+		}, "spec.sections[0].memory.bankRef.name: Invalid value"},
+		{"memory never cut", validTemplate, func(o map[string]any) {
+			set(o, fromYAML(t, "{name: role, memory: {bankRef: {name: b}, query: {fromRequest: true}, reserveTokens: 10}, truncation: {policy: Never}}"), "spec", "sections", "0")
+		}, "a memory section is always cut by priority"},
 		{"minTokens not below maxTokens", validTemplate, func(o map[string]any) { set(o, int64(5000), "spec", "sections", "1", "truncation", "minTokens") }, "truncation.minTokens must be less than budget.maxTokens"},
 		{"priority above 100", validTemplate, func(o map[string]any) { set(o, int64(101), "spec", "sections", "1", "truncation", "priority") }, "spec.sections[1].truncation.priority: Invalid value: 101"},
 		{"priority with policy Never", validTemplate, func(o map[string]any) {

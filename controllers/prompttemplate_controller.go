@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -26,6 +27,10 @@ import (
 
 // configMapRefIndex indexes PromptTemplates by the ConfigMaps they read.
 const configMapRefIndex = "promptops.io/configmap-refs"
+
+// memoryBankRefIndex indexes PromptTemplates by the MemoryBanks their
+// memory sections recall from.
+const memoryBankRefIndex = "promptops.io/memorybank-refs"
 
 // PromptTemplateReconciler renders PromptTemplates into ConfigMaps and
 // reports their budgets.
@@ -60,10 +65,15 @@ func (r *PromptTemplateReconciler) SetupWithManager(mgr ctrl.Manager, opts contr
 		}); err != nil {
 		return err
 	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &promptopsv1.PromptTemplate{}, memoryBankRefIndex,
+		func(o client.Object) []string { return assembler.MemoryBanks(&o.(*promptopsv1.PromptTemplate).Spec) }); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&promptopsv1.PromptTemplate{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, reconcileRequested))).
 		Owns(&corev1.ConfigMap{}, builder.OnlyMetadata).
 		WatchesMetadata(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.templatesReading)).
+		Watches(&promptopsv1.MemoryBank{}, handler.EnqueueRequestsFromMapFunc(r.templatesRecalling), builder.WithPredicates(endpointChanged)).
 		WithOptions(opts).
 		Named("prompttemplate").
 		Complete(r)
@@ -84,6 +94,37 @@ func (r *PromptTemplateReconciler) templatesReading(ctx context.Context, o clien
 	return reqs
 }
 
+// templatesRecalling maps a MemoryBank to the templates whose memory
+// sections recall from it, in its namespace only.
+func (r *PromptTemplateReconciler) templatesRecalling(ctx context.Context, o client.Object) []reconcile.Request {
+	var list promptopsv1.PromptTemplateList
+	if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{memoryBankRefIndex: o.GetName()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing templates that recall from a MemoryBank", "memoryBank", o.GetName())
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: list.Items[i].Namespace, Name: list.Items[i].Name}})
+	}
+	return reqs
+}
+
+// bankEndpoint is a MemoryBank's status.serving.endpoint, "" when none.
+func bankEndpoint(o client.Object) string {
+	mb, ok := o.(*promptopsv1.MemoryBank)
+	if !ok || mb.Status.Serving == nil {
+		return ""
+	}
+	return mb.Status.Serving.Endpoint
+}
+
+// endpointChanged passes a MemoryBank's creation, deletion and changes of
+// its endpoint: the rest of its status (runs, schedules) does not concern
+// templates.
+var endpointChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool { return bankEndpoint(e.ObjectOld) != bankEndpoint(e.ObjectNew) },
+}
+
 func (r *PromptTemplateReconciler) init() {
 	if r.cms == nil {
 		r.cms = &configMapWriter{Client: r.Client, APIReader: r.APIReader}
@@ -95,8 +136,12 @@ func (r *PromptTemplateReconciler) init() {
 type templateScope struct {
 	pt      *promptopsv1.PromptTemplate
 	sources map[assembler.SourceKey]string
-	res     *assembler.Result
-	verdict verdict
+	// banks the memory sections recall from, in spec order, and their
+	// endpoints ("" when not served).
+	banks     []bankState
+	endpoints map[string]string
+	res       *assembler.Result
+	verdict   verdict
 }
 
 // errDone ends a reconcile early without an error: the status says why and
@@ -147,13 +192,47 @@ func (r *PromptTemplateReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		}
 	}
 	setTemplateStatus(pt, scope.res, scope.verdict)
+	setMemoryCondition(pt, scope.banks)
 	return ctrl.Result{}, nil
 }
 
 func (r *PromptTemplateReconciler) reconcileSources(ctx context.Context, s *templateScope) error {
 	sources, err := r.readSources(ctx, s.pt)
 	s.sources = sources
-	return err
+	if err != nil {
+		return err
+	}
+	return r.readBanks(ctx, s)
+}
+
+// bankState is what a template's render knows of a MemoryBank.
+type bankState struct {
+	name     string
+	found    bool
+	endpoint string
+}
+
+// readBanks reads, from the cache, the MemoryBanks the memory sections
+// name. A missing or unserved bank is not an error: its sections render
+// with no endpoint and the MemoryUnavailable condition says so.
+func (r *PromptTemplateReconciler) readBanks(ctx context.Context, s *templateScope) error {
+	s.banks, s.endpoints = nil, map[string]string{}
+	for _, name := range assembler.MemoryBanks(&s.pt.Spec) {
+		mb := &promptopsv1.MemoryBank{}
+		err := r.Get(ctx, types.NamespacedName{Namespace: s.pt.Namespace, Name: name}, mb)
+		if apierrors.IsNotFound(err) {
+			s.banks = append(s.banks, bankState{name: name})
+			continue
+		} else if err != nil {
+			return fmt.Errorf("reading MemoryBank %s/%s: %w", s.pt.Namespace, name, err)
+		}
+		ep := bankEndpoint(mb)
+		s.banks = append(s.banks, bankState{name: name, found: true, endpoint: ep})
+		if ep != "" {
+			s.endpoints[name] = ep
+		}
+	}
+	return nil
 }
 
 // renderTimeout bounds one render's counts and cuts: far above what the
@@ -168,7 +247,7 @@ func (r *PromptTemplateReconciler) reconcileRender(ctx context.Context, s *templ
 	pt := s.pt
 	ctx, cancel := context.WithTimeout(ctx, renderTimeout)
 	defer cancel()
-	res, err := assembler.RenderContext(ctx, assembler.Input{Namespace: pt.Namespace, Name: pt.Name, Spec: &pt.Spec, Sources: s.sources})
+	res, err := assembler.RenderContext(ctx, assembler.Input{Namespace: pt.Namespace, Name: pt.Name, Spec: &pt.Spec, Sources: s.sources, MemoryEndpoints: s.endpoints})
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return fmt.Errorf("rendering %s/%s: %w", pt.Namespace, pt.Name, err)
 	}

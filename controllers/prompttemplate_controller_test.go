@@ -23,6 +23,7 @@ import (
 	promptopsv1 "github.com/promptops/promptops/api/v1"
 	"github.com/promptops/promptops/internal/assembler"
 	"github.com/promptops/promptops/internal/testenv"
+	"github.com/promptops/promptops/plan"
 )
 
 var ctx = context.Background()
@@ -543,3 +544,68 @@ func (r *countingReader) Get(ctx context.Context, key client.ObjectKey, obj clie
 }
 
 func ptr[T any](v T) *T { return &v }
+
+const memoryTemplateYAML = `
+apiVersion: promptops.io/v1
+kind: PromptTemplate
+metadata: {name: recalls}
+spec:
+  encoding: cl100k_base
+  budget: {maxTokens: 1000}
+  sections:
+  - {name: role, text: You are helpful.}
+  - {name: question, heading: "## Question", runtime: {reserveTokens: 100}}
+  - name: memory
+    heading: "## What we know"
+    memory: {bankRef: {name: customers}, query: {fromRuntime: question}, reserveTokens: 300, minScore: 250}
+  - {name: task, intent: true}
+  intents: [{name: chat, instruction: Answer.}]
+`
+
+func planOf(t *testing.T, ns, name string) *plan.Plan {
+	t.Helper()
+	p, err := plan.Load([]byte(getCM(t, ns, name+"-prompts").Data["plan.json"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// The plan carries the bank's status.serving.endpoint and follows it; a
+// missing or unserved bank is reported without failing the render.
+func TestMemorySectionFollowsTheBankEndpoint(t *testing.T) {
+	ns := newNamespace(t)
+	createYAML(t, ns, memoryTemplateYAML)
+	pt := waitCondition(t, ns, "recalls", promptopsv1.ConditionMemoryUnavailable, metav1.ConditionTrue, promptopsv1.ReasonMemoryBankNotFound)
+	if c := meta.FindStatusCondition(pt.Status.Conditions, promptopsv1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
+		t.Fatalf("an unknown bank fails the render: %+v", c)
+	}
+	if c := meta.FindStatusCondition(pt.Status.Conditions, promptopsv1.ConditionMemoryUnavailable); !strings.Contains(c.Message, "customers") {
+		t.Errorf("message %q does not name the bank", c.Message)
+	}
+	p := planOf(t, ns, "recalls")
+	m := p.Sections[2]
+	if m.Kind != plan.KindMemory || m.Memory.Endpoint != "" || m.Memory.Bank != (plan.BankRef{Namespace: ns, Name: "customers"}) || m.Memory.MinScore != 0.25 || m.Memory.MaxItems != 20 {
+		t.Fatalf("memory section %+v %+v", m, m.Memory)
+	}
+
+	createYAML(t, ns, strings.Replace(validBank, "name: valid", "name: customers", 1))
+	waitCondition(t, ns, "recalls", promptopsv1.ConditionMemoryUnavailable, metav1.ConditionTrue, promptopsv1.ReasonMemoryBankNotServed)
+
+	mb := &promptopsv1.MemoryBank{}
+	endpoint := "http://customers-memory." + ns + ".svc:8089"
+	eventually(t, func() error {
+		if err := k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: "customers"}, mb); err != nil {
+			return err
+		}
+		mb.Status.Serving = &promptopsv1.ServingStatus{Endpoint: endpoint}
+		return k8sClient.Status().Update(ctx, mb)
+	})
+	waitCondition(t, ns, "recalls", promptopsv1.ConditionMemoryUnavailable, metav1.ConditionFalse, promptopsv1.ReasonMemoryServed)
+	eventually(t, func() error {
+		if got := planOf(t, ns, "recalls").Sections[2].Memory.Endpoint; got != endpoint {
+			return fmt.Errorf("endpoint %q in the plan", got)
+		}
+		return nil
+	})
+}

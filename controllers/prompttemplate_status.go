@@ -5,6 +5,7 @@ import (
 	"strings"
 	"unicode"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	promptopsv1 "github.com/promptops/promptops/api/v1"
@@ -92,6 +93,45 @@ func setTemplateStatus(pt *promptopsv1.PromptTemplate, res *assembler.Result, v 
 			fmt.Sprintf("%d intent(s) %s; largest is %s with %d of %d tokens.%s", len(res.Intents), what, largest.Intent, largest.Tokens, largest.MaxTokens, notes))
 	}
 	st.ObservedGeneration = gen
+}
+
+// setMemoryCondition reports whether every bank the memory sections recall
+// from is served; a template without memory sections has no such condition.
+// An unserved bank does not fail the render: its sections are empty at
+// request time.
+func setMemoryCondition(pt *promptopsv1.PromptTemplate, banks []bankState) {
+	st := &pt.Status
+	if len(banks) == 0 {
+		meta.RemoveStatusCondition(&st.Conditions, promptopsv1.ConditionMemoryUnavailable)
+		return
+	}
+	var missing, unserved []string
+	for _, b := range banks {
+		switch {
+		case !b.found:
+			missing = append(missing, b.name)
+		case b.endpoint == "":
+			unserved = append(unserved, b.name)
+		}
+	}
+	var msgs []string
+	if len(missing) > 0 {
+		msgs = append(msgs, fmt.Sprintf("MemoryBank %s does not exist in namespace %s", strings.Join(missing, ", "), pt.Namespace))
+	}
+	if len(unserved) > 0 {
+		msgs = append(msgs, fmt.Sprintf("MemoryBank %s has no status.serving.endpoint (set its spec.serving)", strings.Join(unserved, ", ")))
+	}
+	switch {
+	case len(missing) > 0:
+		setCondition(&st.Conditions, pt.Generation, promptopsv1.ConditionMemoryUnavailable, metav1.ConditionTrue, promptopsv1.ReasonMemoryBankNotFound,
+			strings.Join(msgs, "; ")+": its memory sections stay empty at request time.")
+	case len(unserved) > 0:
+		setCondition(&st.Conditions, pt.Generation, promptopsv1.ConditionMemoryUnavailable, metav1.ConditionTrue, promptopsv1.ReasonMemoryBankNotServed,
+			strings.Join(msgs, "; ")+": its memory sections stay empty at request time.")
+	default:
+		setCondition(&st.Conditions, pt.Generation, promptopsv1.ConditionMemoryUnavailable, metav1.ConditionFalse, promptopsv1.ReasonMemoryServed,
+			"Every MemoryBank the memory sections recall from is served.")
+	}
 }
 
 func overBudgetMessage(over []*assembler.Assembly) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -22,8 +23,8 @@ type Assembly struct {
 	Tokens int
 	// FixedTokens is Tokens less the runtime sections' share.
 	FixedTokens int
-	// ReservedTokens is the runtime sections' share: their tokens in a
-	// runtime assembly, their reserves in a static one.
+	// ReservedTokens is the runtime and memory sections' share: their
+	// tokens in a runtime assembly, their reserves in a static one.
 	ReservedTokens int
 	// MaxTokens is the plan's budget.
 	MaxTokens int
@@ -33,6 +34,9 @@ type Assembly struct {
 	Sections []SectionResult
 	// Cut names the sections that were cut, in the order they were cut.
 	Cut []string
+	// Memory has one entry per memory section of the plan, in order, in an
+	// assembly with memory (AssembleWithMemory); nil otherwise.
+	Memory []MemoryResult
 }
 
 // SectionResult is one section's share of an assembly.
@@ -85,6 +89,10 @@ type part struct {
 	f, l   int
 	mid    int
 	cutNow bool // cut at least once
+	// items of a memory section, in rank order; the first kept are in
+	// body. A memory section is cut by whole items (FitMemory).
+	items []MemoryItem
+	kept  int
 }
 
 func join(parts []part, render func(p *part) string) string {
@@ -180,12 +188,13 @@ func cut(c cutter, parts []part, limit, t int) ([]string, int, error) {
 // edge: it is counted in its glue and, when its own count is needed (to cut
 // it, or as the block of a section with no heading), alone.
 type counts struct {
-	ctx   context.Context
-	e     counter
-	parts []part
-	memo  map[string]int // glue count by the bodies (index, ver, role) in it
-	glue  []string
-	key   []byte
+	ctx      context.Context
+	encoding string
+	e        counter
+	parts    []part
+	memo     map[string]int // glue count by the bodies (index, ver, role) in it
+	glue     []string
+	key      []byte
 }
 
 func (c *counts) splits(p *part) {
@@ -261,7 +270,16 @@ func (c *counts) truncate(p *part, target int) error {
 	if !p.cutNow {
 		p.cutNow, p.original = true, p.tokens
 	}
-	p.body, p.tokens = c.e.Truncate(p.body, target)
+	if p.kind == KindMemory {
+		// Whole items: the lowest-ranked go first.
+		fit, err := FitMemory(c.encoding, p.items[:p.kept], target)
+		if err != nil {
+			return err
+		}
+		p.body, p.tokens, p.kept = fit.Text, fit.Tokens, len(fit.Items)
+	} else {
+		p.body, p.tokens = c.e.Truncate(p.body, target)
+	}
 	p.ver++
 	p.split = false
 	return nil
@@ -486,9 +504,9 @@ func (p *Plan) assembleStatic(ctx context.Context, e *tokens.Encoder, pi *Intent
 		reserved += s.ReserveTokens
 		return "", false
 	})
-	// Fixed text: runtime sections stand as their heading alone.
+	// Fixed text: runtime and memory sections stand as their heading alone.
 	fixed := func(p *part) string {
-		if p.kind == KindRuntime {
+		if p.kind == KindRuntime || p.kind == KindMemory {
 			return p.heading
 		}
 		return block(p.heading, p.body)
@@ -514,14 +532,17 @@ func (p *Plan) assembleStatic(ctx context.Context, e *tokens.Encoder, pi *Intent
 	a.FixedTokens = a.Tokens - reserved
 	a.WithinBudget = a.Tokens <= p.MaxTokens
 	a.Text = join(parts, func(p *part) string {
-		if p.kind == KindRuntime {
+		switch p.kind {
+		case KindRuntime:
 			return block(p.heading, Placeholder(p.name))
+		case KindMemory:
+			return block(p.heading, MemoryPlaceholder(p.name))
 		}
 		return block(p.heading, p.body)
 	})
 	for i, pt := range parts {
 		sr := SectionResult{Name: pt.name, Kind: pt.kind, TruncatedTokens: pt.original - pt.tokens}
-		if pt.kind == KindRuntime {
+		if pt.kind == KindRuntime || pt.kind == KindMemory {
 			sr.Tokens = p.Sections[i].Tokens + p.Sections[i].ReserveTokens
 		} else {
 			sr.Tokens = e.Count(block(pt.heading, pt.body))
@@ -565,15 +586,16 @@ func (p *Plan) AssembleContext(ctx context.Context, intent string, runtime map[s
 	if err != nil {
 		return nil, err
 	}
-	a, err := p.assemble(ctx, e, pi, runtime)
+	a, err := p.assemble(ctx, e, pi, runtime, nil)
 	if err != nil {
 		return nil, fmt.Errorf("plan %s: assembling intent %s: %w", p.Name, intent, err)
 	}
 	return a, nil
 }
 
-// assemble is AssembleContext with an encoder and the intent found.
-func (p *Plan) assemble(ctx context.Context, e counter, pi *Intent, runtime map[string]string) (*Assembly, error) {
+// assemble is AssembleContext with an encoder and the intent found; mem
+// holds the recalled items of memory sections by name (none: left out).
+func (p *Plan) assemble(ctx context.Context, e counter, pi *Intent, runtime map[string]string, mem map[string]*memoryFill) (*Assembly, error) {
 	parts := p.parts(nil, func(s *Section) (string, bool) {
 		switch s.Kind {
 		case KindStatic, KindIntent:
@@ -587,10 +609,25 @@ func (p *Plan) assemble(ctx context.Context, e counter, pi *Intent, runtime map[
 				}
 			}
 			return text, false
+		case KindMemory:
+			if f := mem[s.Name]; f != nil {
+				return f.fit.Text, true
+			}
+			return "", true
 		}
 		return runtime[s.Name], true
 	})
-	c := &counts{ctx: ctx, e: e, parts: parts}
+	for i := range parts {
+		if f := mem[parts[i].name]; f != nil && parts[i].kind == KindMemory {
+			pt := &parts[i]
+			pt.items, pt.kept = f.fit.Items, len(f.fit.Items)
+			pt.tokens, pt.original = f.fit.Tokens, f.fit.Tokens
+			// Memory is cut by priority like runtime content, and never
+			// kept whole when that leaves the prompt over budget.
+			pt.cuttable = true
+		}
+	}
+	c := &counts{ctx: ctx, encoding: p.Encoding, e: e, parts: parts}
 	a := &Assembly{Intent: pi.Name, MaxTokens: p.MaxTokens}
 	t, err := c.total()
 	if err != nil {
@@ -598,6 +635,11 @@ func (p *Plan) assemble(ctx context.Context, e counter, pi *Intent, runtime map[
 	}
 	if t > p.MaxTokens {
 		if a.Cut, t, err = cut(c, parts, p.MaxTokens, t); err != nil {
+			return nil, err
+		}
+	}
+	if t > p.MaxTokens && mem != nil {
+		if a.Cut, t, err = dropMemory(c, parts, p.MaxTokens, t, a.Cut); err != nil {
 			return nil, err
 		}
 	}
@@ -611,7 +653,7 @@ func (p *Plan) assemble(ctx context.Context, e counter, pi *Intent, runtime map[
 		if err != nil {
 			return nil, err
 		}
-		if pt.kind == KindRuntime {
+		if pt.kind == KindRuntime || pt.kind == KindMemory {
 			a.ReservedTokens += n
 		}
 		truncated := 0
@@ -621,5 +663,56 @@ func (p *Plan) assemble(ctx context.Context, e counter, pi *Intent, runtime map[
 		a.Sections = append(a.Sections, SectionResult{Name: pt.name, Kind: pt.kind, Tokens: n, TruncatedTokens: truncated})
 	}
 	a.FixedTokens = a.Tokens - a.ReservedTokens
+	if mem != nil {
+		for i := range parts {
+			pt := &parts[i]
+			if pt.kind != KindMemory {
+				continue
+			}
+			f := mem[pt.name]
+			r := f.result
+			if f.fit.Items != nil || pt.kept > 0 {
+				r.Items = pt.items[:pt.kept:pt.kept]
+			}
+			r.Omitted = r.Recalled - len(r.Items)
+			a.Memory = append(a.Memory, r)
+		}
+	}
 	return a, nil
+}
+
+// dropMemory empties memory sections, in the order of the cut, while the
+// prompt is over budget after the cut: memory never keeps a prompt over
+// budget, whatever its minTokens.
+func dropMemory(c cutter, parts []part, limit, t int, cutNames []string) ([]string, int, error) {
+	order := make([]int, 0, len(parts))
+	for i := range parts {
+		if parts[i].kind == KindMemory && parts[i].body != "" {
+			order = append(order, i)
+		}
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		pa, pb := parts[order[a]], parts[order[b]]
+		if pa.priority != pb.priority {
+			return pa.priority > pb.priority
+		}
+		return order[a] > order[b]
+	})
+	for _, i := range order {
+		if t <= limit {
+			break
+		}
+		p := &parts[i]
+		if err := c.truncate(p, 0); err != nil {
+			return nil, 0, err
+		}
+		if !slices.Contains(cutNames, p.name) {
+			cutNames = append(cutNames, p.name)
+		}
+		var err error
+		if t, err = c.total(); err != nil {
+			return nil, 0, err
+		}
+	}
+	return cutNames, t, nil
 }

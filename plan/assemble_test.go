@@ -173,7 +173,7 @@ func TestAssembleContextStops(t *testing.T) {
 	ctx, cancel = context.WithCancel(context.Background())
 	defer cancel()
 	cc := &cancelAfter{counter: tokens.MustGet(p.Encoding), n: 3, cancel: cancel}
-	_, err = p.assemble(ctx, cc, p.intent("analyze"), map[string]string{"tool_outputs": strings.Repeat("统计结果 ", 5000), "data_context": strings.Repeat("n=200\n", 3000)})
+	_, err = p.assemble(ctx, cc, p.intent("analyze"), map[string]string{"tool_outputs": strings.Repeat("统计结果 ", 5000), "data_context": strings.Repeat("n=200\n", 3000)}, nil)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v, want context.Canceled", err)
 	}

@@ -68,6 +68,9 @@ const (
 	KindStatic  = "static"
 	KindRuntime = "runtime"
 	KindIntent  = "intent"
+	// KindMemory is filled at request time by recall from a MemoryBank
+	// (see Section.Memory and AssembleWithMemory).
+	KindMemory = "memory"
 )
 
 // Truncation policies of a section.
@@ -93,7 +96,8 @@ type Section struct {
 	// Tokens of the section as rendered (heading and text); for a runtime
 	// section, of its heading.
 	Tokens int `json:"tokens"`
-	// ReserveTokens the budget leaves for a runtime section's content.
+	// ReserveTokens the budget leaves for a runtime or memory section's
+	// content; a memory section never holds more.
 	ReserveTokens int `json:"reserveTokens,omitempty"`
 	// Policy is PolicyNever or PolicyPriority.
 	Policy string `json:"policy"`
@@ -101,6 +105,9 @@ type Section struct {
 	Priority int `json:"priority"`
 	// MinTokens a cut section keeps at least.
 	MinTokens int `json:"minTokens"`
+	// Memory says where a memory section's items come from; set on memory
+	// sections only.
+	Memory *MemorySource `json:"memory,omitempty"`
 }
 
 // Intent is one intent and its budget verdict.
@@ -138,6 +145,9 @@ type RuntimeSummary struct {
 	// Placeholder is the pattern of the line that stands for a runtime
 	// section in <intent>.txt; NAME is the section's name.
 	Placeholder string `json:"placeholder"`
+	// MemoryPlaceholder is the same for memory sections; set when the plan
+	// has any.
+	MemoryPlaceholder string `json:"memoryPlaceholder,omitempty"`
 }
 
 // Placeholder is the line that stands for a runtime section in <intent>.txt.
@@ -190,8 +200,18 @@ func (p *Plan) Validate() error {
 		case KindStatic, KindRuntime:
 		case KindIntent:
 			intentSections++
+		case KindMemory:
+			if err := p.validateMemory(&s); err != nil {
+				return bad("%v", err)
+			}
 		default:
-			return bad("section %s has kind %q, want static, runtime or intent", s.Name, s.Kind)
+			return bad("section %s has kind %q, want static, runtime, intent or memory", s.Name, s.Kind)
+		}
+		if s.Kind != KindMemory && s.Memory != nil {
+			return bad("section %s has memory but kind %q", s.Name, s.Kind)
+		}
+		if s.ReserveTokens < 0 {
+			return bad("section %s has negative reserveTokens", s.Name)
 		}
 		if s.Policy != PolicyNever && s.Policy != PolicyPriority {
 			return bad("section %s has policy %q, want Never or Priority", s.Name, s.Policy)
@@ -214,7 +234,7 @@ func (p *Plan) Validate() error {
 		names[it.Name] = true
 		for _, c := range it.StaticCuts {
 			s := p.section(c.Section)
-			if s == nil || s.Kind == KindRuntime {
+			if s == nil || s.Kind == KindRuntime || s.Kind == KindMemory {
 				return bad("intent %s cuts %q, which is not a static or intent section", it.Name, c.Section)
 			}
 		}

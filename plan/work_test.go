@@ -37,7 +37,7 @@ func TestAssembleCountsAValueOnce(t *testing.T) {
 			p.MaxTokens = budget
 			runtime := map[string]string{"tool_outputs": c.v}
 			rc := &runeCounter{}
-			if _, err := p.assemble(context.Background(), rc, p.intent("analyze"), runtime); err != nil {
+			if _, err := p.assemble(context.Background(), rc, p.intent("analyze"), runtime, nil); err != nil {
 				t.Fatal(err)
 			}
 			before := &runeCounter{}

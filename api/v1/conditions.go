@@ -14,6 +14,10 @@ const (
 	// is background work, not a change of desired state: the bank stays
 	// Ready (kstatus Current) meanwhile.
 	ConditionConsolidating = "Consolidating"
+	// ConditionMemoryUnavailable is True on a template with memory sections
+	// while a bank they recall from is missing or not served: those
+	// sections stay empty at request time. It does not fail the render.
+	ConditionMemoryUnavailable = "MemoryUnavailable"
 )
 
 // Condition reasons, shared by both kinds.
@@ -64,6 +68,14 @@ const (
 	ReasonTooLarge = "TooLarge"
 	// ReasonIdle: no consolidation Job is running.
 	ReasonIdle = "Idle"
+	// ReasonMemoryBankNotFound: a MemoryBank a memory section names does
+	// not exist in the template's namespace.
+	ReasonMemoryBankNotFound = "MemoryBankNotFound"
+	// ReasonMemoryBankNotServed: a MemoryBank a memory section names has no
+	// status.serving.endpoint.
+	ReasonMemoryBankNotServed = "MemoryBankNotServed"
+	// ReasonMemoryServed: every bank the memory sections name is served.
+	ReasonMemoryServed = "MemoryServed"
 	// ReasonInvalidRunSummary: the finished pod's termination message was
 	// missing or not a run summary.
 	ReasonInvalidRunSummary = "InvalidRunSummary"

@@ -81,6 +81,69 @@ type RuntimeSection struct {
 	ReserveTokens int32 `json:"reserveTokens,omitempty"`
 }
 
+// MemoryBankRef names a MemoryBank in the template's own namespace.
+type MemoryBankRef struct {
+	// name of the MemoryBank, in the same namespace as the template.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+}
+
+// MemoryQuery says where a memory section's recall query comes from:
+// exactly one of fromRuntime and fromRequest.
+// +kubebuilder:validation:XValidation:rule="(has(self.fromRuntime) ? 1 : 0) + (has(self.fromRequest) && self.fromRequest ? 1 : 0) == 1",message="memory.query needs exactly one of fromRuntime and fromRequest: true"
+type MemoryQuery struct {
+	// fromRuntime names a runtime section of this template whose content
+	// (as the application gives it) is the query.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-_a-z0-9]*[a-z0-9])?$`
+	FromRuntime string `json:"fromRuntime,omitempty"`
+
+	// fromRequest: the query is the "query" field of the assemble request.
+	// +optional
+	FromRequest bool `json:"fromRequest,omitempty"`
+}
+
+// MemorySection is a slot filled at request time with what a MemoryBank
+// recalls for a query: whole items, best first, within reserveTokens.
+type MemorySection struct {
+	// bankRef names the MemoryBank recalled from, in the template's
+	// namespace. Its status.serving.endpoint goes into plan.json.
+	// +required
+	BankRef MemoryBankRef `json:"bankRef"`
+
+	// query says where the recall's query comes from.
+	// +required
+	Query MemoryQuery `json:"query"`
+
+	// reserveTokens is the room the budget leaves for the recalled items,
+	// counted like a runtime section's reserve; the section never holds
+	// more. It must be less than budget.maxTokens.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=2000000
+	ReserveTokens int32 `json:"reserveTokens"`
+
+	// maxItems is the most items the section holds.
+	// +optional
+	// +kubebuilder:default=20
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	MaxItems int32 `json:"maxItems,omitempty"`
+
+	// minScore is the lowest recall score, per mille (0 to 1000; 250 is
+	// 0.25), of an item the section takes. 0 (the default) takes any.
+	// +optional
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	MinScore int32 `json:"minScore,omitempty"`
+}
+
 // Truncation says whether and how a section may be cut to fit the budget.
 // +kubebuilder:validation:XValidation:rule="!has(self.policy) || self.policy != 'Never' || (!has(self.priority) && !has(self.minTokens))",message="priority and minTokens apply only to policy Priority"
 type Truncation struct {
@@ -106,8 +169,10 @@ type Truncation struct {
 
 // Section is one part of the assembled prompt. It has exactly one of text
 // (inline), from (a ConfigMap key, with text as the fallback), runtime (filled
-// by the application) or intent: true (the chosen intent's instruction).
-// +kubebuilder:validation:XValidation:rule="(has(self.text) || has(self.from) ? 1 : 0) + (has(self.runtime) ? 1 : 0) + (has(self.intent) && self.intent ? 1 : 0) == 1",message="a section has exactly one of text (or from), runtime, or intent: true"
+// by the application), memory (filled by recall from a MemoryBank) or
+// intent: true (the chosen intent's instruction).
+// +kubebuilder:validation:XValidation:rule="(has(self.text) || has(self.from) ? 1 : 0) + (has(self.runtime) ? 1 : 0) + (has(self.memory) ? 1 : 0) + (has(self.intent) && self.intent ? 1 : 0) == 1",message="a section has exactly one of text (or from), runtime, memory, or intent: true"
+// +kubebuilder:validation:XValidation:rule="!has(self.memory) || !has(self.truncation) || !has(self.truncation.policy) || self.truncation.policy != 'Never'",message="a memory section is always cut by priority: truncation.policy Never does not apply to it"
 type Section struct {
 	// name identifies the section: lower case letters, digits, '-' and '_',
 	// starting and ending with a letter or digit, unique in the template.
@@ -137,6 +202,12 @@ type Section struct {
 	// runtime marks a slot the application fills at request time.
 	// +optional
 	Runtime *RuntimeSection `json:"runtime,omitempty"`
+
+	// memory marks a slot filled at request time by recall from a
+	// MemoryBank (promptops serve, or the plan package's
+	// AssembleWithMemory). A recall that fails or is slow leaves it empty.
+	// +optional
+	Memory *MemorySection `json:"memory,omitempty"`
 
 	// intent marks the section that holds the chosen intent's instruction.
 	// Exactly one section has intent: true.
@@ -178,6 +249,8 @@ type Intent struct {
 // +kubebuilder:validation:XValidation:rule="self.sections.filter(s, has(s.intent) && s.intent).size() == 1",message="exactly one section must have intent: true"
 // +kubebuilder:validation:XValidation:rule="self.sections.all(s, !has(s.runtime) || !has(s.runtime.reserveTokens) || s.runtime.reserveTokens < self.budget.maxTokens)",message="runtime.reserveTokens must be less than budget.maxTokens"
 // +kubebuilder:validation:XValidation:rule="self.sections.all(s, !has(s.truncation) || !has(s.truncation.minTokens) || s.truncation.minTokens < self.budget.maxTokens)",message="truncation.minTokens must be less than budget.maxTokens"
+// +kubebuilder:validation:XValidation:rule="self.sections.all(s, !has(s.memory) || s.memory.reserveTokens < self.budget.maxTokens)",message="memory.reserveTokens must be less than budget.maxTokens"
+// +kubebuilder:validation:XValidation:rule="self.sections.all(s, !has(s.memory) || !has(s.memory.query.fromRuntime) || self.sections.exists(r, r.name == s.memory.query.fromRuntime && has(r.runtime)))",message="memory.query.fromRuntime must name a runtime section of this template"
 type PromptTemplateSpec struct {
 	// encoding is the tiktoken encoding tokens are counted with:
 	// o200k_base (GPT-4o and later) or cl100k_base (GPT-4, GPT-3.5).
@@ -267,7 +340,8 @@ type PromptTemplateStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
 	// conditions: Ready always; Reconciling and Stalled only while True;
-	// BudgetExceeded and Truncated.
+	// BudgetExceeded and Truncated; MemoryUnavailable (with memory sections:
+	// True while a bank they recall from is missing or not served).
 	// +optional
 	// +listType=map
 	// +listMapKey=type

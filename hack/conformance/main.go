@@ -5,11 +5,13 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"sigs.k8s.io/yaml"
 
@@ -26,7 +28,45 @@ type Case struct {
 	Plan        json.RawMessage `json:"plan"`
 	Intent      string          `json:"intent"`
 	Runtime     json.RawMessage `json:"runtime"`
-	Expected    Expected        `json:"expected"`
+	// Query is the request's query, for memory sections that take it
+	// from the request.
+	Query string `json:"query,omitempty"`
+	// Memory is each memory section's recall answer, by section name: the
+	// items the bank answered, or why it did not.
+	Memory   map[string]MemoryInput `json:"memory,omitempty"`
+	Expected Expected               `json:"expected"`
+}
+
+// MemoryInput is one memory section's recall answer: items, best first,
+// or an error code, or a timeout.
+type MemoryInput struct {
+	Items    []plan.MemoryItem `json:"items,omitempty"`
+	Error    string            `json:"error,omitempty"`
+	TimedOut bool              `json:"timedOut,omitempty"`
+}
+
+// Recall answers a case's recalls from its memory inputs.
+func Recall(memory map[string]MemoryInput) plan.RecallFunc {
+	return func(ctx context.Context, r plan.MemoryRequest) ([]plan.MemoryItem, error) {
+		m := memory[r.Section]
+		switch {
+		case m.TimedOut:
+			return nil, context.DeadlineExceeded
+		case m.Error != "":
+			return nil, &plan.RecallError{Code: m.Error, Message: "as the case says"}
+		}
+		return m.Items, nil
+	}
+}
+
+// MemoryExpected is what a memory section got.
+type MemoryExpected struct {
+	Section  string   `json:"section"`
+	Items    []string `json:"items"`
+	Recalled int      `json:"recalled"`
+	Omitted  int      `json:"omitted"`
+	TimedOut bool     `json:"timedOut"`
+	Error    string   `json:"error"`
 }
 
 // Expected is the assembly.
@@ -37,6 +77,8 @@ type Expected struct {
 	WithinBudget bool      `json:"withinBudget"`
 	Cut          []string  `json:"cut"`
 	Sections     []Section `json:"sections"`
+	// Memory has one entry per memory section, in plan order.
+	Memory []MemoryExpected `json:"memory,omitempty"`
 }
 
 // Section is one section's share.
@@ -161,6 +203,75 @@ intents: [{name: chat, instruction: "Reply."}]
 `,
 }
 
+// memoryTemplates have memory sections.
+var memoryTemplates = map[string]string{
+	"memory-support": `
+encoding: cl100k_base
+budget: {maxTokens: 110, onExceed: Warn}
+sections:
+- {name: role, text: "You are the support assistant of Acme Cloud.", truncation: {policy: Never}}
+- {name: question, heading: "## Question", runtime: {reserveTokens: 20}, truncation: {policy: Never}}
+- name: memory
+  heading: "## What we know"
+  memory: {bankRef: {name: customers}, query: {fromRuntime: question}, reserveTokens: 40, maxItems: 4, minScore: 300}
+  truncation: {priority: 5, minTokens: 10}
+- {name: history, heading: "## History", runtime: {reserveTokens: 20}, truncation: {priority: 3}}
+- {name: task, heading: "## Task", intent: true}
+intents: [{name: chat, instruction: "Answer briefly."}]
+`,
+	"memory-request": `
+encoding: o200k_base
+budget: {maxTokens: 90, onExceed: Warn}
+sections:
+- {name: role, text: "You are the support assistant of Acme Cloud.", truncation: {policy: Never}}
+- name: memory
+  heading: "## What we know"
+  memory: {bankRef: {name: customers}, query: {fromRequest: true}, reserveTokens: 40}
+  truncation: {priority: 1}
+- {name: history, heading: "## History", runtime: {reserveTokens: 20}, truncation: {priority: 3}}
+- {name: task, heading: "## Task", intent: true}
+intents: [{name: chat, instruction: "Answer briefly."}]
+`,
+	"memory-min": `
+encoding: cl100k_base
+budget: {maxTokens: 60, onExceed: Warn}
+sections:
+- {name: role, text: "You are the support assistant.", truncation: {policy: Never}}
+- {name: question, heading: "## Question", runtime: {reserveTokens: 10}, truncation: {policy: Never}}
+- name: memory
+  heading: "## What we know"
+  memory: {bankRef: {name: customers}, query: {fromRuntime: question}, reserveTokens: 30}
+  truncation: {priority: 5, minTokens: 25}
+- {name: task, intent: true}
+intents: [{name: chat, instruction: "Answer."}]
+`,
+}
+
+func memItems(texts ...string) []plan.MemoryItem {
+	out := make([]plan.MemoryItem, len(texts))
+	for i, t := range texts {
+		out[i] = plan.MemoryItem{ID: fmt.Sprintf("o%d", i+1), Kind: "observation", Text: t, Score: 0.9 - float64(i)*0.05, ProofCount: 1}
+	}
+	return out
+}
+
+func day(s string) *time.Time {
+	t, err := time.Parse("2006-01-02", s)
+	if err != nil {
+		panic(err)
+	}
+	return &t
+}
+
+var customerFacts = []string{
+	"The customer prefers email over phone calls.",
+	"The customer is on the Pro plan.",
+	"The customer asked about invoices twice in March.",
+	"The customer's region is eu-west.",
+	"The customer uses the Terraform provider.",
+	"The customer reported a billing error once.",
+}
+
 // cutTemplates are rendered per case with a budget that makes the first
 // cut of section "body" aim at the case's target (see input.target): the
 // body is last, after its heading, so the cut is all that changes.
@@ -198,6 +309,9 @@ type input struct {
 	// edit changes the rendered plan (a plan written by hand); the plan is
 	// renamed after the case.
 	edit func(p *plan.Plan)
+	// query and memory: the request's query and the recall answers.
+	query  string
+	memory map[string]MemoryInput
 }
 
 // hostile is 64 KiB of one character between ordinary text at the edges.
@@ -207,7 +321,42 @@ func hostile(c string) string {
 
 func rep(s string, n int) string { return strings.Repeat(s, n) }
 
-var inputs = []input{
+var inputs = append(baseInputs, memoryInputs()...)
+
+func memoryInputs() []input {
+	q := map[string]string{"question": "How do I reach this customer?"}
+	withHistory := map[string]string{"question": "How do I reach this customer?", "history": rep("The customer wrote about an invoice. ", 8)}
+	low := memItems(customerFacts[:4]...)
+	low[1].Score = 0.2 // below minScore 300 per mille
+	dated := memItems("  The customer\tmoved to\n the Pro plan.  ", "The customer was on leave.", "The customer renews yearly.")
+	dated[0].OccurredStart = day("2026-03-01")
+	dated[1].OccurredStart, dated[1].OccurredEnd = day("2026-03-01"), day("2026-03-05")
+	dated[2].OccurredEnd = day("2027-01-31")
+	return []input{
+		{name: "memory-fits", template: "memory-support", intent: "chat", description: "a memory section filled by recall: whole items, in rank order, within its reserve", runtime: q,
+			memory: map[string]MemoryInput{"memory": {Items: memItems(customerFacts[:2]...)}}},
+		{name: "memory-reserve", template: "memory-support", intent: "chat", description: "more items than the reserve (40) and maxItems (4) allow: the longest prefix that fits", runtime: q,
+			memory: map[string]MemoryInput{"memory": {Items: memItems(customerFacts...)}}},
+		{name: "memory-min-score", template: "memory-support", intent: "chat", description: "an item scored below minScore (0.3) is dropped, the items after it kept", runtime: q,
+			memory: map[string]MemoryInput{"memory": {Items: low}}},
+		{name: "memory-cut-by-priority", template: "memory-support", intent: "chat", description: "over budget: memory (priority 5) loses its lowest-ranked items before history (3) is cut", runtime: withHistory,
+			memory: map[string]MemoryInput{"memory": {Items: memItems(customerFacts[:3]...)}}},
+		{name: "memory-history-first", template: "memory-request", intent: "chat", description: "query from the request; history (priority 3) is cut before memory (1)", query: "How do I reach this customer?",
+			runtime: map[string]string{"history": rep("The customer wrote about an invoice. ", 12)}, memory: map[string]MemoryInput{"memory": {Items: memItems(customerFacts[:3]...)}}},
+		{name: "memory-timed-out", template: "memory-support", intent: "chat", description: "the recall timed out: the section is left out, heading included", runtime: q,
+			memory: map[string]MemoryInput{"memory": {TimedOut: true}}},
+		{name: "memory-error", template: "memory-support", intent: "chat", description: "the recall failed with an error code: the section is left out", runtime: q,
+			memory: map[string]MemoryInput{"memory": {Error: "Unavailable"}}},
+		{name: "memory-no-query", template: "memory-support", intent: "chat", description: "no query (the runtime section it names is missing): no recall, the section is left out",
+			memory: map[string]MemoryInput{"memory": {Items: memItems(customerFacts[:2]...)}}},
+		{name: "memory-lines-and-dates", template: "memory-support", intent: "chat", description: "an item's line: white space runs made one space, then its dates", runtime: q,
+			memory: map[string]MemoryInput{"memory": {Items: dated}}},
+		{name: "memory-emptied-over-budget", template: "memory-min", intent: "chat", description: "cut to its minTokens the memory still keeps the prompt over budget: it is emptied",
+			runtime: map[string]string{"question": rep("Why was the invoice of March different from the one of February? ", 2)}, memory: map[string]MemoryInput{"memory": {Items: memItems(customerFacts...)}}},
+	}
+}
+
+var baseInputs = []input{
 	{name: "en-missing-runtime", template: "en-support", intent: "chat", description: "no runtime contents: runtime sections are left out, headings included", runtime: nil},
 	{name: "en-empty-runtime", template: "en-support", intent: "chat", description: "empty strings are the same as missing", runtime: map[string]string{"knowledge": "", "history": ""}},
 	{name: "en-fits", template: "en-support", intent: "troubleshoot", description: "everything fits: nothing is cut", runtime: map[string]string{"knowledge": "Restart the agent after an upgrade.", "history": "User asked about upgrades."}},
@@ -342,6 +491,13 @@ func generate(dir string) (int, error) {
 		return 0, err
 	}
 	plans := map[string][]byte{}
+	for name, y := range memoryTemplates {
+		data, err := render(name, y)
+		if err != nil {
+			return 0, err
+		}
+		plans[name] = data
+	}
 	for name, y := range templates {
 		data, err := render(name, y)
 		if err != nil {
@@ -374,12 +530,17 @@ func generate(dir string) (int, error) {
 		if err != nil {
 			return 0, fmt.Errorf("%s: %w", in.name, err)
 		}
-		a, err := p.Assemble(in.intent, runtime)
+		var a *plan.Assembly
+		if p.HasMemory() {
+			a, err = p.AssembleWithMemory(context.Background(), in.intent, runtime, plan.MemoryOptions{Recall: Recall(in.memory), Query: in.query})
+		} else {
+			a, err = p.Assemble(in.intent, runtime)
+		}
 		if err != nil {
 			return 0, fmt.Errorf("%s: %w", in.name, err)
 		}
-		c := Case{Name: in.name, Description: in.description, Plan: json.RawMessage(data), Intent: in.intent, Runtime: raw,
-			Expected: Expected{Prompt: a.Text, Tokens: a.Tokens, MaxTokens: a.MaxTokens, WithinBudget: a.WithinBudget, Cut: a.Cut}}
+		c := Case{Name: in.name, Description: in.description, Plan: json.RawMessage(data), Intent: in.intent, Runtime: raw, Query: in.query, Memory: in.memory,
+			Expected: Expected{Prompt: a.Text, Tokens: a.Tokens, MaxTokens: a.MaxTokens, WithinBudget: a.WithinBudget, Cut: a.Cut, Memory: MemoryOf(a)}}
 		if c.Expected.Cut == nil {
 			c.Expected.Cut = []string{}
 		}
@@ -395,6 +556,19 @@ func generate(dir string) (int, error) {
 		}
 	}
 	return len(inputs), nil
+}
+
+// MemoryOf is what an assembly's memory sections got, as a case expects it.
+func MemoryOf(a *plan.Assembly) []MemoryExpected {
+	var out []MemoryExpected
+	for _, m := range a.Memory {
+		e := MemoryExpected{Section: m.Section, Items: []string{}, Recalled: m.Recalled, Omitted: m.Omitted, TimedOut: m.TimedOut, Error: m.Code}
+		for _, it := range m.Items {
+			e.Items = append(e.Items, it.ID)
+		}
+		out = append(out, e)
+	}
+	return out
 }
 
 func fail(err error) {

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/promptops/promptops/internal/tokens"
@@ -43,21 +44,24 @@ func TestGenerateChangesNothing(t *testing.T) {
 }
 
 type vector struct {
-	Name     string            `json:"name"`
-	Plan     json.RawMessage   `json:"plan"`
-	Intent   string            `json:"intent"`
-	Runtime  map[string]string `json:"runtime"`
-	Expected docResult         `json:"expected"`
+	Name     string                 `json:"name"`
+	Plan     json.RawMessage        `json:"plan"`
+	Intent   string                 `json:"intent"`
+	Runtime  map[string]string      `json:"runtime"`
+	Query    string                 `json:"query"`
+	Memory   map[string]MemoryInput `json:"memory"`
+	Expected docResult              `json:"expected"`
 }
 
 // docResult is what a case expects, as docs/plan.md lists it.
 type docResult struct {
-	Prompt       string    `json:"prompt"`
-	Tokens       int       `json:"tokens"`
-	MaxTokens    int       `json:"maxTokens"`
-	WithinBudget bool      `json:"withinBudget"`
-	Cut          []string  `json:"cut"`
-	Sections     []Section `json:"sections"`
+	Prompt       string           `json:"prompt"`
+	Tokens       int              `json:"tokens"`
+	MaxTokens    int              `json:"maxTokens"`
+	WithinBudget bool             `json:"withinBudget"`
+	Cut          []string         `json:"cut"`
+	Sections     []Section        `json:"sections"`
+	Memory       []MemoryExpected `json:"memory,omitempty"`
 }
 
 func vectors(t *testing.T) []vector {
@@ -124,7 +128,7 @@ func oldWording(e *tokens.Encoder, body string, target int) string {
 
 // docAssemble follows "Finishing a prompt" of docs/plan.md step by step,
 // counting the whole prompt each time, with the given cut.
-func docAssemble(p *plan.Plan, intent string, runtime map[string]string, cut cutFunc) (docResult, error) {
+func docAssemble(p *plan.Plan, intent string, runtime map[string]string, query string, memory map[string]MemoryInput, cut cutFunc) (docResult, error) {
 	e := tokens.MustGet(p.Encoding)
 	var in *plan.Intent
 	for i := range p.Intents {
@@ -144,10 +148,49 @@ func docAssemble(p *plan.Plan, intent string, runtime map[string]string, cut cut
 			return docResult{}, fmt.Errorf("no runtime section %q", name)
 		}
 	}
+	// Memory sections: the query, the answer, minScore, maxItems, then
+	// FitMemory with the reserve (docFit).
+	items := make([][]plan.MemoryItem, len(p.Sections))
+	var mems []MemoryExpected
+	memIndex := map[int]int{}
+	for i, s := range p.Sections {
+		if s.Kind != plan.KindMemory {
+			continue
+		}
+		q := query
+		if s.Memory.Query.FromRuntime != "" {
+			q = runtime[s.Memory.Query.FromRuntime]
+		}
+		m, in := MemoryExpected{Section: s.Name, Items: []string{}}, memory[s.Name]
+		switch {
+		case q == "":
+			m.Error = plan.MemoryNoQuery
+		case in.TimedOut:
+			m.TimedOut, m.Error = true, plan.MemoryTimedOut
+		case in.Error != "":
+			m.Error = in.Error
+		default:
+			m.Recalled = len(in.Items)
+			var kept []plan.MemoryItem
+			for _, it := range in.Items {
+				if it.Score >= s.Memory.MinScore {
+					kept = append(kept, it)
+				}
+			}
+			if s.Memory.MaxItems > 0 && len(kept) > s.Memory.MaxItems {
+				kept = kept[:s.Memory.MaxItems]
+			}
+			items[i] = docFit(e, kept, s.ReserveTokens)
+		}
+		memIndex[i] = len(mems)
+		mems = append(mems, m)
+	}
 	// 1. Bodies.
 	bodies := make([]string, len(p.Sections))
 	for i, s := range p.Sections {
 		switch s.Kind {
+		case plan.KindMemory:
+			bodies[i] = docLines(items[i])
 		case plan.KindStatic:
 			bodies[i] = s.Text
 		case plan.KindIntent:
@@ -187,7 +230,7 @@ func docAssemble(p *plan.Plan, intent string, runtime map[string]string, cut cut
 	}
 	var order []int
 	for i, s := range p.Sections {
-		if s.Kind == plan.KindRuntime && s.Policy != plan.PolicyNever {
+		if (s.Kind == plan.KindRuntime || s.Kind == plan.KindMemory) && s.Policy != plan.PolicyNever {
 			order = append(order, i)
 		}
 	}
@@ -209,7 +252,12 @@ func docAssemble(p *plan.Plan, intent string, runtime map[string]string, cut cut
 			if target >= n {
 				target = n - 1
 			}
-			bodies[i] = cut(e, bodies[i], target)
+			if s.Kind == plan.KindMemory {
+				items[i] = docFit(e, items[i], target)
+				bodies[i] = docLines(items[i])
+			} else {
+				bodies[i] = cut(e, bodies[i], target)
+			}
 			n = e.CountUncached(bodies[i])
 			if len(r.Cut) == 0 || r.Cut[len(r.Cut)-1] != s.Name {
 				r.Cut = append(r.Cut, s.Name)
@@ -217,11 +265,73 @@ func docAssemble(p *plan.Plan, intent string, runtime map[string]string, cut cut
 			t = e.CountUncached(prompt())
 		}
 	}
+	// 5. Memory never keeps the prompt over budget.
+	for _, i := range order {
+		if t <= limit {
+			break
+		}
+		if p.Sections[i].Kind == plan.KindMemory && bodies[i] != "" {
+			items[i], bodies[i] = nil, ""
+			if !contains(r.Cut, p.Sections[i].Name) {
+				r.Cut = append(r.Cut, p.Sections[i].Name)
+			}
+			t = e.CountUncached(prompt())
+		}
+	}
+	for i, k := range memIndex {
+		for _, it := range items[i] {
+			mems[k].Items = append(mems[k].Items, it.ID)
+		}
+		mems[k].Omitted = mems[k].Recalled - len(items[i])
+	}
+	r.Memory = mems
 	r.Prompt, r.Tokens, r.WithinBudget = prompt(), t, t <= limit
 	for i, s := range p.Sections {
 		r.Sections = append(r.Sections, Section{s.Name, e.CountUncached(blockOf(i)), original[i] - e.CountUncached(bodies[i])})
 	}
 	return r, nil
+}
+
+// docLines is the items' lines joined by a line feed.
+func docLines(items []plan.MemoryItem) string {
+	lines := make([]string, 0, len(items))
+	for _, it := range items {
+		lines = append(lines, docLine(it))
+	}
+	return strings.Join(lines, "\n")
+}
+
+// docLine is an item's line as docs/plan.md words it.
+func docLine(it plan.MemoryItem) string {
+	text := strings.Join(strings.Fields(it.Text), " ")
+	day := func(t *time.Time) string { return t.UTC().Format("2006-01-02") }
+	s, e := it.OccurredStart, it.OccurredEnd
+	switch {
+	case s != nil && e != nil && day(s) != day(e):
+		return text + " (" + day(s) + " to " + day(e) + ")"
+	case s != nil:
+		return text + " (" + day(s) + ")"
+	case e != nil:
+		return text + " (until " + day(e) + ")"
+	}
+	return text
+}
+
+// docFit is FitMemory as docs/plan.md words it: items with an empty line
+// left out, then the longest prefix whose joined lines count at most limit.
+func docFit(e *tokens.Encoder, items []plan.MemoryItem, limit int) []plan.MemoryItem {
+	var nonEmpty []plan.MemoryItem
+	for _, it := range items {
+		if docLine(it) != "" {
+			nonEmpty = append(nonEmpty, it)
+		}
+	}
+	for k := len(nonEmpty); k > 0; k-- {
+		if e.CountUncached(docLines(nonEmpty[:k])) <= limit {
+			return nonEmpty[:k]
+		}
+	}
+	return nil
 }
 
 // A reader who follows docs/plan.md passes every vector; one who follows
@@ -233,7 +343,7 @@ func TestDocsWordingAgainstVectors(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := docAssemble(p, v.Intent, v.Runtime, newWording)
+		got, err := docAssemble(p, v.Intent, v.Runtime, v.Query, v.Memory, newWording)
 		if err != nil {
 			t.Fatalf("%s: %v", v.Name, err)
 		}
@@ -250,7 +360,7 @@ func TestDocsWordingAgainstVectors(t *testing.T) {
 		if large {
 			continue
 		}
-		old, err := docAssemble(p, v.Intent, v.Runtime, oldWording)
+		old, err := docAssemble(p, v.Intent, v.Runtime, v.Query, v.Memory, oldWording)
 		if err != nil {
 			t.Fatalf("%s: %v", v.Name, err)
 		}

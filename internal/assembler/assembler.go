@@ -26,6 +26,10 @@ type Input struct {
 	Namespace, Name string
 	Spec            *promptopsv1.PromptTemplateSpec
 	Sources         map[SourceKey]string
+	// MemoryEndpoints holds the endpoint of each served MemoryBank the
+	// memory sections name, by bank name; a bank absent or "" is not served
+	// and its sections' endpoint in the plan is empty.
+	MemoryEndpoints map[string]string
 }
 
 // Result is a rendered template.
@@ -193,6 +197,24 @@ func RenderContext(ctx context.Context, in Input) (*Result, error) {
 			ps.Kind = KindRuntime
 			ps.ReserveTokens = int(s.Runtime.ReserveTokens)
 			ps.Tokens = encoder.Count(heading)
+		case s.Memory != nil:
+			m := s.Memory
+			ps.Kind = KindMemory
+			ps.ReserveTokens = int(m.ReserveTokens)
+			ps.Tokens = encoder.Count(heading)
+			maxItems := int(m.MaxItems)
+			if maxItems == 0 {
+				maxItems = DefaultMemoryMaxItems
+			}
+			ps.Memory = &MemorySource{
+				Bank:     BankRef{Namespace: in.Namespace, Name: m.BankRef.Name},
+				Endpoint: in.MemoryEndpoints[m.BankRef.Name],
+				Query:    MemoryQuery{FromRuntime: m.Query.FromRuntime, FromRequest: m.Query.FromRequest},
+				MaxItems: maxItems,
+				// Per mille in the spec, 0 to 1 in the plan, as recall scores are.
+				MinScore: float64(m.MinScore) / 1000,
+			}
+			plan.Runtime.MemoryPlaceholder = KindMemoryPlaceholder
 		default:
 			ps.Kind = KindStatic
 			text, err := resolve(where, s.Text, s.From, in.Sources, &res.Notes)
@@ -217,6 +239,9 @@ func RenderContext(ctx context.Context, in Input) (*Result, error) {
 			return nil, err
 		}
 		plan.Intents = append(plan.Intents, PlanIntent{Name: it.Name, Instruction: text})
+	}
+	if err := plan.Validate(); err != nil {
+		return nil, err
 	}
 	intents, err := plan.SealContext(ctx, onExceed == promptopsv1.OnExceedTruncate)
 	if err != nil {

@@ -23,6 +23,12 @@ type (
 	Assembly = plan.Assembly
 	// SectionResult is plan.SectionResult.
 	SectionResult = plan.SectionResult
+	// MemorySource is plan.MemorySource.
+	MemorySource = plan.MemorySource
+	// BankRef is plan.BankRef.
+	BankRef = plan.BankRef
+	// MemoryQuery is plan.MemoryQuery.
+	MemoryQuery = plan.MemoryQuery
 )
 
 // The plan's apiVersion, kind, separator and section kinds.
@@ -33,7 +39,11 @@ const (
 	KindStatic     = plan.KindStatic
 	KindRuntime    = plan.KindRuntime
 	KindIntent     = plan.KindIntent
+	KindMemory     = plan.KindMemory
 )
+
+// KindMemoryPlaceholder is the memory placeholder pattern in plan.json.
+var KindMemoryPlaceholder = plan.MemoryPlaceholder("NAME")
 
 // Placeholder is the line that stands for a runtime section in <intent>.txt.
 func Placeholder(section string) string { return plan.Placeholder(section) }

@@ -88,12 +88,18 @@ func Validate(spec *promptopsv1.PromptTemplateSpec) error {
 				return bad(f+".runtime.reserveTokens", "must be at least 0 and less than budget.maxTokens (%d)", max)
 			}
 		}
+		if s.Memory != nil {
+			kinds++
+			if err := validateMemory(f+".memory", &spec.Sections[i], spec, max); err != nil {
+				return err
+			}
+		}
 		if s.Intent {
 			kinds++
 			intentSections++
 		}
 		if kinds != 1 {
-			return bad(f, "a section has exactly one of text (or from), runtime, or intent: true")
+			return bad(f, "a section has exactly one of text (or from), runtime, memory, or intent: true")
 		}
 		if t := s.Truncation; t != nil {
 			if t.Policy != "" && t.Policy != promptopsv1.TruncationNever && t.Policy != promptopsv1.TruncationPriority {
@@ -139,6 +145,60 @@ func Validate(spec *promptopsv1.PromptTemplateSpec) error {
 		}
 	}
 	return nil
+}
+
+// validateMemory checks a memory section as the CRD does.
+func validateMemory(f string, s *promptopsv1.Section, spec *promptopsv1.PromptTemplateSpec, max int32) error {
+	bad := func(field, format string, a ...any) error {
+		return &InvalidSpecError{Field: f + field, Message: fmt.Sprintf(format, a...)}
+	}
+	m := s.Memory
+	if n := m.BankRef.Name; n == "" || len(n) > 63 || !intentNameRE.MatchString(n) {
+		return bad(".bankRef.name", "%q is not a valid MemoryBank name", clip(n, 80))
+	}
+	if (m.Query.FromRuntime != "") == m.Query.FromRequest {
+		return bad(".query", "needs exactly one of fromRuntime and fromRequest: true")
+	}
+	if q := m.Query.FromRuntime; q != "" {
+		found := false
+		for i := range spec.Sections {
+			found = found || (spec.Sections[i].Name == q && spec.Sections[i].Runtime != nil)
+		}
+		if !found {
+			return bad(".query.fromRuntime", "%q must name a runtime section of this template", clip(q, 80))
+		}
+	}
+	if m.ReserveTokens < 1 || m.ReserveTokens >= max {
+		return bad(".reserveTokens", "must be at least 1 and less than budget.maxTokens (%d)", max)
+	}
+	if m.MaxItems < 0 || m.MaxItems > 1000 {
+		return bad(".maxItems", "must be between 1 and 1000")
+	}
+	if m.MinScore < 0 || m.MinScore > 1000 {
+		return bad(".minScore", "is per mille: must be between 0 and 1000")
+	}
+	if t := s.Truncation; t != nil && t.Policy == promptopsv1.TruncationNever {
+		return &InvalidSpecError{Field: strings.TrimSuffix(f, ".memory") + ".truncation.policy", Message: "a memory section is always cut by priority: Never does not apply to it"}
+	}
+	return nil
+}
+
+// DefaultMemoryMaxItems is a memory section's maxItems when the spec leaves
+// it 0 (the CRD's default).
+const DefaultMemoryMaxItems = 20
+
+// MemoryBanks lists the MemoryBanks a spec's memory sections name, in the
+// template's namespace, for the controller's index.
+func MemoryBanks(spec *promptopsv1.PromptTemplateSpec) []string {
+	var out []string
+	seen := map[string]bool{}
+	for i := range spec.Sections {
+		if m := spec.Sections[i].Memory; m != nil && !seen[m.BankRef.Name] {
+			seen[m.BankRef.Name] = true
+			out = append(out, m.BankRef.Name)
+		}
+	}
+	return out
 }
 
 // truncationOf returns a section's effective policy, priority and minimum,

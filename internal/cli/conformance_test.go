@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -9,7 +10,9 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	tiktoken "github.com/pkoukk/tiktoken-go"
@@ -23,10 +26,16 @@ import (
 // conformanceCase is one file of testdata/conformance/cases (written by
 // hack/conformance; the format is in docs/plan.md).
 type conformanceCase struct {
-	Name     string            `json:"name"`
-	Plan     json.RawMessage   `json:"plan"`
-	Intent   string            `json:"intent"`
-	Runtime  map[string]string `json:"runtime"`
+	Name    string            `json:"name"`
+	Plan    json.RawMessage   `json:"plan"`
+	Intent  string            `json:"intent"`
+	Runtime map[string]string `json:"runtime"`
+	Query   string            `json:"query"`
+	Memory  map[string]struct {
+		Items    []plan.MemoryItem `json:"items"`
+		Error    string            `json:"error"`
+		TimedOut bool              `json:"timedOut"`
+	} `json:"memory"`
 	Expected struct {
 		Prompt       string                 `json:"prompt"`
 		Tokens       int                    `json:"tokens"`
@@ -34,6 +43,7 @@ type conformanceCase struct {
 		WithinBudget bool                   `json:"withinBudget"`
 		Cut          []string               `json:"cut"`
 		Sections     []serve.SectionSummary `json:"sections"`
+		Memory       []memoryExpected       `json:"memory"`
 	} `json:"expected"`
 }
 
@@ -58,11 +68,67 @@ func conformanceCases(t *testing.T) []conformanceCase {
 	return out
 }
 
+type memoryExpected struct {
+	Section  string   `json:"section"`
+	Items    []string `json:"items"`
+	Recalled int      `json:"recalled"`
+	Omitted  int      `json:"omitted"`
+	TimedOut bool     `json:"timedOut"`
+	Error    string   `json:"error"`
+}
+
+// recall answers a case's recalls from its memory inputs.
+func (c *conformanceCase) recall(ctx context.Context, r plan.MemoryRequest) ([]plan.MemoryItem, error) {
+	m := c.Memory[r.Section]
+	switch {
+	case m.TimedOut:
+		return nil, context.DeadlineExceeded
+	case m.Error != "":
+		return nil, &plan.RecallError{Code: m.Error, Message: "as the case says"}
+	}
+	return m.Items, nil
+}
+
+// bankRecaller sends serve's recalls over HTTP to the test's bank,
+// whatever endpoint the vector's plan has (none).
+type bankRecaller struct {
+	*serve.HTTPRecaller
+	url string
+}
+
+func (b bankRecaller) Recall(ctx context.Context, r plan.MemoryRequest) ([]plan.MemoryItem, error) {
+	r.Endpoint = b.url
+	return b.HTTPRecaller.Recall(ctx, r)
+}
+
 // Every conformance vector gives the same answer through the package, the
 // assemble verb and the server; the reference tokenizer agrees on the count.
+// Memory vectors' recall answers come from a bank over HTTP for the server
+// (the assemble verb has no memory and skips them).
 func TestConformanceVectors(t *testing.T) {
 	tiktoken.SetBpeLoader(tiktokenloader.NewOfflineLoader())
-	srv := serve.New(serve.Options{Log: logr.Discard()})
+	var current atomic.Pointer[conformanceCase]
+	bank := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c := current.Load()
+		var req struct {
+			Query string `json:"query"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		for _, m := range c.Memory {
+			switch {
+			case m.TimedOut:
+				<-r.Context().Done()
+			case m.Error != "":
+				w.WriteHeader(http.StatusServiceUnavailable)
+				fmt.Fprintf(w, `{"error":{"code":%q,"message":"as the case says"}}`, m.Error)
+			default:
+				json.NewEncoder(w).Encode(map[string]any{"items": m.Items})
+			}
+			return // the vectors have one memory section
+		}
+	}))
+	defer bank.Close()
+	srv := serve.New(serve.Options{Log: logr.Discard(), Recaller: bankRecaller{serve.NewHTTPRecaller(""), bank.URL}, MemoryTimeout: 100 * time.Millisecond})
 	sources := map[string][]byte{}
 	for _, c := range conformanceCases(t) {
 		sources[c.Name] = c.Plan
@@ -82,6 +148,7 @@ func TestConformanceVectors(t *testing.T) {
 
 	for _, c := range conformanceCases(t) {
 		t.Run(c.Name, func(t *testing.T) {
+			current.Store(&c)
 			want := c.Expected
 			p, err := plan.Load(c.Plan)
 			if err != nil {
@@ -96,9 +163,20 @@ func TestConformanceVectors(t *testing.T) {
 			}
 
 			// The package.
-			a, err := p.Assemble(c.Intent, c.Runtime)
+			a, err := p.AssembleWithMemory(context.Background(), c.Intent, c.Runtime, plan.MemoryOptions{Recall: c.recall, Query: c.Query})
 			if err != nil {
 				t.Fatal(err)
+			}
+			var mems []memoryExpected
+			for _, m := range a.Memory {
+				e := memoryExpected{Section: m.Section, Items: []string{}, Recalled: m.Recalled, Omitted: m.Omitted, TimedOut: m.TimedOut, Error: m.Code}
+				for _, it := range m.Items {
+					e.Items = append(e.Items, it.ID)
+				}
+				mems = append(mems, e)
+			}
+			if !reflect.DeepEqual(mems, want.Memory) {
+				t.Fatalf("package: memory %+v, want %+v", mems, want.Memory)
 			}
 			var secs []serve.SectionSummary
 			for _, s := range a.Sections {
@@ -112,23 +190,25 @@ func TestConformanceVectors(t *testing.T) {
 				t.Fatalf("package: %d tokens cut %v sections %v; want %d cut %v sections %v", a.Tokens, cut, secs, want.Tokens, want.Cut, want.Sections)
 			}
 
-			// promptops assemble.
-			planFile := filepath.Join(t.TempDir(), "plan.json")
-			if err := os.WriteFile(planFile, c.Plan, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			stdin, _ := json.Marshal(c.Runtime)
-			code, prompt, report := run(t, string(stdin), "assemble", "--plan", planFile, "--intent", c.Intent)
-			wantCode := ExitOK
-			if !want.WithinBudget {
-				wantCode = ExitFailed
-			}
-			if code != wantCode || prompt != want.Prompt || !strings.Contains(report, fmt.Sprintf(": %d tokens of %d", want.Tokens, want.MaxTokens)) {
-				t.Fatalf("assemble: exit %d (want %d), same prompt %v, report %q", code, wantCode, prompt == want.Prompt, report)
+			// promptops assemble (it has no memory).
+			if !p.HasMemory() {
+				planFile := filepath.Join(t.TempDir(), "plan.json")
+				if err := os.WriteFile(planFile, c.Plan, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				stdin, _ := json.Marshal(c.Runtime)
+				code, prompt, report := run(t, string(stdin), "assemble", "--plan", planFile, "--intent", c.Intent)
+				wantCode := ExitOK
+				if !want.WithinBudget {
+					wantCode = ExitFailed
+				}
+				if code != wantCode || prompt != want.Prompt || !strings.Contains(report, fmt.Sprintf(": %d tokens of %d", want.Tokens, want.MaxTokens)) {
+					t.Fatalf("assemble: exit %d (want %d), same prompt %v, report %q", code, wantCode, prompt == want.Prompt, report)
+				}
 			}
 
 			// promptops serve.
-			body, _ := json.Marshal(map[string]any{"namespace": p.Namespace, "name": p.Name, "intent": c.Intent, "runtime": c.Runtime})
+			body, _ := json.Marshal(map[string]any{"namespace": p.Namespace, "name": p.Name, "intent": c.Intent, "runtime": c.Runtime, "query": c.Query})
 			resp, err := http.Post(ts.URL+"/v1/assemble", "application/json", strings.NewReader(string(body)))
 			if err != nil {
 				t.Fatal(err)
@@ -145,6 +225,17 @@ func TestConformanceVectors(t *testing.T) {
 			if resp.StatusCode != wantStatus || got.Prompt != want.Prompt || got.Tokens != want.Tokens || got.MaxTokens != want.MaxTokens ||
 				got.WithinBudget != want.WithinBudget || got.Revision != p.Revision || !reflect.DeepEqual(got.Sections, want.Sections) {
 				t.Fatalf("serve: status %d (want %d), %d tokens, sections %v", resp.StatusCode, wantStatus, got.Tokens, got.Sections)
+			}
+			var gotMem []memoryExpected
+			for _, m := range got.Memory {
+				e := memoryExpected{Section: m.Section, Items: []string{}, Recalled: m.Recalled, Omitted: m.Omitted, TimedOut: m.TimedOut, Error: m.Error}
+				for _, it := range m.Items {
+					e.Items = append(e.Items, it.ID)
+				}
+				gotMem = append(gotMem, e)
+			}
+			if !reflect.DeepEqual(gotMem, want.Memory) {
+				t.Fatalf("serve: memory %+v, want %+v", gotMem, want.Memory)
 			}
 		})
 	}

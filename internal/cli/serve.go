@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/promptops/promptops/internal/serve"
+	"github.com/promptops/promptops/plan"
 )
 
 func init() {
@@ -48,10 +49,12 @@ func runServe(args []string, _ io.Reader, _, stderr io.Writer) int {
 	maxInflight := fs.Int64("max-inflight-bytes", serve.DefaultMaxInflightBytes, "Request body bytes buffered at once by all requests in flight, each held until its answer; a request that would go over it gets 503 with Retry-After. One over 256 KiB may use three quarters of it.")
 	timeout := fs.Duration("request-timeout", serve.DefaultRequestTimeout, "Longest a request may take, body included; a body not in by then gets 408.")
 	poll := fs.Duration("poll-interval", time.Second, "How often --plans-dir is re-read.")
+	memTokenFile := fs.String("memory-token-file", "", "Bearer token sent to the memory banks that fill memory sections (re-read when it changes); default: the pod's ServiceAccount token ("+serve.DefaultServiceAccountTokenFile+") when it exists, else none.")
+	memTimeout := fs.Duration("memory-timeout", plan.DefaultMemoryTimeout, "Longest a memory section's recall may take; a slower or failed recall leaves the section empty and the answer says so.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: promptops serve (--plans-dir DIR | --watch [--namespace NS,...]) [--listen ADDR] [--auth none|kubernetes]\n\nPOST /v1/assemble {\"namespace\", \"name\", \"intent\", \"runtime\": {\"<section>\": \"<text>\"}}\nanswers the prompt as `promptops assemble` would; GET /v1/templates lists the plans.\n/healthz, /readyz (after the first load) and /metrics are on the same address.")
+		fmt.Fprintln(stderr, "Usage: promptops serve (--plans-dir DIR | --watch [--namespace NS,...]) [--listen ADDR] [--auth none|kubernetes]\n\nPOST /v1/assemble {\"namespace\", \"name\", \"intent\", \"runtime\": {\"<section>\": \"<text>\"}, \"query\"?}\nanswers the prompt as `promptops assemble` would; GET /v1/templates lists the plans.\n/healthz, /readyz (after the first load) and /metrics are on the same address.")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args); !ok {
@@ -85,6 +88,15 @@ func runServe(args []string, _ io.Reader, _, stderr io.Writer) int {
 	if *maxBody <= 0 {
 		*maxBody = serve.DefaultMaxBodyBytes
 	}
+	if *memTimeout <= 0 {
+		fmt.Fprintln(stderr, "promptops serve: --memory-timeout must be positive")
+		return ExitInvalid
+	}
+	if *memTokenFile == "" {
+		if _, err := os.Stat(serve.DefaultServiceAccountTokenFile); err == nil {
+			*memTokenFile = serve.DefaultServiceAccountTokenFile
+		}
+	}
 	if *maxInflight/4*3 < *maxBody || *timeout <= 0 {
 		fmt.Fprintln(stderr, "promptops serve: --max-inflight-bytes must be at least 4/3 of --max-body-bytes, and --request-timeout positive")
 		return ExitInvalid
@@ -104,7 +116,8 @@ func runServe(args []string, _ io.Reader, _, stderr io.Writer) int {
 	gogc := debug.SetGCPercent(-1) // reads it, and turns collection off until the next line
 	debug.SetGCPercent(gogc)
 	log.Info("Memory", "limit", limit, "from", from, "GOGC", gogc)
-	opts := serve.Options{MaxBodyBytes: *maxBody, MaxInflightBytes: *maxInflight, RequestTimeout: *timeout, Log: log}
+	opts := serve.Options{MaxBodyBytes: *maxBody, MaxInflightBytes: *maxInflight, RequestTimeout: *timeout, Log: log,
+		Recaller: serve.NewHTTPRecaller(*memTokenFile), MemoryTimeout: *memTimeout}
 	var cfg *rest.Config
 	if *watch || *auth == authKubernetes {
 		if cfg, err = ctrl.GetConfig(); err != nil {

@@ -6,7 +6,7 @@ import (
 )
 
 // decodeFast parses the common request in one pass over the body: one JSON
-// object whose keys are exactly namespace, name, intent and runtime, each
+// object whose keys are among namespace, name, intent, runtime and query, each
 // at most once, with string values, and runtime an object of strings or
 // nulls with keys free of escapes. Values are copied once; a run of
 // ordinary characters is scanned a byte at a time and checked as UTF-8 in
@@ -24,7 +24,7 @@ func decodeFast(body []byte) (req AssembleRequest, ok bool) {
 	if !d.byte('{') {
 		return req, false
 	}
-	var seen [4]bool
+	var seen [5]bool
 	if d.peek('}') {
 		return req, d.end()
 	}
@@ -43,6 +43,8 @@ func decodeFast(body []byte) (req AssembleRequest, ok bool) {
 			field = 2
 		case "runtime":
 			field = 3
+		case "query":
+			field = 4
 		default:
 			return req, false
 		}
@@ -66,6 +68,8 @@ func decodeFast(body []byte) (req AssembleRequest, ok bool) {
 				req.Name = s
 			case 2:
 				req.Intent = s
+			case 4:
+				req.Query = s
 			}
 		}
 		if d.byte(',') {

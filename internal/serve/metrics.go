@@ -21,6 +21,10 @@ type metrics struct {
 	loadErrors prometheus.Counter
 	refused    prometheus.Counter
 	authDenied *prometheus.CounterVec
+	// recalls of memory sections by bank and result (ok, timeout, error);
+	// memoryTimeouts counts sections left empty by the timeout.
+	recalls        *prometheus.CounterVec
+	memoryTimeouts *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -61,6 +65,13 @@ func newMetrics() *metrics {
 			Name: "promptops_serve_auth_denied_total", Help: "Requests refused by --auth=kubernetes, by reason (unauthenticated, forbidden, error).",
 		}, []string{"reason"}),
 	}
+	m.recalls = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "promptops_serve_memory_recalls_total", Help: "Recalls of memory sections, by bank and result (ok, timeout, error).",
+	}, []string{"namespace", "bank", "result"})
+	m.memoryTimeouts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "promptops_serve_memory_timeouts_total", Help: "Memory sections left empty because their recall took longer than --memory-timeout, by bank.",
+	}, []string{"namespace", "bank"})
+	m.registry.MustRegister(m.recalls, m.memoryTimeouts)
 	m.registry.MustRegister(m.requests, m.latency, m.tokens, m.sections, m.truncated, m.revision, m.plans, m.failing, m.loadErrors, m.refused, m.authDenied,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -61,6 +61,8 @@ type Server struct {
 	auth         *Auth
 	inflight     *byteBudget
 	timeout      time.Duration
+	recaller     Recaller
+	memTimeout   time.Duration
 }
 
 // Options configure a Server.
@@ -80,6 +82,10 @@ type Options struct {
 	// Auth, when set, requires a Kubernetes bearer token of a caller that
 	// may get the template (/v1/*) or /metrics; nil serves everyone.
 	Auth *Auth
+	// Recaller fills memory sections; nil leaves them empty (NoRecall).
+	Recaller Recaller
+	// MemoryTimeout bounds each recall; plan.DefaultMemoryTimeout when 0.
+	MemoryTimeout time.Duration
 }
 
 // New returns a server with no plans: it answers 503 until the first load.
@@ -94,7 +100,8 @@ func New(o Options) *Server {
 		o.RequestTimeout = DefaultRequestTimeout
 	}
 	s := &Server{store: &Store{}, metrics: newMetrics(), log: o.Log, maxBodyBytes: o.MaxBodyBytes,
-		inflight: &byteBudget{max: o.MaxInflightBytes}, timeout: o.RequestTimeout, auth: o.Auth}
+		inflight: &byteBudget{max: o.MaxInflightBytes}, timeout: o.RequestTimeout, auth: o.Auth,
+		recaller: o.Recaller, memTimeout: o.MemoryTimeout}
 	s.metrics.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "promptops_serve_inflight_body_bytes", Help: "Bytes of request bodies held by requests in flight (at most --max-inflight-bytes).",
 	}, func() float64 { return float64(s.inflight.used.Load()) }))
@@ -153,6 +160,9 @@ type AssembleRequest struct {
 	// Runtime holds each runtime section's content; a value must be a JSON
 	// string (null is the same as leaving the section out).
 	Runtime map[string]string `json:"runtime"`
+	// Query is the recall query of memory sections that take it from the
+	// request.
+	Query string `json:"query"`
 }
 
 // AssembleResponse is the body of a 200 or 422 answer.
@@ -163,6 +173,8 @@ type AssembleResponse struct {
 	WithinBudget bool             `json:"withinBudget"`
 	Revision     string           `json:"revision"`
 	Sections     []SectionSummary `json:"sections"`
+	// Memory has one entry per memory section of the template.
+	Memory []MemorySummary `json:"memory,omitempty"`
 }
 
 // SectionSummary is one section's share of the prompt.
@@ -221,7 +233,12 @@ func (s *Server) assemble(w http.ResponseWriter, r *http.Request) int {
 	if p == nil {
 		return writeError(w, http.StatusNotFound, CodeTemplateNotFound, fmt.Sprintf("no template %s is loaded", k))
 	}
-	a, err := p.AssembleContext(r.Context(), req.Intent, req.Runtime)
+	var a *plan.Assembly
+	if p.HasMemory() {
+		a, err = p.AssembleWithMemory(r.Context(), req.Intent, req.Runtime, plan.MemoryOptions{Recall: s.recallFunc(), Query: req.Query, Timeout: s.memTimeout})
+	} else {
+		a, err = p.AssembleContext(r.Context(), req.Intent, req.Runtime)
+	}
 	if err != nil {
 		var ui *plan.UnknownIntentError
 		var us *plan.UnknownSectionError
@@ -237,7 +254,8 @@ func (s *Server) assemble(w http.ResponseWriter, r *http.Request) int {
 		s.log.Error(err, "Assembly failed", "template", k, "intent", req.Intent)
 		return writeError(w, http.StatusInternalServerError, "Internal", "assembly failed")
 	}
-	resp := AssembleResponse{Prompt: a.Text, Tokens: a.Tokens, MaxTokens: a.MaxTokens, WithinBudget: a.WithinBudget, Revision: p.Revision, Sections: make([]SectionSummary, len(a.Sections))}
+	resp := AssembleResponse{Prompt: a.Text, Tokens: a.Tokens, MaxTokens: a.MaxTokens, WithinBudget: a.WithinBudget, Revision: p.Revision, Sections: make([]SectionSummary, len(a.Sections)),
+		Memory: s.memorySummaries(a)}
 	s.metrics.tokens.WithLabelValues(p.Namespace, p.Name, a.Intent).Add(float64(a.Tokens))
 	for i, sec := range a.Sections {
 		resp.Sections[i] = SectionSummary{Name: sec.Name, Tokens: sec.Tokens, TruncatedTokens: sec.TruncatedTokens}
@@ -360,13 +378,13 @@ func decodeRequest(body []byte) (req AssembleRequest, status int, code, msg stri
 			}
 			return req, http.StatusBadRequest, CodeInvalidRuntime, "runtime must be an object of strings"
 		}
-		return req, http.StatusBadRequest, CodeMalformed, "the body must be one JSON object {namespace, name, intent, runtime}: " + jsonProblem(err)
+		return req, http.StatusBadRequest, CodeMalformed, "the body must be one JSON object {namespace, name, intent, runtime, query}: " + jsonProblem(err)
 	}
 	if len(body) == 0 || body[skipSpace(body, 0)] != '{' {
-		return req, http.StatusBadRequest, CodeMalformed, "the body must be one JSON object {namespace, name, intent, runtime}"
+		return req, http.StatusBadRequest, CodeMalformed, "the body must be one JSON object {namespace, name, intent, runtime, query}"
 	}
 	if f, ok := unknownField(body); ok {
-		return req, http.StatusBadRequest, CodeMalformed, fmt.Sprintf("unknown field %q: the fields are namespace, name, intent and runtime", f)
+		return req, http.StatusBadRequest, CodeMalformed, fmt.Sprintf("unknown field %q: the fields are namespace, name, intent, runtime and query", f)
 	}
 	return req, 0, "", ""
 }
@@ -387,7 +405,7 @@ func unknownField(body []byte) (string, bool) {
 			return "", false
 		}
 		known := false
-		for _, f := range [...]string{"namespace", "name", "intent", "runtime"} {
+		for _, f := range [...]string{"namespace", "name", "intent", "runtime", "query"} {
 			known = known || strings.EqualFold(key, f)
 		}
 		if !known {

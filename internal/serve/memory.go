@@ -1,0 +1,227 @@
+package serve
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/promptops/promptops/plan"
+)
+
+// Recaller fills memory sections: it recalls a bank's items for a query,
+// best first. HTTPRecaller calls a served bank; a bank served by this same
+// process can answer in-process instead.
+type Recaller interface {
+	Recall(ctx context.Context, r plan.MemoryRequest) ([]plan.MemoryItem, error)
+}
+
+// DefaultServiceAccountTokenFile is the pod's projected ServiceAccount
+// token, the default bearer token of recalls when it exists.
+const DefaultServiceAccountTokenFile = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+
+// DefaultMaxRecallBytes bounds the body of a recall answer that is read;
+// a longer answer is an error (code RecallTooLarge), not buffered.
+const DefaultMaxRecallBytes = 4 << 20
+
+// maxErrorBytes bounds the error body of a recall that is read.
+const maxErrorBytes = 64 << 10
+
+// Memory error codes of a memory section's "error" in an assemble answer,
+// besides plan's (NoQuery, NoRecall, TimedOut, RecallFailed) and the
+// bank's own error codes.
+const (
+	CodeNotServed       = "NotServed"
+	CodeRecallTooLarge  = "RecallTooLarge"
+	CodeRecallMalformed = "RecallMalformed"
+	CodeRecallHTTP      = "RecallHTTPError"
+)
+
+// HTTPRecaller calls POST {endpoint}/v1/banks/{namespace}/{name}/recall
+// of a served bank with a bearer token read from a file (re-read when the
+// file changes, as projected tokens are rotated).
+type HTTPRecaller struct {
+	// Client makes the calls; its redirects are refused, so the token goes
+	// only to the endpoint.
+	Client *http.Client
+	// TokenFile holds the bearer token; empty sends none.
+	TokenFile string
+	// MaxBytes bounds the answer read; DefaultMaxRecallBytes when 0.
+	MaxBytes int64
+
+	mu    sync.Mutex
+	token string
+	stamp tokenStamp
+}
+
+type tokenStamp struct {
+	mod  time.Time
+	size int64
+}
+
+// NewHTTPRecaller returns a recaller that sends the token in tokenFile.
+func NewHTTPRecaller(tokenFile string) *HTTPRecaller {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 64
+	return &HTTPRecaller{TokenFile: tokenFile, Client: &http.Client{
+		Transport:     t,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}}
+}
+
+// bearer is the token, re-read when the file's time or size changed.
+func (h *HTTPRecaller) bearer() (string, error) {
+	if h.TokenFile == "" {
+		return "", nil
+	}
+	fi, err := os.Stat(h.TokenFile)
+	if err != nil {
+		return "", fmt.Errorf("reading the memory token: %w", err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	st := tokenStamp{fi.ModTime(), fi.Size()}
+	if st == h.stamp && h.token != "" {
+		return h.token, nil
+	}
+	data, err := os.ReadFile(h.TokenFile)
+	if err != nil {
+		return "", fmt.Errorf("reading the memory token: %w", err)
+	}
+	h.token, h.stamp = strings.TrimSpace(string(data)), st
+	return h.token, nil
+}
+
+type recallRequest struct {
+	Query     string  `json:"query"`
+	MaxTokens int     `json:"maxTokens"`
+	MaxItems  int     `json:"maxItems,omitempty"`
+	MinScore  float64 `json:"minScore,omitempty"`
+}
+
+type recallResponse struct {
+	Items []plan.MemoryItem `json:"items"`
+}
+
+// Recall asks the bank's endpoint. Errors are *plan.RecallError with a
+// code and a message that quote neither the query nor any item.
+func (h *HTTPRecaller) Recall(ctx context.Context, r plan.MemoryRequest) ([]plan.MemoryItem, error) {
+	if r.Endpoint == "" {
+		return nil, &plan.RecallError{Code: CodeNotServed, Message: fmt.Sprintf("bank %s has no serving endpoint", r.Bank)}
+	}
+	u, err := url.Parse(strings.TrimRight(r.Endpoint, "/") + "/v1/banks/" + url.PathEscape(r.Bank.Namespace) + "/" + url.PathEscape(r.Bank.Name) + "/recall")
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return nil, &plan.RecallError{Code: CodeNotServed, Message: fmt.Sprintf("bank %s has an endpoint that is not an http(s) URL", r.Bank)}
+	}
+	body, _ := json.Marshal(recallRequest{Query: r.Query, MaxTokens: r.MaxTokens, MaxItems: r.MaxItems, MinScore: r.MinScore})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	token, err := h.bearer()
+	if err != nil {
+		return nil, &plan.RecallError{Code: "TokenUnreadable", Message: err.Error()}
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := h.Client.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, &plan.RecallError{Code: plan.MemoryRecallFailed, Message: fmt.Sprintf("calling bank %s failed", r.Bank)}
+	}
+	// Closing without draining drops the connection when an answer is
+	// left unread: cheaper than reading a hostile one to its end.
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		var eb errorBody
+		_ = json.NewDecoder(io.LimitReader(resp.Body, maxErrorBytes)).Decode(&eb)
+		code := eb.Error.Code
+		if code == "" || len(code) > 64 {
+			code = fmt.Sprintf("%s%d", CodeRecallHTTP, resp.StatusCode)
+		}
+		return nil, &plan.RecallError{Code: code, Message: fmt.Sprintf("bank %s answered %d", r.Bank, resp.StatusCode)}
+	}
+	limit := h.MaxBytes
+	if limit <= 0 {
+		limit = DefaultMaxRecallBytes
+	}
+	lr := &io.LimitedReader{R: resp.Body, N: limit + 1}
+	var out recallResponse
+	if err := json.NewDecoder(lr).Decode(&out); err != nil {
+		switch {
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case lr.N <= 0:
+			return nil, &plan.RecallError{Code: CodeRecallTooLarge, Message: fmt.Sprintf("bank %s answered more than %d bytes", r.Bank, limit)}
+		}
+		return nil, &plan.RecallError{Code: CodeRecallMalformed, Message: fmt.Sprintf("bank %s answered no recall JSON", r.Bank)}
+	}
+	return out.Items, nil
+}
+
+// MemorySummary is one memory section's share of an assemble answer.
+type MemorySummary struct {
+	Section string       `json:"section"`
+	Bank    plan.BankRef `json:"bank"`
+	// Items in the prompt, best first.
+	Items []plan.MemoryItem `json:"items"`
+	// Recalled is how many items the bank answered, Omitted how many of
+	// them are not in the prompt.
+	Recalled int  `json:"recalled"`
+	Omitted  int  `json:"omitted"`
+	TimedOut bool `json:"timedOut"`
+	// Error is the code of why the section is empty, when it is for want
+	// of an answer.
+	Error string `json:"error,omitempty"`
+}
+
+// recallFunc counts each recall by bank and result.
+func (s *Server) recallFunc() plan.RecallFunc {
+	if s.recaller == nil {
+		return nil
+	}
+	return func(ctx context.Context, r plan.MemoryRequest) ([]plan.MemoryItem, error) {
+		items, err := s.recaller.Recall(ctx, r)
+		result := "ok"
+		switch {
+		case errors.Is(err, context.DeadlineExceeded):
+			result = "timeout"
+		case err != nil:
+			result = "error"
+		}
+		s.metrics.recalls.WithLabelValues(r.Bank.Namespace, r.Bank.Name, result).Inc()
+		return items, err
+	}
+}
+
+// memorySummaries turns an assembly's memory results into the answer's,
+// and counts the timeouts a recall that ignored its deadline did not.
+func (s *Server) memorySummaries(a *plan.Assembly) []MemorySummary {
+	if len(a.Memory) == 0 {
+		return nil
+	}
+	out := make([]MemorySummary, len(a.Memory))
+	for i, m := range a.Memory {
+		items := m.Items
+		if items == nil {
+			items = []plan.MemoryItem{}
+		}
+		out[i] = MemorySummary{Section: m.Section, Bank: m.Bank, Items: items, Recalled: m.Recalled, Omitted: m.Omitted, TimedOut: m.TimedOut, Error: m.Code}
+		if m.TimedOut {
+			s.metrics.memoryTimeouts.WithLabelValues(m.Bank.Namespace, m.Bank.Name).Inc()
+		}
+	}
+	return out
+}

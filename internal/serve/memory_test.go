@@ -1,0 +1,214 @@
+package serve
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/promptops/promptops/plan"
+)
+
+// memoryPlanJSON is a sealed plan whose memory section takes its query
+// from the runtime section question (or, fromRequest, from the request).
+func memoryPlanJSON(t testing.TB, endpoint string, fromRequest bool) []byte {
+	t.Helper()
+	q := plan.MemoryQuery{FromRuntime: "question"}
+	if fromRequest {
+		q = plan.MemoryQuery{FromRequest: true}
+	}
+	p := &plan.Plan{
+		APIVersion: plan.PlanAPIVersion, Kind: plan.PlanKind, Namespace: "shop", Name: "support",
+		Encoding: "cl100k_base", MaxTokens: 400, OnExceed: "Reject", Separator: plan.Separator,
+		Sections: []plan.Section{
+			{Name: "role", Kind: plan.KindStatic, Text: "You are the support assistant.", Policy: plan.PolicyNever},
+			{Name: "question", Kind: plan.KindRuntime, Heading: "## Question", ReserveTokens: 50, Policy: plan.PolicyNever},
+			{Name: "memory", Kind: plan.KindMemory, Heading: "## What we know", ReserveTokens: 100, Policy: plan.PolicyPriority, Priority: 10,
+				Memory: &plan.MemorySource{Bank: plan.BankRef{Namespace: "shop", Name: "customers"}, Endpoint: endpoint, Query: q, MaxItems: 10, MinScore: 0.3}},
+			{Name: "task", Kind: plan.KindIntent, Heading: "## Task", Policy: plan.PolicyNever},
+		},
+		Intents: []plan.Intent{{Name: "chat", Instruction: "Answer briefly."}},
+		Runtime: plan.RuntimeSummary{Placeholder: plan.Placeholder("NAME"), MemoryPlaceholder: plan.MemoryPlaceholder("NAME")},
+	}
+	if _, err := p.Seal(false); err != nil {
+		t.Fatal(err)
+	}
+	data, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func memoryServer(t testing.TB, planJSON []byte, tokenFile string, timeout time.Duration) *httptest.Server {
+	t.Helper()
+	rc := NewHTTPRecaller(tokenFile)
+	rc.MaxBytes = 1 << 20
+	s := New(Options{Log: logr.Discard(), Recaller: rc, MemoryTimeout: timeout})
+	s.Apply(map[string][]byte{"support": planJSON})
+	ts := httptest.NewServer(s.Handler())
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+type memoryAnswer struct {
+	AssembleResponse
+}
+
+func assembleMemory(t *testing.T, url, body string) (int, memoryAnswer) {
+	t.Helper()
+	code, out := post(t, url, body)
+	var a memoryAnswer
+	if err := json.Unmarshal(out, &a); err != nil {
+		t.Fatalf("%d %s", code, out)
+	}
+	return code, a
+}
+
+var recalled = []plan.MemoryItem{
+	{ID: "o1", Kind: "observation", Text: "The customer prefers email.", Score: 0.9, ProofCount: 3},
+	{ID: "o2", Kind: "observation", Text: "The customer is on the Pro plan.", Score: 0.8, ProofCount: 1},
+	{ID: "o3", Kind: "observation", Text: "Too far from the question.", Score: 0.1, ProofCount: 1},
+}
+
+func TestAssembleFillsMemoryByRecall(t *testing.T) {
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(tokenFile, []byte("token-one\n"), 0o600)
+	var gotAuth atomic.Value
+	var gotReq recallRequest
+	var gotPath string
+	bank := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gotAuth.Store(r.Header.Get("Authorization"))
+		gotPath = r.URL.Path
+		_ = json.NewDecoder(r.Body).Decode(&gotReq)
+		json.NewEncoder(w).Encode(map[string]any{"items": recalled, "text": "", "tokens": 0, "maxTokens": gotReq.MaxTokens, "omitted": 0})
+	}))
+	defer bank.Close()
+	for _, fromRequest := range []bool{false, true} {
+		ts := memoryServer(t, memoryPlanJSON(t, bank.URL, fromRequest), tokenFile, 0)
+		body := `{"namespace":"shop","name":"support","intent":"chat","runtime":{"question":"How do I reach them?"}}`
+		if fromRequest {
+			body = `{"namespace":"shop","name":"support","intent":"chat","runtime":{"question":"Hi"},"query":"How do I reach them?"}`
+		}
+		code, a := assembleMemory(t, ts.URL, body)
+		if code != http.StatusOK || len(a.Memory) != 1 {
+			t.Fatalf("%d %+v", code, a)
+		}
+		m := a.Memory[0]
+		if len(m.Items) != 2 || m.Items[0].ID != "o1" || m.Recalled != 3 || m.Omitted != 1 || m.TimedOut || m.Error != "" {
+			t.Errorf("memory %+v", m)
+		}
+		if want := "## What we know\nThe customer prefers email.\nThe customer is on the Pro plan.\n\n"; !strings.Contains(a.Prompt, want) {
+			t.Errorf("prompt %q lacks %q", a.Prompt, want)
+		}
+		if gotPath != "/v1/banks/shop/customers/recall" || gotAuth.Load() != "Bearer token-one" {
+			t.Errorf("called %s with %q", gotPath, gotAuth.Load())
+		}
+		if gotReq.Query != "How do I reach them?" || gotReq.MaxTokens != 100 || gotReq.MaxItems != 10 || gotReq.MinScore != 0.3 {
+			t.Errorf("recall request %+v", gotReq)
+		}
+	}
+	// A rotated token is read again.
+	os.WriteFile(tokenFile, []byte("token-two-longer"), 0o600)
+	ts := memoryServer(t, memoryPlanJSON(t, bank.URL, false), tokenFile, 0)
+	assembleMemory(t, ts.URL, `{"namespace":"shop","name":"support","intent":"chat","runtime":{"question":"q"}}`)
+	if gotAuth.Load() != "Bearer token-two-longer" {
+		t.Errorf("token after rotation %q", gotAuth.Load())
+	}
+}
+
+func TestAssembleMemoryTimesOut(t *testing.T) {
+	release := make(chan struct{})
+	bank := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer bank.Close()
+	defer close(release)
+	ts := memoryServer(t, memoryPlanJSON(t, bank.URL, false), "", 50*time.Millisecond)
+	code, a := assembleMemory(t, ts.URL, `{"namespace":"shop","name":"support","intent":"chat","runtime":{"question":"q"}}`)
+	if code != http.StatusOK {
+		t.Fatalf("status %d", code)
+	}
+	m := a.Memory[0]
+	if !m.TimedOut || m.Error != plan.MemoryTimedOut || len(m.Items) != 0 || strings.Contains(a.Prompt, "## What we know") {
+		t.Errorf("memory %+v, prompt %q", m, a.Prompt)
+	}
+}
+
+func TestAssembleMemoryErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		handler http.HandlerFunc
+		code    string
+	}{
+		{"500 without a body", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(500) }, "RecallHTTPError500"},
+		{"401 with the bank's code", func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(401)
+			fmt.Fprint(w, `{"error":{"code":"Unauthorized","message":"no token"}}`)
+		}, "Unauthorized"},
+		{"not JSON", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "<html>") }, CodeRecallMalformed},
+		{"endless answer", func(w http.ResponseWriter, r *http.Request) {
+			// A 300 MB answer is never read whole: the recaller stops
+			// past its bound and drops the connection.
+			fmt.Fprint(w, `{"items":[`)
+			chunk := []byte(strings.Repeat(`{"id":"x","kind":"fact","text":"padding padding padding","score":1},`, 1000))
+			for written := 0; written < 300<<20; written += len(chunk) {
+				if _, err := w.Write(chunk); err != nil {
+					return
+				}
+			}
+		}, CodeRecallTooLarge},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bank := httptest.NewServer(tc.handler)
+			defer bank.Close()
+			ts := memoryServer(t, memoryPlanJSON(t, bank.URL, false), "", 10*time.Second)
+			code, a := assembleMemory(t, ts.URL, `{"namespace":"shop","name":"support","intent":"chat","runtime":{"question":"q"}}`)
+			m := a.Memory[0]
+			if code != http.StatusOK || m.Error != tc.code || m.TimedOut || len(m.Items) != 0 {
+				t.Errorf("%d memory %+v, want code %s", code, m, tc.code)
+			}
+		})
+	}
+	// No endpoint (the bank is not served) and no query.
+	ts := memoryServer(t, memoryPlanJSON(t, "", false), "", 0)
+	if _, a := assembleMemory(t, ts.URL, `{"namespace":"shop","name":"support","intent":"chat","runtime":{"question":"q"}}`); a.Memory[0].Error != CodeNotServed {
+		t.Errorf("memory %+v", a.Memory[0])
+	}
+	if _, a := assembleMemory(t, ts.URL, `{"namespace":"shop","name":"support","intent":"chat","runtime":{}}`); a.Memory[0].Error != plan.MemoryNoQuery {
+		t.Errorf("memory %+v", a.Memory[0])
+	}
+}
+
+// The recaller is an interface: an in-process bank plugs in.
+type stubRecaller struct{ items []plan.MemoryItem }
+
+func (s stubRecaller) Recall(ctx context.Context, r plan.MemoryRequest) ([]plan.MemoryItem, error) {
+	return s.items, nil
+}
+
+func TestAssembleMemoryInProcessRecaller(t *testing.T) {
+	s := New(Options{Log: logr.Discard(), Recaller: stubRecaller{recalled}})
+	s.Apply(map[string][]byte{"support": memoryPlanJSON(t, "", false)})
+	ts := httptest.NewServer(s.Handler())
+	defer ts.Close()
+	_, a := assembleMemory(t, ts.URL, `{"namespace":"shop","name":"support","intent":"chat","runtime":{"question":"q"}}`)
+	if len(a.Memory[0].Items) != 2 {
+		t.Errorf("memory %+v", a.Memory[0])
+	}
+	if v := testutilValue(s.metrics.recalls.WithLabelValues("shop", "customers", "ok")); v != 1 {
+		t.Errorf("recalls metric %v", v)
+	}
+}

@@ -1,0 +1,329 @@
+package plan
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/promptops/promptops/internal/tokens"
+)
+
+// MemorySource is where a memory section's items come from: a recall of a
+// MemoryBank with a query taken from the request or from a runtime section.
+type MemorySource struct {
+	// Bank is the MemoryBank recalled from.
+	Bank BankRef `json:"bank"`
+	// Endpoint is the base URL the bank is served at (its
+	// status.serving.endpoint when the plan was rendered); empty when the
+	// bank was not served or not found.
+	Endpoint string `json:"endpoint,omitempty"`
+	// Query says where the recall's query comes from.
+	Query MemoryQuery `json:"query"`
+	// MaxItems is the most items the section holds; 0 is no limit but the
+	// tokens.
+	MaxItems int `json:"maxItems,omitempty"`
+	// MinScore, 0 to 1, is the lowest score of an item the section takes
+	// (the template's per mille divided by 1000).
+	MinScore float64 `json:"minScore,omitempty"`
+}
+
+// BankRef names a MemoryBank.
+type BankRef struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+}
+
+// String is namespace/name.
+func (b BankRef) String() string { return b.Namespace + "/" + b.Name }
+
+// MemoryQuery is exactly one of FromRuntime and FromRequest.
+type MemoryQuery struct {
+	// FromRuntime names the runtime section whose content (as given, before
+	// any cut) is the query.
+	FromRuntime string `json:"fromRuntime,omitempty"`
+	// FromRequest: the query is MemoryOptions.Query (the "query" of a
+	// POST /v1/assemble).
+	FromRequest bool `json:"fromRequest,omitempty"`
+}
+
+// MemoryPlaceholder is the line that stands for a memory section in
+// <intent>.txt.
+func MemoryPlaceholder(section string) string { return "{{memory." + section + "}}" }
+
+// MemorySections lists the names of the memory sections in order.
+func (p *Plan) MemorySections() []string {
+	var out []string
+	for _, s := range p.Sections {
+		if s.Kind == KindMemory {
+			out = append(out, s.Name)
+		}
+	}
+	return out
+}
+
+// HasMemory reports whether the plan has memory sections.
+func (p *Plan) HasMemory() bool {
+	for i := range p.Sections {
+		if p.Sections[i].Kind == KindMemory {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *Plan) validateMemory(s *Section) error {
+	m := s.Memory
+	switch {
+	case m == nil:
+		return fmt.Errorf("memory section %s has no memory", s.Name)
+	case m.Bank.Name == "":
+		return fmt.Errorf("memory section %s names no bank", s.Name)
+	case (m.Query.FromRuntime != "") == m.Query.FromRequest:
+		return fmt.Errorf("memory section %s needs exactly one of query.fromRuntime and query.fromRequest", s.Name)
+	case m.MaxItems < 0:
+		return fmt.Errorf("memory section %s has negative maxItems", s.Name)
+	case !(m.MinScore >= 0 && m.MinScore <= 1):
+		return fmt.Errorf("memory section %s has minScore %v, want 0 to 1", s.Name, m.MinScore)
+	case s.Policy == PolicyNever:
+		return fmt.Errorf("memory section %s has policy Never: memory is always cut by priority", s.Name)
+	}
+	if q := m.Query.FromRuntime; q != "" {
+		if r := p.section(q); r == nil || r.Kind != KindRuntime {
+			return fmt.Errorf("memory section %s takes its query from %q, which is not a runtime section", s.Name, q)
+		}
+	}
+	return nil
+}
+
+// DefaultMemoryTimeout bounds one recall when MemoryOptions.Timeout is 0.
+const DefaultMemoryTimeout = 250 * time.Millisecond
+
+// MemoryRequest is one recall a memory section asks for.
+type MemoryRequest struct {
+	// Section is the memory section's name.
+	Section string
+	// Bank and Endpoint are the section's (Endpoint may be empty).
+	Bank     BankRef
+	Endpoint string
+	// Query is the recall's query, never empty.
+	Query string
+	// MaxTokens is the section's reserve: the most its items may take.
+	MaxTokens int
+	// MaxItems (0: no limit) and MinScore (0 to 1) are the section's.
+	MaxItems int
+	MinScore float64
+}
+
+// RecallFunc recalls a bank's items for a request, best first. It should
+// return when ctx is done; assembly does not wait for it past the timeout
+// either way.
+type RecallFunc func(ctx context.Context, r MemoryRequest) ([]MemoryItem, error)
+
+// RecallError is an error a RecallFunc may return to name its code in
+// MemoryResult.Code (for example the bank's error code or "HTTP401").
+type RecallError struct {
+	Code, Message string
+}
+
+func (e *RecallError) Error() string { return e.Code + ": " + e.Message }
+
+// MemoryOptions is what AssembleWithMemory needs beyond the runtime
+// contents.
+type MemoryOptions struct {
+	// Recall fills memory sections; nil leaves them empty (code NoRecall).
+	Recall RecallFunc
+	// Query is the query of the sections whose query is fromRequest.
+	Query string
+	// Timeout bounds each recall; DefaultMemoryTimeout when 0. Recalls run
+	// side by side.
+	Timeout time.Duration
+}
+
+// Codes of MemoryResult.Code for a section left empty without an answer.
+const (
+	MemoryNoQuery      = "NoQuery"
+	MemoryNoRecall     = "NoRecall"
+	MemoryTimedOut     = "TimedOut"
+	MemoryRecallFailed = "RecallFailed"
+)
+
+// MemoryResult is what recall gave a memory section.
+type MemoryResult struct {
+	// Section is the memory section, Bank its bank.
+	Section string
+	Bank    BankRef
+	// Items are the items in the prompt, in rank order.
+	Items []MemoryItem
+	// Recalled is how many items the recall answered; Omitted how many of
+	// them are not in the prompt (below MinScore, past MaxItems, over the
+	// reserve, or cut to fit the budget).
+	Recalled, Omitted int
+	// TimedOut is true when the recall took longer than the timeout.
+	TimedOut bool
+	// Code is empty when the recall answered; otherwise why the section is
+	// empty: MemoryNoQuery, MemoryNoRecall, MemoryTimedOut,
+	// MemoryRecallFailed or a RecallError's code.
+	Code string
+	// Err is the recall's error, if any. It may quote the query; do not log
+	// it where the query must not appear.
+	Err error
+}
+
+// memoryFill is a section's recalled items fitted to its reserve.
+type memoryFill struct {
+	fit    MemoryFit
+	result MemoryResult
+}
+
+// AssembleWithMemory is AssembleContext that first fills each memory
+// section by recall (all side by side, each bounded by o.Timeout), then
+// assembles. A section holds whole items, in rank order, at most MaxItems
+// of them, none scored below MinScore, within its reserve (plan.FitMemory);
+// then the prompt is cut as runtime contents are, memory sections among
+// runtime sections by priority, a memory section losing its lowest-ranked
+// items first. If the prompt is still over budget, memory sections are
+// emptied in the same order, so memory never keeps a prompt over budget.
+// A recall that fails or times out leaves its section empty and says so in
+// Assembly.Memory; it never fails the assembly.
+func (p *Plan) AssembleWithMemory(ctx context.Context, intent string, runtime map[string]string, o MemoryOptions) (*Assembly, error) {
+	pi := p.intent(intent)
+	if pi == nil {
+		return nil, &UnknownIntentError{Plan: p.Name, Intent: intent, Intents: p.IntentNames()}
+	}
+	for name := range runtime {
+		s := p.section(name)
+		if s == nil || s.Kind != KindRuntime {
+			return nil, &UnknownSectionError{Plan: p.Name, Section: name}
+		}
+	}
+	e, err := tokens.Get(p.Encoding)
+	if err != nil {
+		return nil, err
+	}
+	mem, err := p.recallAll(ctx, runtime, o)
+	if err != nil {
+		return nil, fmt.Errorf("plan %s: assembling intent %s: %w", p.Name, intent, err)
+	}
+	a, err := p.assemble(ctx, e, pi, runtime, mem)
+	if err != nil {
+		return nil, fmt.Errorf("plan %s: assembling intent %s: %w", p.Name, intent, err)
+	}
+	return a, nil
+}
+
+type recalled struct {
+	items []MemoryItem
+	err   error
+}
+
+// recallAll asks every memory section's recall at once and fits each
+// answer to its section. It returns when all answered or timed out; a
+// RecallFunc that ignores its context is left behind.
+func (p *Plan) recallAll(ctx context.Context, runtime map[string]string, o MemoryOptions) (map[string]*memoryFill, error) {
+	timeout := o.Timeout
+	if timeout <= 0 {
+		timeout = DefaultMemoryTimeout
+	}
+	mem := map[string]*memoryFill{}
+	type pending struct {
+		fill *memoryFill
+		req  MemoryRequest
+		ch   chan recalled
+	}
+	var waits []pending
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for i := range p.Sections {
+		s := &p.Sections[i]
+		if s.Kind != KindMemory {
+			continue
+		}
+		f := &memoryFill{result: MemoryResult{Section: s.Name, Bank: s.Memory.Bank}}
+		mem[s.Name] = f
+		q := o.Query
+		if s.Memory.Query.FromRuntime != "" {
+			q = runtime[s.Memory.Query.FromRuntime]
+		}
+		switch {
+		case o.Recall == nil:
+			f.result.Code = MemoryNoRecall
+			continue
+		case q == "":
+			f.result.Code = MemoryNoQuery
+			continue
+		}
+		req := MemoryRequest{Section: s.Name, Bank: s.Memory.Bank, Endpoint: s.Memory.Endpoint, Query: q,
+			MaxTokens: s.ReserveTokens, MaxItems: s.Memory.MaxItems, MinScore: s.Memory.MinScore}
+		ch := make(chan recalled, 1)
+		go func(recall RecallFunc) {
+			var r recalled
+			defer func() {
+				if v := recover(); v != nil {
+					r = recalled{err: fmt.Errorf("recall panicked: %v", v)}
+				}
+				ch <- r
+			}()
+			r.items, r.err = recall(rctx, req)
+		}(o.Recall)
+		waits = append(waits, pending{fill: f, req: req, ch: ch})
+	}
+	for _, w := range waits {
+		var r recalled
+		select {
+		case r = <-w.ch:
+		case <-rctx.Done():
+			select {
+			case r = <-w.ch: // answered at the deadline
+			default:
+				r.err = rctx.Err()
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			// The request itself is over: nobody reads this assembly.
+			return nil, err
+		}
+		res := &w.fill.result
+		switch {
+		case r.err != nil && errors.Is(r.err, context.DeadlineExceeded):
+			res.TimedOut, res.Code, res.Err = true, MemoryTimedOut, r.err
+			continue
+		case r.err != nil:
+			res.Code, res.Err = MemoryRecallFailed, r.err
+			var re *RecallError
+			if errors.As(r.err, &re) && re.Code != "" {
+				res.Code = re.Code
+			}
+			continue
+		}
+		res.Recalled = len(r.items)
+		fit, err := p.fitRecalled(w.req, r.items)
+		if err != nil {
+			return nil, err
+		}
+		w.fill.fit = fit
+	}
+	return mem, nil
+}
+
+// fitRecalled keeps the items a section may take: the recall's answer is
+// not trusted to honour MinScore, MaxItems or MaxTokens. Items scored below
+// MinScore are dropped, then the first MaxItems are fitted to the reserve.
+func (p *Plan) fitRecalled(req MemoryRequest, items []MemoryItem) (MemoryFit, error) {
+	kept := items
+	for i := range items {
+		if items[i].Score < req.MinScore {
+			kept = make([]MemoryItem, 0, len(items))
+			for _, it := range items {
+				if it.Score >= req.MinScore {
+					kept = append(kept, it)
+				}
+			}
+			break
+		}
+	}
+	if req.MaxItems > 0 && len(kept) > req.MaxItems {
+		kept = kept[:req.MaxItems]
+	}
+	return FitMemory(p.Encoding, kept, req.MaxTokens)
+}

@@ -1,0 +1,238 @@
+package plan
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand"
+	"strings"
+	"testing"
+	"time"
+)
+
+// memoryPlan is a plan with a runtime question, a memory section filled
+// from it and a runtime history, sealed.
+func memoryPlan(t *testing.T, maxTokens, reserve, memPrio, histPrio int) *Plan {
+	t.Helper()
+	p := &Plan{
+		APIVersion: PlanAPIVersion, Kind: PlanKind, Namespace: "ns", Name: "support",
+		Encoding: "cl100k_base", MaxTokens: maxTokens, OnExceed: "Warn", Separator: Separator,
+		Sections: []Section{
+			{Name: "role", Kind: KindStatic, Text: "You are the support assistant.", Policy: PolicyNever},
+			{Name: "question", Kind: KindRuntime, Heading: "## Question", ReserveTokens: 20, Policy: PolicyNever},
+			{Name: "memory", Kind: KindMemory, Heading: "## What we know", ReserveTokens: reserve, Policy: PolicyPriority, Priority: memPrio,
+				Memory: &MemorySource{Bank: BankRef{Namespace: "ns", Name: "support"}, Query: MemoryQuery{FromRuntime: "question"}, MaxItems: 50, MinScore: 0.2}},
+			{Name: "history", Kind: KindRuntime, Heading: "## History", ReserveTokens: 40, Policy: PolicyPriority, Priority: histPrio},
+			{Name: "task", Kind: KindIntent, Heading: "## Task", Policy: PolicyNever},
+		},
+		Intents: []Intent{{Name: "chat", Instruction: "Answer briefly."}},
+		Runtime: RuntimeSummary{Placeholder: Placeholder("NAME"), MemoryPlaceholder: MemoryPlaceholder("NAME")},
+	}
+	if _, err := p.Seal(false); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func items(n int) []MemoryItem {
+	out := make([]MemoryItem, n)
+	for i := range out {
+		out[i] = MemoryItem{ID: fmt.Sprint("o", i), Kind: "observation", Text: fmt.Sprintf("Fact number %d: the customer prefers email over phone calls.", i), Score: 1 - float64(i)/float64(2*n)}
+	}
+	return out
+}
+
+func fixed(list []MemoryItem) RecallFunc {
+	return func(ctx context.Context, r MemoryRequest) ([]MemoryItem, error) { return list, nil }
+}
+
+func TestSealCountsMemoryReserve(t *testing.T) {
+	p := memoryPlan(t, 1000, 300, 10, 5)
+	a, err := p.Seal(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := a[0].ReservedTokens, 20+300+40; got != want {
+		t.Errorf("reserved %d, want %d", got, want)
+	}
+	if !strings.Contains(a[0].Text, "## What we know\n{{memory.memory}}") {
+		t.Errorf("static text lacks the memory placeholder:\n%s", a[0].Text)
+	}
+}
+
+func TestAssembleWithMemoryFills(t *testing.T) {
+	p := memoryPlan(t, 1000, 60, 10, 5)
+	var got MemoryRequest
+	recall := func(ctx context.Context, r MemoryRequest) ([]MemoryItem, error) { got = r; return items(10), nil }
+	a, err := p.AssembleWithMemory(context.Background(), "chat", map[string]string{"question": "How to reach me?"}, MemoryOptions{Recall: recall})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Query != "How to reach me?" || got.MaxTokens != 60 || got.MaxItems != 50 || got.MinScore != 0.2 || got.Bank.Name != "support" {
+		t.Errorf("request %+v", got)
+	}
+	m := a.Memory[0]
+	if len(m.Items) == 0 || m.Recalled != 10 || m.Omitted != 10-len(m.Items) || m.Code != "" {
+		t.Fatalf("memory %+v", m)
+	}
+	fit, _ := FitMemory(p.Encoding, items(10), 60)
+	if !strings.Contains(a.Text, "## What we know\n"+fit.Text+"\n\n") {
+		t.Errorf("prompt lacks the items:\n%s", a.Text)
+	}
+	if a.Tokens > a.MaxTokens || !a.WithinBudget {
+		t.Errorf("%d of %d", a.Tokens, a.MaxTokens)
+	}
+}
+
+func TestAssembleWithMemoryFailures(t *testing.T) {
+	p := memoryPlan(t, 1000, 60, 10, 5)
+	rt := map[string]string{"question": "q", "history": "Earlier: a refund."}
+	base, err := p.Assemble("chat", rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := make(chan struct{})
+	defer close(block)
+	for _, tc := range []struct {
+		name     string
+		recall   RecallFunc
+		runtime  map[string]string
+		code     string
+		timedOut bool
+	}{
+		{"hangs and ignores ctx", func(ctx context.Context, r MemoryRequest) ([]MemoryItem, error) { <-block; return items(3), nil }, rt, MemoryTimedOut, true},
+		{"hangs until ctx", func(ctx context.Context, r MemoryRequest) ([]MemoryItem, error) { <-ctx.Done(); return nil, ctx.Err() }, rt, MemoryTimedOut, true},
+		{"fails", func(ctx context.Context, r MemoryRequest) ([]MemoryItem, error) { return nil, errors.New("boom") }, rt, MemoryRecallFailed, false},
+		{"names its code", func(ctx context.Context, r MemoryRequest) ([]MemoryItem, error) {
+			return nil, fmt.Errorf("wrapped: %w", &RecallError{Code: "HTTP401", Message: "no"})
+		}, rt, "HTTP401", false},
+		{"panics", func(ctx context.Context, r MemoryRequest) ([]MemoryItem, error) { panic("x") }, rt, MemoryRecallFailed, false},
+		{"no query", fixed(items(3)), map[string]string{"history": "Earlier: a refund."}, MemoryNoQuery, false},
+		{"no recall", nil, rt, MemoryNoRecall, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, err := p.AssembleWithMemory(context.Background(), "chat", tc.runtime, MemoryOptions{Recall: tc.recall, Timeout: 20 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := a.Memory[0]
+			if m.Code != tc.code || m.TimedOut != tc.timedOut || len(m.Items) != 0 {
+				t.Errorf("memory %+v, want code %s timedOut %v", m, tc.code, tc.timedOut)
+			}
+			if tc.runtime["question"] != "" && a.Text != base.Text {
+				t.Errorf("prompt %q, want the prompt without memory %q", a.Text, base.Text)
+			}
+		})
+	}
+}
+
+// The invariants of the fill and the cut: never over budget when the
+// prompt without memory fits; whole items, a prefix of the recalled ones
+// in rank order; the same priority cut as runtime sections.
+func TestMemoryCutInvariants(t *testing.T) {
+	rng := rand.New(rand.NewSource(19))
+	for i := 0; i < 200; i++ {
+		maxTokens := 80 + rng.Intn(200)
+		reserve := 1 + rng.Intn(maxTokens-60)
+		memPrio, histPrio := rng.Intn(3), rng.Intn(3)
+		p := memoryPlan(t, maxTokens, reserve, memPrio, histPrio)
+		list := items(rng.Intn(30))
+		hist := strings.Repeat("The customer wrote again about the invoice. ", rng.Intn(20))
+		rt := map[string]string{"question": "Which channel?", "history": hist}
+		a, err := p.AssembleWithMemory(context.Background(), "chat", rt, MemoryOptions{Recall: fixed(list)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		without, err := p.Assemble("chat", rt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := a.Memory[0]
+		where := fmt.Sprintf("case %d (max %d reserve %d prio mem %d hist %d, %d items)", i, maxTokens, reserve, memPrio, histPrio, len(list))
+		if without.WithinBudget && (!a.WithinBudget || a.Tokens > maxTokens) {
+			t.Fatalf("%s: %d tokens over %d with memory, fits without", where, a.Tokens, maxTokens)
+		}
+		for j, it := range m.Items {
+			if it.ID != list[j].ID {
+				t.Fatalf("%s: item %d is %s, want %s (a prefix in rank order)", where, j, it.ID, list[j].ID)
+			}
+		}
+		var lines []string
+		for _, it := range m.Items {
+			lines = append(lines, MemoryLine(it))
+		}
+		if len(lines) > 0 && !strings.Contains(a.Text, "## What we know\n"+strings.Join(lines, "\n")+"\n\n") {
+			t.Fatalf("%s: the section is not whole items", where)
+		}
+		if len(lines) == 0 && strings.Contains(a.Text, "## What we know") {
+			t.Fatalf("%s: empty section kept its heading", where)
+		}
+		if sec := a.Sections[2]; sec.Tokens-sec.TruncatedTokens > reserve+10 {
+			t.Fatalf("%s: memory took %d tokens, reserve %d", where, sec.Tokens, reserve)
+		}
+		// Same priority cut: when history ranks to be cut first (higher
+		// priority, or equal and later) and still holds text, memory was
+		// not cut.
+		memCut, histCut := contains(a.Cut, "memory"), contains(a.Cut, "history")
+		if histPrio >= memPrio && memCut && a.Sections[3].Tokens > 0 {
+			t.Fatalf("%s: memory cut while history (cut first) kept %d tokens", where, a.Sections[3].Tokens)
+		}
+		if memPrio > histPrio && histCut && len(m.Items) > 0 {
+			t.Fatalf("%s: history cut while memory (cut first) kept %d items", where, len(m.Items))
+		}
+		if m.Omitted != len(list)-len(m.Items) {
+			t.Fatalf("%s: omitted %d of %d, used %d", where, m.Omitted, len(list), len(m.Items))
+		}
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func TestFitRecalledDistrustsTheAnswer(t *testing.T) {
+	p := memoryPlan(t, 1000, 30, 10, 5)
+	list := items(5)
+	list[1].Score = 0.1 // below minScore 0.2
+	a, err := p.AssembleWithMemory(context.Background(), "chat", map[string]string{"question": "q"}, MemoryOptions{Recall: fixed(list)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := a.Memory[0]
+	for _, it := range m.Items {
+		if it.ID == "o1" {
+			t.Error("kept an item below minScore")
+		}
+	}
+	if a.Sections[2].Tokens > 30+5 {
+		t.Errorf("memory section %d tokens over its reserve 30", a.Sections[2].Tokens)
+	}
+}
+
+func TestValidateMemory(t *testing.T) {
+	for name, mut := range map[string]func(p *Plan){
+		"no memory":          func(p *Plan) { p.Sections[2].Memory = nil },
+		"no bank":            func(p *Plan) { p.Sections[2].Memory.Bank.Name = "" },
+		"both queries":       func(p *Plan) { p.Sections[2].Memory.Query.FromRequest = true },
+		"query not runtime":  func(p *Plan) { p.Sections[2].Memory.Query.FromRuntime = "role" },
+		"min score above 1":  func(p *Plan) { p.Sections[2].Memory.MinScore = 1.5 },
+		"never":              func(p *Plan) { p.Sections[2].Policy = PolicyNever },
+		"memory on runtime":  func(p *Plan) { p.Sections[1].Memory = &MemorySource{} },
+		"static cut of mem":  func(p *Plan) { p.Intents[0].StaticCuts = []StaticCut{{Section: "memory"}} },
+		"negative max items": func(p *Plan) { p.Sections[2].Memory.MaxItems = -1 },
+	} {
+		p := memoryPlan(t, 1000, 30, 1, 1)
+		mut(p)
+		if err := p.Validate(); err == nil {
+			t.Errorf("%s: valid", name)
+		}
+	}
+}
