@@ -64,6 +64,24 @@ func TestValidateBounds(t *testing.T) {
 		{"a reserve of 0", func(s *promptopsv1.PromptTemplateSpec, past int) {
 			s.Sections = append(s.Sections, promptopsv1.Section{Name: "data", Runtime: &promptopsv1.RuntimeSection{ReserveTokens: int32(-past)}})
 		}, "spec.sections[1].runtime.reserveTokens"},
+		{"priority at most 100", func(s *promptopsv1.PromptTemplateSpec, past int) {
+			s.Sections[0].Truncation = &promptopsv1.Truncation{Priority: ptr(int32(100 + past))}
+		}, "spec.sections[0].truncation.priority"},
+		{"priority at least 0", func(s *promptopsv1.PromptTemplateSpec, past int) {
+			s.Sections[0].Truncation = &promptopsv1.Truncation{Priority: ptr(int32(-past))}
+		}, "spec.sections[0].truncation.priority"},
+		{"minTokens under the budget", func(s *promptopsv1.PromptTemplateSpec, past int) {
+			s.Sections[0].Truncation = &promptopsv1.Truncation{Policy: promptopsv1.TruncationPriority, MinTokens: ptr(int32(99 + past))}
+		}, "spec.sections[0].truncation.minTokens"},
+		{"minTokens at least 0", func(s *promptopsv1.PromptTemplateSpec, past int) {
+			s.Sections[0].Truncation = &promptopsv1.Truncation{MinTokens: ptr(int32(-past))}
+		}, "spec.sections[0].truncation.minTokens"},
+		{"an intent name of 63", func(s *promptopsv1.PromptTemplateSpec, past int) {
+			s.Intents[0].Name = strings.Repeat("i", 63+past)
+		}, "spec.intents[0].name"},
+		{"an instruction", func(s *promptopsv1.PromptTemplateSpec, past int) {
+			s.Intents[0].Instruction = text(MaxExpandedText + past)
+		}, "spec.intents[0].instruction"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			at := spec(t, oneIntent)
@@ -181,5 +199,82 @@ func TestConfigMapDataBound(t *testing.T) {
 	var tl *TooLargeError
 	if _, err := ConfigMapData(r); !errors.As(err, &tl) || tl.Size != MaxConfigMapBytes+1 {
 		t.Errorf("one byte over: %v", err)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// Specs Validate refuses whatever their size, each naming its field.
+func TestValidateRefuses(t *testing.T) {
+	ref := &promptopsv1.TextSource{ConfigMapKeyRef: promptopsv1.ConfigMapKeyRef{Name: "cm"}}
+	for _, c := range []struct {
+		name   string
+		change func(s *promptopsv1.PromptTemplateSpec)
+		field  string
+	}{
+		{"an unknown policy", func(s *promptopsv1.PromptTemplateSpec) {
+			s.Sections[0].Truncation = &promptopsv1.Truncation{Policy: "Sometimes"}
+		}, "spec.sections[0].truncation.policy"},
+		{"Never with a priority", func(s *promptopsv1.PromptTemplateSpec) {
+			s.Sections[0].Truncation = &promptopsv1.Truncation{Policy: promptopsv1.TruncationNever, Priority: ptr(int32(1))}
+		}, "spec.sections[0].truncation"},
+		{"Never with a minimum", func(s *promptopsv1.PromptTemplateSpec) {
+			s.Sections[0].Truncation = &promptopsv1.Truncation{Policy: promptopsv1.TruncationNever, MinTokens: ptr(int32(1))}
+		}, "spec.sections[0].truncation"},
+		{"a section from a ConfigMap without key", func(s *promptopsv1.PromptTemplateSpec) {
+			s.Sections = append(s.Sections, promptopsv1.Section{Name: "sys", From: ref})
+		}, "spec.sections[1].from.configMapKeyRef"},
+		{"an intent from a ConfigMap without key", func(s *promptopsv1.PromptTemplateSpec) {
+			s.Intents[0].Instruction, s.Intents[0].From = nil, ref
+		}, "spec.intents[0].from.configMapKeyRef"},
+		{"an intent without instruction", func(s *promptopsv1.PromptTemplateSpec) { s.Intents[0].Instruction = nil }, "spec.intents[0]"},
+		{"no intent section", func(s *promptopsv1.PromptTemplateSpec) {
+			s.Sections[0] = promptopsv1.Section{Name: "sys", Text: ptr("x")}
+		}, "spec.sections"},
+		{"a long variable name", func(s *promptopsv1.PromptTemplateSpec) {
+			s.Variables = map[string]string{strings.Repeat("v", 200): "x"}
+		}, "spec.variables"},
+	} {
+		s := spec(t, oneIntent)
+		c.change(s)
+		var ise *InvalidSpecError
+		if err := Validate(s); !errors.As(err, &ise) || ise.Field != c.field {
+			t.Errorf("%s: %v, want an error on %s", c.name, err, c.field)
+		} else if len(ise.Message) > 300 {
+			t.Errorf("%s: message of %d bytes: %s", c.name, len(ise.Message), ise.Message)
+		}
+	}
+	// Policy Priority with both set, Never alone: valid.
+	s := spec(t, oneIntent)
+	s.Sections[0].Truncation = &promptopsv1.Truncation{Policy: promptopsv1.TruncationPriority, Priority: ptr(int32(3)), MinTokens: ptr(int32(2))}
+	if err := Validate(s); err != nil {
+		t.Error(err)
+	}
+	s.Sections[0].Truncation = &promptopsv1.Truncation{Policy: promptopsv1.TruncationNever}
+	if err := Validate(s); err != nil {
+		t.Error(err)
+	}
+}
+
+// A template's name is 1 to 63 characters.
+func TestValidateNameBounds(t *testing.T) {
+	for name, ok := range map[string]bool{"": false, "a": true, strings.Repeat("a", 63): true, strings.Repeat("a", 64): false} {
+		if err := ValidateName(name); (err == nil) != ok {
+			t.Errorf("%d characters: %v", len(name), err)
+		}
+	}
+}
+
+// References lists each ConfigMap key once, sections before intents.
+func TestReferencesOnce(t *testing.T) {
+	src := func(name, key string) *promptopsv1.TextSource {
+		return &promptopsv1.TextSource{ConfigMapKeyRef: promptopsv1.ConfigMapKeyRef{Name: name, Key: key}}
+	}
+	s := spec(t, oneIntent)
+	s.Sections = append(s.Sections, promptopsv1.Section{Name: "a", From: src("cm", "a")}, promptopsv1.Section{Name: "b", From: src("cm", "a")})
+	s.Intents = append(s.Intents, promptopsv1.Intent{Name: "x", From: src("cm", "x")}, promptopsv1.Intent{Name: "y", From: src("cm", "a")})
+	got := References(s)
+	if want := []SourceKey{{"cm", "a"}, {"cm", "x"}}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("references %v, want %v", got, want)
 	}
 }
