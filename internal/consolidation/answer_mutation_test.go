@@ -235,3 +235,47 @@ func TestCreatesCapacity(t *testing.T) {
 		}
 	}
 }
+
+// Dropped items are named by their place in the answer, from 1, so a user
+// reading the run's notes can find them.
+func TestDroppedItemNames(t *testing.T) {
+	a := deletesOf("o1", "o99")
+	a.Updates = append(a.Updates, update("o98", "x", "f1"))
+	a.Creates = append(a.Creates, struct {
+		Text          string   `json:"text"`
+		SourceFactIDs []string `json:"source_fact_ids"`
+	}{"ok", []string{"f1"}}, struct {
+		Text          string   `json:"text"`
+		SourceFactIDs []string `json:"source_fact_ids"`
+	}{"no source", nil})
+	_, dropped, err := Validate(a, deleteBatch(1, 10), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, d := range dropped {
+		got = append(got, d.Item+" "+d.Code)
+	}
+	if want := []string{"delete 2 unknownObservation", "update 1 unknownObservation", "create 2 noSource"}; strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("dropped %v, want %v", got, want)
+	}
+	if err := (&InvalidAnswerError{Reason: "not JSON"}); err.Error() != "invalid answer: not JSON" {
+		t.Errorf("error %q", err.Error())
+	}
+}
+
+// Normalize keeps letters and digits, lower case, one space between runs,
+// none at the edges.
+func TestNormalizeEdges(t *testing.T) {
+	for in, want := range map[string]string{
+		"  Alice, lives in OSLO! ": "alice lives in oslo",
+		"...x":                     "x",
+		"a--b  c":                  "a b c",
+		"Ünïcode 42":               "ünïcode 42",
+		"!!!":                      "",
+	} {
+		if got := Normalize(in); got != want {
+			t.Errorf("Normalize(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
