@@ -10,6 +10,7 @@
 #                      it, and only mutants on the changed lines (CI)
 #   MUTATION_WORKERS   gremlins workers (default 1)
 #   MUTATION_OUT       where the reports go (default bin/mutation)
+#   MUTATION_FLAGS     more gremlins flags (--dry-run: count mutants only)
 #   MUTATION_BUDGET    seconds for the whole run (default: none); a package
 #                      not finished in time is reported as not judged and
 #                      does not fail the run (CI keeps within its time)
@@ -74,7 +75,7 @@ for p in $PACKAGES; do
   rc=0
   MUTATION_PKG=$p MUTATION_TEST_FLAGS=$(test_flags "$p") \
     "${limit[@]}" "$GREMLINS" unleash --workers "$WORKERS" --timeout-coefficient 10 \
-    "${ex[@]}" "${diff_args[@]}" -o "$OUT/$name.json" "./$p" >"$OUT/$name.log" 2>&1 || rc=$?
+    "${ex[@]}" "${diff_args[@]}" ${MUTATION_FLAGS:-} -o "$OUT/$name.json" "./$p" >"$OUT/$name.log" 2>&1 || rc=$?
   if (( rc == 124 )); then echo "mutation: out of time, $p not judged ($((SECONDS - start)) s)"; continue; fi
   if (( rc != 0 )); then echo "gremlins failed on $p:"; tail -20 "$OUT/$name.log"; failed="$failed $p"; continue; fi
   grep -E '^ *(LIVED|TIMED OUT|NOT COVERED)' "$OUT/$name.log" || true
