@@ -27,7 +27,8 @@ OUT=${MUTATION_OUT:-bin/mutation}
 mkdir -p "$OUT"
 
 # Per package: extra `go test` flags and files left out (regexps on the
-# path), each explained in docs/mutation.md.
+# path relative to the package, as gremlins matches them), each explained
+# in docs/mutation.md.
 test_flags() {
   case $1 in
     internal/tokens) echo "-count=1 -short" ;;  # -short: the 1 MiB differential runs shrink
@@ -37,13 +38,14 @@ test_flags() {
 }
 excludes() {
   case $1 in
-    internal/tokens) echo "unicode_tables\.go$" ;;
-    internal/consolidation) echo "internal/consolidation/(sqlstore|llm)/ internal/consolidation/(engine|lexical|semantic|vector|prompt|recall|types)\.go$" ;;
-    internal/serve) echo "internal/serve/(watch|metrics)\.go$" ;;
+    internal/tokens) echo "^unicode_tables\.go$" ;;
+    internal/consolidation) echo "^(sqlstore|llm)/ ^(engine|lexical|semantic|vector|prompt|recall|types)\.go$" ;;
+    internal/serve) echo "^(watch|metrics)\.go$" ;;
   esac
 }
 
 export MUTATION_REAL_GO=${MUTATION_REAL_GO:-$(command -v go)}
+export MUTATION_REAL_GIT=${MUTATION_REAL_GIT:-$(command -v git)}
 export PATH="$PWD/hack/mutation:$PATH"
 
 diff_args=()
