@@ -278,3 +278,14 @@ func TestReferencesOnce(t *testing.T) {
 		t.Errorf("references %v, want %v", got, want)
 	}
 }
+
+// A name of 80 bytes is quoted whole in a message; a longer one is clipped
+// to 80 and marked.
+func TestClipBound(t *testing.T) {
+	if got := clip(strings.Repeat("a", 80), 80); got != strings.Repeat("a", 80) {
+		t.Errorf("80 bytes clipped to %q", got)
+	}
+	if got := clip(strings.Repeat("a", 81), 80); got != strings.Repeat("a", 80)+"..." {
+		t.Errorf("81 bytes clipped to %q", got)
+	}
+}
