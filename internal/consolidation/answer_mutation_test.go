@@ -279,3 +279,28 @@ func TestNormalizeEdges(t *testing.T) {
 		}
 	}
 }
+
+// The store's error while looking for a repeated text is the one error
+// Validate returns; the answer is not half applied.
+func TestValidateReturnsTheStoreError(t *testing.T) {
+	a := &Answer{}
+	a.Creates = append(a.Creates, struct {
+		Text          string   `json:"text"`
+		SourceFactIDs []string `json:"source_fact_ids"`
+	}{"new", []string{"f1"}})
+	boom := fmt.Errorf("store is down")
+	ops, dropped, err := Validate(a, deleteBatch(1, 1), func(string) (bool, error) { return false, boom })
+	if err != boom || len(ops.Creates) != 0 || dropped != nil {
+		t.Errorf("ops %+v dropped %+v err %v, want only the store's error", ops, dropped, err)
+	}
+}
+
+// An invented id of 80 bytes is quoted whole; a longer one is clipped.
+func TestClipIDBound(t *testing.T) {
+	if got := clipID(strings.Repeat("a", 80)); got != strings.Repeat("a", 80) {
+		t.Errorf("80 bytes: %q", got)
+	}
+	if got := clipID(strings.Repeat("a", 81)); got != strings.Repeat("a", 80)+"..." {
+		t.Errorf("81 bytes: %q", got)
+	}
+}
