@@ -74,6 +74,17 @@ readme-check: ## Run the README's checked blocks (<!-- readme-check -->) and com
 bench: envtest ## Run the benchmarks.
 	go test -run '^$$' -bench . -benchmem ./internal/...
 
+GREMLINS_VERSION ?= v0.6.0
+GREMLINS ?= $(BIN)/gremlins
+
+.PHONY: gremlins
+gremlins: ## Install gremlins, the mutation tester, into bin/.
+	@go version -m $(GREMLINS) 2>/dev/null | grep -q "mod.*go-gremlins/gremlins.*$(GREMLINS_VERSION)" || GOBIN=$(BIN) go install github.com/go-gremlins/gremlins/cmd/gremlins@$(GREMLINS_VERSION)
+
+.PHONY: mutation
+mutation: gremlins ## Mutation-test plan, tokens, assembler, consolidation and serve, each by its own tests (docs/mutation.md).
+	GREMLINS=$(GREMLINS) hack/mutation/run.sh
+
 BENCH_CLIENTS ?= 1,2,8
 BENCH_DURATION ?= 5s
 

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# make mutation: gremlins over the pure packages, one at a time, each judged
+# by its own tests only, failing when a package's test efficacy (killed /
+# killed + lived) is under MUTATION_EFFICACY or its mutant coverage under
+# MUTATION_MCOVER. docs/mutation.md says what each package's run leaves out
+# and why, and lists the mutants that cannot change behaviour.
+#
+#   MUTATION_PACKAGES  packages to run (default: all five below)
+#   MUTATION_DIFF      a commit: only packages whose Go files changed since
+#                      it, and only mutants on the changed lines (CI)
+#   MUTATION_WORKERS   gremlins workers (default 1)
+#   MUTATION_OUT       where the reports go (default bin/mutation)
+#   MUTATION_FLAGS     more gremlins flags (--dry-run: count mutants only)
+#   MUTATION_BUDGET    seconds for the whole run (default: none); a package
+#                      not finished in time is reported as not judged and
+#                      does not fail the run (CI keeps within its time)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+
+GREMLINS=${GREMLINS:-bin/gremlins}
+ALL="plan internal/assembler internal/tokens internal/consolidation internal/serve"
+PACKAGES=${MUTATION_PACKAGES:-$ALL}
+WORKERS=${MUTATION_WORKERS:-1}
+EFFICACY=${MUTATION_EFFICACY:-90}
+MCOVER=${MUTATION_MCOVER:-85}
+OUT=${MUTATION_OUT:-bin/mutation}
+mkdir -p "$OUT"
+
+# Per package: extra `go test` flags and files left out (regexps on the
+# path relative to the package, as gremlins matches them), each explained
+# in docs/mutation.md.
+test_flags() {
+  case $1 in
+    internal/tokens) echo "-count=1 -short" ;;  # -short: the 1 MiB differential runs shrink
+    internal/serve) echo "-count=1 -skip ^(TestAuthKubernetes|TestWatchIgnoresAHostileTenant|TestWatchServesRenderedConfigMaps|TestServeSamplesAreRestricted)$" ;;
+    *) echo "-count=1" ;;
+  esac
+}
+excludes() {
+  case $1 in
+    internal/tokens) echo "^unicode_tables\.go$" ;;
+    internal/consolidation) echo "^(sqlstore|llm)/ ^(engine|lexical|semantic|vector|prompt|recall|types)\.go$" ;;
+    internal/serve) echo "^(watch|metrics)\.go$" ;;
+  esac
+}
+
+export MUTATION_REAL_GO=${MUTATION_REAL_GO:-$(command -v go)}
+export MUTATION_REAL_GIT=${MUTATION_REAL_GIT:-$(command -v git)}
+export PATH="$PWD/hack/mutation:$PATH"
+
+diff_args=()
+if [[ -n ${MUTATION_DIFF:-} ]]; then
+  changed=$(git diff --name-only "$MUTATION_DIFF" -- '*.go' | grep -v '_test\.go$' || true)
+  keep=""
+  for p in $PACKAGES; do
+    if grep -q "^$p/[^/]*\.go$" <<<"$changed"; then keep="$keep $p"; fi
+  done
+  PACKAGES=$keep
+  diff_args=(--diff "$MUTATION_DIFF")
+  echo "mutation: packages changed since $MUTATION_DIFF:${PACKAGES:- none}"
+fi
+
+failed=""
+budget=${MUTATION_BUDGET:-0}
+for p in $PACKAGES; do
+  limit=()
+  if (( budget > 0 )); then
+    left=$((budget - SECONDS))
+    if (( left < 60 )); then echo "mutation: out of time, $p not judged"; continue; fi
+    limit=(timeout "$left")
+  fi
+  name=${p//\//-}
+  ex=()
+  for e in $(excludes "$p"); do ex+=(--exclude-files "$e"); done
+  echo "== mutation $p"
+  start=$SECONDS
+  rc=0
+  MUTATION_PKG=$p MUTATION_TEST_FLAGS=$(test_flags "$p") \
+    "${limit[@]}" "$GREMLINS" unleash --workers "$WORKERS" --timeout-coefficient 10 \
+    "${ex[@]}" "${diff_args[@]}" ${MUTATION_FLAGS:-} -o "$OUT/$name.json" "./$p" >"$OUT/$name.log" 2>&1 || rc=$?
+  if (( rc == 124 )); then echo "mutation: out of time, $p not judged ($((SECONDS - start)) s)"; continue; fi
+  if (( rc != 0 )); then echo "gremlins failed on $p:"; tail -20 "$OUT/$name.log"; failed="$failed $p"; continue; fi
+  grep -E '^ *(LIVED|TIMED OUT|NOT COVERED)' "$OUT/$name.log" || true
+  # gremlins' own thresholds fail at equality and on a diff with no mutant;
+  # this check passes both.
+  read -r k l nc <<<"$(sed -n 's/.*Killed: \([0-9]*\), Lived: \([0-9]*\), Not covered: \([0-9]*\).*/\1 \2 \3/p' "$OUT/$name.log" | tail -1)"
+  to=$(sed -n 's/.*Timed out: \([0-9]*\).*/\1/p' "$OUT/$name.log" | tail -1)
+  k=${k:-0} l=${l:-0} nc=${nc:-0} to=${to:-0}
+  verdict=$(awk -v k="$k" -v l="$l" -v nc="$nc" -v to="$to" -v e="$EFFICACY" -v c="$MCOVER" 'BEGIN {
+    if (k + l == 0) { printf "no mutant ran: ok"; exit }
+    eff = 100 * k / (k + l); cov = 100 * (k + l) / (k + l + nc)  # as gremlins reports them
+    printf "efficacy %.2f%% (want >= %s), mutant coverage %.2f%% (want >= %s): %s", eff, e, cov, c, (eff >= e && cov >= c) ? "ok" : "FAIL" }')
+  echo "$p: killed $k, lived $l, not covered $nc, timed out $to; $verdict ($((SECONDS - start)) s)"
+  [[ $verdict == *ok ]] || failed="$failed $p"
+done
+if [[ -n $failed ]]; then
+  echo "mutation: under the thresholds:$failed"
+  exit 1
+fi
