@@ -61,6 +61,7 @@ type Server struct {
 	auth         *Auth
 	inflight     *byteBudget
 	timeout      time.Duration
+	bank         *bankAPI
 }
 
 // Options configure a Server.
@@ -80,6 +81,10 @@ type Options struct {
 	// Auth, when set, requires a Kubernetes bearer token of a caller that
 	// may get the template (/v1/*) or /metrics; nil serves everyone.
 	Auth *Auth
+	// Banks are answered at /v1/banks/{namespace}/{name}/facts and
+	// .../recall (bank.go), within BankLimits.
+	Banks      []*Bank
+	BankLimits BankLimits
 }
 
 // New returns a server with no plans: it answers 503 until the first load.
@@ -99,6 +104,7 @@ func New(o Options) *Server {
 		Name: "promptops_serve_inflight_body_bytes", Help: "Bytes of request bodies held by requests in flight (at most --max-inflight-bytes).",
 	}, func() float64 { return float64(s.inflight.used.Load()) }))
 	s.loader = newLoader(s.store, s.metrics, o.Log)
+	s.initBanks(o.Banks, o.BankLimits)
 	return s
 }
 
@@ -115,6 +121,7 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/v1/assemble", s.instrument("assemble", s.authenticated(s.assemble)))
 	mux.Handle("/v1/templates", s.instrument("templates", s.authenticated(s.templates)))
+	mux.Handle("/v1/banks/", s.instrument("banks", s.authenticated(s.bankEndpoint)))
 	mux.Handle("/healthz", s.instrument("healthz", func(w http.ResponseWriter, r *http.Request) int {
 		return writeText(w, http.StatusOK, "ok")
 	}))
