@@ -81,9 +81,10 @@ var words = func() []string {
 
 var people = []string{"Alice", "Bob", "Carol", "Dmitri", "Eve", "Farid", "Grace", "Hiro", "Ines", "Jun"}
 
-// text is observation i: a person and eight words.
+// text is observation i: a person and eight words, distinct for i below
+// 10,007.
 func text(i int) (string, string) {
-	person := fmt.Sprintf("%s%d", people[i%len(people)], (i*7919)%2000)
+	person := fmt.Sprintf("%s%d", people[i%len(people)], (i*7919)%10007) // distinct below 10,007
 	t := person
 	for w := 0; w < 8; w++ {
 		t += " " + words[(i*31+w*977+w*w*i)%len(words)]
