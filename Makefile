@@ -164,6 +164,10 @@ helm-lint: helm ## helm lint the chart.
 help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*?##/ { printf "  %-18s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
+.PHONY: bench-bank
+bench-bank: build ## Load-test the bank API of promptops serve --bank over loopback: 10,000 observations, SQLite and PostgreSQL (BENCH_CLIENTS=1,2,8 BENCH_DURATION=5s).
+	go run ./bench/bank -bin $(BIN)/promptops -clients $(BENCH_CLIENTS) -duration $(BENCH_DURATION)
+
 .PHONY: bench-scale
 bench-scale: build envtest ## PromptTemplate controller at scale: 1,000 templates (N=...).
 	go run ./bench/scale -n $(or $(N),1000)

@@ -48,6 +48,11 @@ func (s *storeFlags) open(ctx context.Context) (*sqlstore.Store, error) {
 	return sqlstore.Open(ctx, s.store)
 }
 
+// encodingFlag defines --encoding, the bank's token encoding.
+func encodingFlag(fs *flag.FlagSet, p *string) {
+	fs.StringVar(p, "encoding", envDefault(lookupEnv, "PROMPTOPS_ENCODING", string(promptopsv1.DefaultEncoding)), "Token encoding for sizing prompts ($PROMPTOPS_ENCODING).")
+}
+
 // intFlag defines an integer flag whose default comes from env; a value
 // there that is not an integer is an error, not silently ignored.
 func intFlag(fs *flag.FlagSet, errs *[]error, p *int, name, env string, def int, usage string) {
@@ -75,7 +80,7 @@ func runConsolidate(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs.StringVar(&baseURL, "llm-base-url", envDefault(lookupEnv, "PROMPTOPS_LLM_BASE_URL", ""), "Base URL of an OpenAI-compatible API, e.g. http://vllm:8000/v1 ($PROMPTOPS_LLM_BASE_URL).")
 	fs.StringVar(&model, "model", envDefault(lookupEnv, "PROMPTOPS_MODEL", ""), "Model name ($PROMPTOPS_MODEL).")
 	fs.StringVar(&missionFile, "mission-file", envDefault(lookupEnv, "PROMPTOPS_MISSION_FILE", ""), "File holding the bank's mission; empty uses the default mission ($PROMPTOPS_MISSION_FILE).")
-	fs.StringVar(&encoding, "encoding", envDefault(lookupEnv, "PROMPTOPS_ENCODING", string(promptopsv1.DefaultEncoding)), "Token encoding for sizing prompts ($PROMPTOPS_ENCODING).")
+	encodingFlag(fs, &encoding)
 	fs.StringVar(&terminationLog, "termination-log", envDefault(lookupEnv, "PROMPTOPS_TERMINATION_LOG", ""), "Also write the JSON summary here, within 4 KiB, e.g. /dev/termination-log ($PROMPTOPS_TERMINATION_LOG).")
 	fs.StringVar(&apiKeyFile, "api-key-file", envDefault(lookupEnv, "PROMPTOPS_API_KEY_FILE", ""), "File holding the API key; otherwise $OPENAI_API_KEY; neither sends no key.")
 	intFlag(fs, &envErrs, &set.MaxObservations, "max-observations", "PROMPTOPS_MAX_OBSERVATIONS", 0, "Capacity of the bank; 0 for none.")

@@ -4,19 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"reflect"
 	"strings"
 	"text/tabwriter"
-	"time"
-	"unicode/utf8"
-
-	"github.com/google/uuid"
 
 	"github.com/promptops/promptops/internal/consolidation"
 )
@@ -41,29 +35,6 @@ func runFacts(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "promptops facts: unknown subcommand %q (import, list, retry)\n", args[0])
 	return ExitInvalid
-}
-
-// factLine is one line of a facts JSONL file.
-type factLine struct {
-	ID            string   `json:"id"`
-	Text          string   `json:"text"`
-	Entities      []string `json:"entities"`
-	OccurredStart string   `json:"occurred_start"`
-	OccurredEnd   string   `json:"occurred_end"`
-	MentionedAt   string   `json:"mentioned_at"`
-	Tags          []string `json:"tags"`
-}
-
-func parseTime(field, s string) (*time.Time, error) {
-	if s == "" {
-		return nil, nil
-	}
-	for _, layout := range []string{time.RFC3339Nano, "2006-01-02"} {
-		if t, err := time.Parse(layout, s); err == nil {
-			return &t, nil
-		}
-	}
-	return nil, fmt.Errorf("%s %q is neither RFC 3339 nor YYYY-MM-DD", field, s)
 }
 
 // MaxFactLine is the longest line, without its line ending, that facts
@@ -128,75 +99,13 @@ func tooLong(n int) error {
 }
 
 // parseFactLine decodes one non-blank line; errors name the field.
-func parseFactLine(line []byte) (consolidation.Fact, error) {
-	if !utf8.Valid(line) {
-		return consolidation.Fact{}, errors.New("not valid UTF-8")
-	}
-	var fl factLine
-	dec := json.NewDecoder(bytes.NewReader(line))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&fl); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field != "" {
-			return consolidation.Fact{}, fmt.Errorf("%s: a JSON %s where %s is wanted", te.Field, te.Value, jsonKind(te.Type.Kind()))
-		}
-		return consolidation.Fact{}, err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return consolidation.Fact{}, errors.New("more than one JSON value on the line (one fact per line)")
-	}
-	if strings.TrimSpace(fl.Text) == "" {
-		return consolidation.Fact{}, errors.New("text is required")
-	}
-	f := consolidation.Fact{ID: fl.ID, Text: fl.Text, Entities: fl.Entities, Tags: fl.Tags}
-	var err error
-	if f.OccurredStart, err = parseTime("occurred_start", fl.OccurredStart); err != nil {
-		return f, err
-	}
-	if f.OccurredEnd, err = parseTime("occurred_end", fl.OccurredEnd); err != nil {
-		return f, err
-	}
-	if f.MentionedAt, err = parseTime("mentioned_at", fl.MentionedAt); err != nil {
-		return f, err
-	}
-	if f.OccurredStart != nil && f.OccurredEnd != nil && f.OccurredEnd.Before(*f.OccurredStart) {
-		return f, fmt.Errorf("occurred_end %q is before occurred_start %q", fl.OccurredEnd, fl.OccurredStart)
-	}
-	return f, nil
-}
+func parseFactLine(line []byte) (consolidation.Fact, error) { return consolidation.ParseFact(line) }
 
-// jsonKind names a Go kind the way a JSON author would.
-func jsonKind(k reflect.Kind) string {
-	switch k {
-	case reflect.String:
-		return "a string"
-	case reflect.Slice, reflect.Array:
-		return "an array"
-	}
-	return k.String()
-}
-
-// factIDSpace is the UUID name space of derived fact ids.
-var factIDSpace = uuid.MustParse("7b0f3c2e-5d1a-4e8b-9c6f-2a4d8e1b3f50")
-
-// derivedFactID is the id of a fact imported without one: a UUID (version 8)
-// from the SHA-256 of the bank, the text and the three times (RFC 3339, UTC;
-// empty when unset), so importing the same file again adds nothing. Entities
-// and tags do not count: the same statement at the same times is one fact.
+// derivedFactID is the id of a fact imported without one
+// (consolidation.DerivedFactID), so importing the same file again adds
+// nothing.
 func derivedFactID(bank string, f consolidation.Fact) string {
-	var b strings.Builder
-	for _, s := range []string{bank, f.Text, timeKey(f.OccurredStart), timeKey(f.OccurredEnd), timeKey(f.MentionedAt)} {
-		// A length prefix keeps ("ab", "c") apart from ("a", "bc").
-		fmt.Fprintf(&b, "%d:%s\n", len(s), s)
-	}
-	return uuid.NewHash(sha256.New(), factIDSpace, []byte(b.String()), 8).String()
-}
-
-func timeKey(t *time.Time) string {
-	if t == nil {
-		return ""
-	}
-	return t.UTC().Format(time.RFC3339Nano)
+	return consolidation.DerivedFactID(bank, f)
 }
 
 func runFactsImport(args []string, stdin io.Reader, stdout, stderr io.Writer) int {

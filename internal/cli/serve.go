@@ -16,12 +16,15 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/promptops/promptops/internal/consolidation"
 	"github.com/promptops/promptops/internal/serve"
+	"github.com/promptops/promptops/internal/tokens"
 	"github.com/promptops/promptops/plan"
 )
 
@@ -49,19 +52,36 @@ func runServe(args []string, _ io.Reader, _, stderr io.Writer) int {
 	maxInflight := fs.Int64("max-inflight-bytes", serve.DefaultMaxInflightBytes, "Request body bytes buffered at once by all requests in flight, each held until its answer; a request that would go over it gets 503 with Retry-After. One over 256 KiB may use three quarters of it.")
 	timeout := fs.Duration("request-timeout", serve.DefaultRequestTimeout, "Longest a request may take, body included; a body not in by then gets 408.")
 	poll := fs.Duration("poll-interval", time.Second, "How often --plans-dir is re-read.")
+	// The bank API: the same store, encoding and embeddings flags as
+	// consolidate.
+	var (
+		sf       storeFlags
+		encoding string
+		emb      embeddingsFlags
+		envErrs  []error
+	)
+	sf.register(fs)
+	encodingFlag(fs, &encoding)
+	emb.register(fs, &envErrs)
+	maxFacts := fs.Int("max-facts-per-request", serve.DefaultMaxFactsPerRequest, "With --bank, the most facts one POST .../facts may carry; more get 413.")
+	maxRetain := fs.Int64("max-retain-bytes", serve.DefaultMaxRetainBytes, "With --bank, the largest body of POST .../facts; larger ones get 413.")
 	memTokenFile := fs.String("memory-token-file", "", "Bearer token sent to the memory banks that fill memory sections (re-read when it changes); default: the pod's ServiceAccount token ("+serve.DefaultServiceAccountTokenFile+") when it exists, else none.")
 	memTimeout := fs.Duration("memory-timeout", plan.DefaultMemoryTimeout, "Longest a memory section's recall may take; a slower or failed recall leaves the section empty and the answer says so.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: promptops serve (--plans-dir DIR | --watch [--namespace NS,...]) [--listen ADDR] [--auth none|kubernetes]\n\nPOST /v1/assemble {\"namespace\", \"name\", \"intent\", \"runtime\": {\"<section>\": \"<text>\"}, \"query\"?}\nanswers the prompt as `promptops assemble` would; GET /v1/templates lists the plans.\n/healthz, /readyz (after the first load) and /metrics are on the same address.")
+		fmt.Fprintln(stderr, "Usage: promptops serve (--plans-dir DIR | --watch [--namespace NS,...] | --bank NS/NAME) [--listen ADDR] [--auth none|kubernetes]\n\nPOST /v1/assemble {\"namespace\", \"name\", \"intent\", \"runtime\": {\"<section>\": \"<text>\"}, \"query\"?}\nanswers the prompt as `promptops assemble` would; GET /v1/templates lists the plans.\nWith --bank (and --store or $PROMPTOPS_STORE): POST /v1/banks/NS/NAME/facts {\"facts\": [...]} retains facts,\nPOST /v1/banks/NS/NAME/recall {\"query\", \"maxTokens\", \"maxItems\", \"minScore\", \"tags\", \"includePending\"} recalls.\n/healthz, /readyz (after the first load) and /metrics are on the same address.")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	if (*plansDir == "") == !*watch || *poll <= 0 {
-		fmt.Fprintln(stderr, "promptops serve: give exactly one of --plans-dir and --watch")
+	if err := errors.Join(envErrs...); err != nil {
+		fmt.Fprintln(stderr, "promptops serve:", err)
+		return ExitInvalid
+	}
+	if (*plansDir != "" && *watch) || (*plansDir == "" && !*watch && sf.bank == "") || *poll <= 0 {
+		fmt.Fprintln(stderr, "promptops serve: give one of --plans-dir and --watch, or --bank, or --bank with one of them")
 		fs.Usage()
 		return ExitInvalid
 	}
@@ -97,8 +117,8 @@ func runServe(args []string, _ io.Reader, _, stderr io.Writer) int {
 			*memTokenFile = serve.DefaultServiceAccountTokenFile
 		}
 	}
-	if *maxInflight/4*3 < *maxBody || *timeout <= 0 {
-		fmt.Fprintln(stderr, "promptops serve: --max-inflight-bytes must be at least 4/3 of --max-body-bytes, and --request-timeout positive")
+	if *maxInflight/4*3 < max(*maxBody, *maxRetain) || *timeout <= 0 || *maxFacts < 1 || *maxRetain < 1 {
+		fmt.Fprintln(stderr, "promptops serve: --max-inflight-bytes must be at least 4/3 of --max-body-bytes and of --max-retain-bytes; --request-timeout, --max-facts-per-request and --max-retain-bytes positive")
 		return ExitInvalid
 	}
 	log := zap.New(zap.UseFlagOptions(&zapOpts), zap.WriteTo(stderr)).WithName("serve")
@@ -131,10 +151,22 @@ func runServe(args []string, _ io.Reader, _, stderr io.Writer) int {
 			return ExitInvalid
 		}
 	}
-	srv := serve.New(opts)
-
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if sf.bank != "" {
+		bank, closeBank, err := openBank(ctx, sf, encoding, &emb, log)
+		if err != nil {
+			fmt.Fprintln(stderr, "promptops serve:", err)
+			return ExitInvalid
+		}
+		defer closeBank()
+		opts.Banks = []*serve.Bank{bank}
+		opts.BankLimits = serve.BankLimits{MaxFactsPerRequest: *maxFacts, MaxRetainBytes: *maxRetain}
+	}
+	srv := serve.New(opts)
+	if *plansDir == "" && !*watch {
+		srv.Apply(map[string][]byte{}) // no plans to wait for: ready
+	}
 	if *plansDir != "" {
 		if err := srv.WatchDir(ctx, *plansDir, *poll); err != nil {
 			fmt.Fprintln(stderr, "promptops serve:", err)
@@ -157,7 +189,7 @@ func runServe(args []string, _ io.Reader, _, stderr io.Writer) int {
 	}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
-	log.Info("Serving", "address", ln.Addr().String(), "plansDir", *plansDir, "watch", *watch, "namespaces", namespaces, "auth", *auth)
+	log.Info("Serving", "address", ln.Addr().String(), "plansDir", *plansDir, "watch", *watch, "namespaces", namespaces, "bank", sf.bank, "auth", *auth)
 	if serveReady != nil {
 		serveReady(ln.Addr().String())
 	}
@@ -260,4 +292,46 @@ func parseLimit(s string) int64 {
 		return 0
 	}
 	return n
+}
+
+// openBank opens the store of --bank, registers the bank and loads its
+// indexes, so that the first recall finds them in memory.
+func openBank(ctx context.Context, sf storeFlags, encoding string, emb *embeddingsFlags, log logr.Logger) (*serve.Bank, func(), error) {
+	if _, err := tokens.Get(encoding); err != nil {
+		return nil, nil, fmt.Errorf("--encoding: %w", err)
+	}
+	var set consolidation.Settings
+	// One retry: a recall waits for its query's embedding.
+	embedder, err := emb.embedder(&set, 1)
+	if err != nil {
+		return nil, nil, err
+	}
+	store, err := sf.open(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := store.EnsureBank(ctx, sf.bank); err != nil {
+		store.Close()
+		return nil, nil, fmt.Errorf("registering bank %s: %w", sf.bank, err)
+	}
+	ns, name, _ := strings.Cut(sf.bank, "/")
+	rec := &consolidation.Recaller{Store: store, Bank: sf.bank, Embedder: embedder, Floor: set.SemanticFloor,
+		OnError: func(what string, err error) {
+			if what == "embedding a query" {
+				// The server's message may quote the query.
+				log.Info("Embedding a query failed; recalling by words and entities", "bank", sf.bank)
+				return
+			}
+			log.Error(err, "Recall", "what", what, "bank", sf.bank)
+		}}
+	if embedder == nil {
+		rec.Floor = 0
+	}
+	// A first query pins the embeddings' space and loads both indexes.
+	if _, _, err := rec.Recall(ctx, consolidation.Query{Text: "warm-up", Limit: 1}); err != nil {
+		store.Close()
+		return nil, nil, fmt.Errorf("loading bank %s: %w", sf.bank, err)
+	}
+	log.Info("Bank loaded", "bank", sf.bank, "generation", rec.Generation(), "semantic", embedder != nil)
+	return &serve.Bank{Namespace: ns, Name: name, Store: store, Recaller: rec, Encoding: encoding}, func() { store.Close() }, nil
 }

@@ -180,3 +180,64 @@ func TestServeMemoryLimit(t *testing.T) {
 		t.Errorf("GOMEMLIMIT set: from %q", from)
 	}
 }
+
+// serve --bank alone: ready without plans, retains and recalls, and writes
+// neither facts nor queries to the log.
+func TestServeBankAlone(t *testing.T) {
+	if code, _, e := run(t, "", "serve", "--bank", "team-a/support"); code != ExitInvalid || !strings.Contains(e, "--store") {
+		t.Errorf("--bank without a store: exit %d %s", code, e)
+	}
+	addrs := make(chan string, 1)
+	serveReady = func(addr string) { addrs <- addr }
+	defer func() { serveReady = nil }()
+	var stderr bytes.Buffer
+	var mu sync.Mutex
+	done := make(chan int, 1)
+	store := "sqlite://" + filepath.Join(t.TempDir(), "bank.db")
+	go func() {
+		done <- Main([]string{"serve", "--bank", "team-a/support", "--store", store, "--listen", "127.0.0.1:0"}, strings.NewReader(""), io.Discard, &lockedWriter{&mu, &stderr})
+	}()
+	var addr string
+	select {
+	case addr = <-addrs:
+	case code := <-done:
+		t.Fatalf("serve exited %d: %s", code, stderr.String())
+	case <-time.After(60 * time.Second):
+		t.Fatal("serve did not start")
+	}
+	post := func(path, body string) (int, string) {
+		t.Helper()
+		resp, err := http.Post("http://"+addr+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(out)
+	}
+	if resp, err := http.Get("http://" + addr + "/readyz"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("readyz: %v %v", resp, err)
+	}
+	if code, body := post("/v1/banks/team-a/support/facts", `{"facts": [{"text": "Alice keeps the vault code 7a3f"}]}`); code != http.StatusOK || !strings.Contains(body, `"stored":1`) {
+		t.Fatalf("retain: %d %s", code, body)
+	}
+	if code, body := post("/v1/banks/team-a/support/recall", `{"query": "vault code 7a3f", "maxTokens": 100, "includePending": true}`); code != http.StatusOK || !strings.Contains(body, `"kind":"fact"`) {
+		t.Fatalf("recall: %d %s", code, body)
+	}
+	if code, body := post("/v1/assemble", `{"namespace":"default","name":"ssa-pro","intent":"analyze"}`); code != http.StatusNotFound {
+		t.Fatalf("assemble without plans: %d %s", code, body)
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case code := <-done:
+		mu.Lock()
+		defer mu.Unlock()
+		if code != ExitOK || strings.Contains(stderr.String(), "7a3f") || strings.Contains(stderr.String(), "vault") {
+			t.Fatalf("exit %d: %s", code, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not stop on SIGTERM")
+	}
+}

@@ -63,6 +63,7 @@ type Server struct {
 	timeout      time.Duration
 	recaller     Recaller
 	memTimeout   time.Duration
+	bank         *bankAPI
 }
 
 // Options configure a Server.
@@ -86,6 +87,10 @@ type Options struct {
 	Recaller Recaller
 	// MemoryTimeout bounds each recall; plan.DefaultMemoryTimeout when 0.
 	MemoryTimeout time.Duration
+	// Banks are answered at /v1/banks/{namespace}/{name}/facts and
+	// .../recall (bank.go), within BankLimits.
+	Banks      []*Bank
+	BankLimits BankLimits
 }
 
 // New returns a server with no plans: it answers 503 until the first load.
@@ -106,6 +111,7 @@ func New(o Options) *Server {
 		Name: "promptops_serve_inflight_body_bytes", Help: "Bytes of request bodies held by requests in flight (at most --max-inflight-bytes).",
 	}, func() float64 { return float64(s.inflight.used.Load()) }))
 	s.loader = newLoader(s.store, s.metrics, o.Log)
+	s.initBanks(o.Banks, o.BankLimits)
 	return s
 }
 
@@ -122,6 +128,7 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/v1/assemble", s.instrument("assemble", s.authenticated(s.assemble)))
 	mux.Handle("/v1/templates", s.instrument("templates", s.authenticated(s.templates)))
+	mux.Handle("/v1/banks/", s.instrument("banks", s.authenticated(s.bankEndpoint)))
 	mux.Handle("/healthz", s.instrument("healthz", func(w http.ResponseWriter, r *http.Request) int {
 		return writeText(w, http.StatusOK, "ok")
 	}))

@@ -47,6 +47,7 @@ func apiServer(t *testing.T) (*envtest.Environment, *rest.Config, *kubernetes.Cl
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	stopPG()
 	if env != nil {
 		_ = env.Stop()
 	}

@@ -1,0 +1,148 @@
+package consolidation
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+)
+
+// FactInput is a fact as callers write it: a line of `facts import` or an
+// item of the bank API's POST .../facts.
+type FactInput struct {
+	ID            string   `json:"id"`
+	Text          string   `json:"text"`
+	Entities      []string `json:"entities"`
+	OccurredStart string   `json:"occurred_start"`
+	OccurredEnd   string   `json:"occurred_end"`
+	MentionedAt   string   `json:"mentioned_at"`
+	Tags          []string `json:"tags"`
+}
+
+// FieldError is a fact that does not validate, naming the field at fault.
+type FieldError struct {
+	// Field is the JSON name of the field.
+	Field string
+	// Detail says what is wrong with it, without the field's name.
+	Detail string
+	// msg, when set, is the whole message.
+	msg string
+	// joined writes "field detail" rather than "field: detail".
+	joined bool
+}
+
+func (e *FieldError) Error() string {
+	switch {
+	case e.msg != "":
+		return e.msg
+	case e.joined:
+		return e.Field + " " + e.Detail
+	}
+	return e.Field + ": " + e.Detail
+}
+
+// ParseFact decodes and validates one fact written as a JSON object: valid
+// UTF-8, known fields only, a non-blank text, times as RFC 3339 or
+// YYYY-MM-DD with occurred_end not before occurred_start. Errors about one
+// field are *FieldError.
+func ParseFact(data []byte) (Fact, error) {
+	if !utf8.Valid(data) {
+		return Fact{}, errors.New("not valid UTF-8")
+	}
+	var fl FactInput
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&fl); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			return Fact{}, &FieldError{Field: te.Field, Detail: fmt.Sprintf("a JSON %s where %s is wanted", te.Value, jsonKind(te.Type.Kind()))}
+		}
+		if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			return Fact{}, &FieldError{Field: strings.Trim(name, `"`), Detail: "is not a field of a fact (id, text, entities, tags, occurred_start, occurred_end, mentioned_at)", msg: err.Error()}
+		}
+		return Fact{}, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return Fact{}, errors.New("more than one JSON value on the line (one fact per line)")
+	}
+	if strings.TrimSpace(fl.Text) == "" {
+		return Fact{}, &FieldError{Field: "text", Detail: "is required", joined: true}
+	}
+	f := Fact{ID: fl.ID, Text: fl.Text, Entities: fl.Entities, Tags: fl.Tags}
+	var err error
+	if f.OccurredStart, err = parseFactTime("occurred_start", fl.OccurredStart); err != nil {
+		return f, err
+	}
+	if f.OccurredEnd, err = parseFactTime("occurred_end", fl.OccurredEnd); err != nil {
+		return f, err
+	}
+	if f.MentionedAt, err = parseFactTime("mentioned_at", fl.MentionedAt); err != nil {
+		return f, err
+	}
+	if f.OccurredStart != nil && f.OccurredEnd != nil && f.OccurredEnd.Before(*f.OccurredStart) {
+		return f, &FieldError{Field: "occurred_end", Detail: fmt.Sprintf("%q is before occurred_start %q", fl.OccurredEnd, fl.OccurredStart), joined: true}
+	}
+	return f, nil
+}
+
+func parseFactTime(field, s string) (*time.Time, error) {
+	if s == "" {
+		return nil, nil
+	}
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return &t, nil
+		}
+	}
+	return nil, &FieldError{Field: field, Detail: fmt.Sprintf("%q is neither RFC 3339 nor YYYY-MM-DD", s), joined: true}
+}
+
+// jsonKind names a Go kind the way a JSON author would.
+func jsonKind(k reflect.Kind) string {
+	switch k {
+	case reflect.String:
+		return "a string"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	}
+	return k.String()
+}
+
+// factIDSpace is the UUID name space of derived fact ids.
+var factIDSpace = uuid.MustParse("7b0f3c2e-5d1a-4e8b-9c6f-2a4d8e1b3f50")
+
+// DerivedFactID is the id of a fact given without one: a UUID (version 8)
+// from the SHA-256 of the bank, the text and the three times (RFC 3339, UTC;
+// empty when unset), so importing or posting the same fact again adds
+// nothing. Entities and tags do not count: the same statement at the same
+// times is one fact.
+func DerivedFactID(bank string, f Fact) string {
+	var b strings.Builder
+	for _, s := range []string{bank, f.Text, timeKey(f.OccurredStart), timeKey(f.OccurredEnd), timeKey(f.MentionedAt)} {
+		// A length prefix keeps ("ab", "c") apart from ("a", "bc").
+		fmt.Fprintf(&b, "%d:%s\n", len(s), s)
+	}
+	return uuid.NewHash(sha256.New(), factIDSpace, []byte(b.String()), 8).String()
+}
+
+func timeKey(t *time.Time) string {
+	if t == nil {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+// FactConflictError is a fact whose id the bank holds with other text.
+type FactConflictError struct{ ID string }
+
+func (e *FactConflictError) Error() string {
+	return fmt.Sprintf("fact %q is already in the bank with other text", e.ID)
+}

@@ -1,0 +1,366 @@
+package consolidation
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode"
+)
+
+// QueryStore is what recall for a query reads from a store: the bank's
+// generation (moved by every applied batch), its observations and their
+// vectors once per generation, and its pending facts.
+type QueryStore interface {
+	// BankGeneration is the bank's generation; -1 for a bank the store
+	// does not know.
+	BankGeneration(ctx context.Context, bank string) (int64, error)
+	// ScanRecallable streams the bank's observations with their source
+	// fact ids, and the tags of those facts.
+	ScanRecallable(ctx context.Context, bank string, fn func(o Observation, tags []string)) error
+	// ScanObservationQuantized streams the bank's observation vectors in
+	// sp, as QuantizedVectorStore does.
+	ScanObservationQuantized(ctx context.Context, bank string, sp Space, qfn func(id string, q []int8, scale float32), vfn func(id string, vec []float32)) error
+	// PendingFacts returns up to limit facts not consolidated yet, created
+	// at or after since, oldest first.
+	PendingFacts(ctx context.Context, bank string, since time.Time, limit int) ([]Fact, error)
+}
+
+// Query asks a bank what it remembers about a text.
+type Query struct {
+	Text string
+	// Limit is how many items to return at most.
+	Limit int
+	// MinScore drops items scoring below it (0..1).
+	MinScore float64
+	// Tags, when set, keeps only items with one of them: a fact's own
+	// tags, an observation's source facts' tags.
+	Tags []string
+	// IncludePending adds facts not consolidated yet, as kind "fact".
+	IncludePending bool
+}
+
+// Recalled is one item of a query's answer.
+type Recalled struct {
+	Observation
+	// Kind is "observation" or "fact" (a pending fact).
+	Kind string
+	// Score is 0..1: the cosine where the item was found by meaning, the
+	// trigram similarity plus 0.25 per shared entity (at most 1) where it
+	// was found by its words, the greater of the two when both.
+	Score float64
+}
+
+// Item kinds of Recalled.
+const (
+	KindObservation = "observation"
+	KindFact        = "fact"
+)
+
+// Recaller answers queries over one bank from indexes held in memory: the
+// lexical index (LexIndex) and, with an Embedder, the vector index
+// (MemIndex) of the bank's pinned space, with the observations themselves.
+// They are loaded once and again only when the bank's generation moves;
+// meanwhile the previous ones keep answering. Safe for concurrent use.
+type Recaller struct {
+	Store QueryStore
+	Bank  string
+	// Embedder embeds queries with the bank's embeddings settings; nil
+	// recalls by words and entities only.
+	Embedder Embedder
+	// Floor is the least cosine of an item found by meaning.
+	Floor float64
+	// MaxPending bounds the pending facts held for IncludePending.
+	MaxPending int
+	// OnError hears of a refresh that failed in the background and of a
+	// query that could not be embedded (recall then goes on by words).
+	OnError func(what string, err error)
+
+	loading sync.Mutex
+	cur     atomic.Pointer[bankMemory]
+	pend    pendingFacts
+}
+
+// bankMemory is a bank as of a generation.
+type bankMemory struct {
+	gen   int64
+	sp    Space // Dims 0 without vectors
+	obs   map[string]*memObs
+	lexMu sync.Mutex // LexIndex.Search reuses scratch space
+	lex   *LexIndex
+	vec   *MemIndex
+}
+
+type memObs struct {
+	Observation
+	tags []string
+}
+
+// pendingFacts are the bank's facts not consolidated yet, read again in
+// full when the generation moves and otherwise from a watermark on.
+type pendingFacts struct {
+	mu    sync.Mutex
+	gen   int64
+	since time.Time
+	facts map[string]Fact
+	lex   *LexIndex
+}
+
+// pendingOverlap re-reads facts this much older than the newest seen: a
+// writer's clock or a transaction that commits late may place a fact
+// before the watermark.
+const pendingOverlap = 5 * time.Second
+
+// Generation is the generation of the bank the Recaller holds; -1 before
+// the first load.
+func (r *Recaller) Generation() int64 {
+	if m := r.cur.Load(); m != nil {
+		return m.gen
+	}
+	return -1
+}
+
+// Load loads the bank now (for the lexical index, and for the vectors of
+// sp when sp.Dims > 0).
+func (r *Recaller) Load(ctx context.Context, sp Space) error {
+	gen, err := r.Store.BankGeneration(ctx, r.Bank)
+	if err != nil {
+		return err
+	}
+	_, err = r.load(ctx, gen, sp)
+	return err
+}
+
+// memory returns the bank's memory: the one held when the generation
+// and space match; else, when one for sp is held, that one while a fresh
+// one loads in the background; else a fresh one.
+func (r *Recaller) memory(ctx context.Context, sp Space) (*bankMemory, error) {
+	gen, err := r.Store.BankGeneration(ctx, r.Bank)
+	if err != nil {
+		return nil, err
+	}
+	m := r.cur.Load()
+	if m != nil && m.gen == gen && (sp.Dims == 0 || m.sp == sp) {
+		return m, nil
+	}
+	if m != nil && (sp.Dims == 0 || m.sp == sp) {
+		if r.loading.TryLock() {
+			go func() {
+				defer r.loading.Unlock()
+				bctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+				defer cancel()
+				if _, err := r.loadLocked(bctx, gen, m.sp); err != nil && r.OnError != nil {
+					r.OnError("refreshing the bank's indexes", err)
+				}
+			}()
+		}
+		return m, nil
+	}
+	return r.load(ctx, gen, sp)
+}
+
+func (r *Recaller) load(ctx context.Context, gen int64, sp Space) (*bankMemory, error) {
+	r.loading.Lock()
+	defer r.loading.Unlock()
+	if m := r.cur.Load(); m != nil && m.gen == gen && (sp.Dims == 0 || m.sp == sp) {
+		return m, nil
+	}
+	return r.loadLocked(ctx, gen, sp)
+}
+
+// loadLocked reads the bank in full; call with r.loading held.
+func (r *Recaller) loadLocked(ctx context.Context, gen int64, sp Space) (*bankMemory, error) {
+	m := &bankMemory{gen: gen, sp: sp, obs: map[string]*memObs{}, lex: NewLexIndex()}
+	if gen >= 0 {
+		err := r.Store.ScanRecallable(ctx, r.Bank, func(o Observation, tags []string) {
+			m.obs[o.ID] = &memObs{Observation: o, tags: tags}
+			m.lex.Put(o.ID, o.Text, o.Entities)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("loading the bank's observations: %w", err)
+		}
+		if sp.Dims > 0 {
+			vec := NewMemIndex(sp.Dims)
+			vec.Grow(len(m.obs))
+			if err := r.Store.ScanObservationQuantized(ctx, r.Bank, sp, vec.PutQuantized, vec.Put); err != nil {
+				return nil, fmt.Errorf("loading the bank's vectors: %w", err)
+			}
+			m.vec = vec
+		}
+		// Rows read while a batch was applied are as of no one
+		// generation: serve them, but load again next time.
+		if after, err := r.Store.BankGeneration(ctx, r.Bank); err != nil || after != gen {
+			m.gen = -2
+		}
+	} else {
+		m.sp = Space{}
+	}
+	if old := r.cur.Load(); old != nil && old.sp.Dims > 0 && sp.Dims == 0 && old.gen == gen {
+		return old, nil
+	}
+	r.cur.Store(m)
+	return m, nil
+}
+
+// Recall answers q: the bank's observations nearest the query by meaning
+// (when the Recaller has an Embedder and the query embeds) and by words
+// and entities, the two rankings interleaved as consolidation's recall
+// interleaves them, then filtered by tags and MinScore and cut to Limit.
+// semantic says whether the meaning arm took part.
+func (r *Recaller) Recall(ctx context.Context, q Query) (items []Recalled, semantic bool, err error) {
+	var qvec []float32
+	sp := Space{}
+	if r.Embedder != nil {
+		emb, eerr := r.Embedder.Embed(ctx, []string{q.Text})
+		switch {
+		case eerr == nil && len(emb.Vectors) == 1 && emb.Vectors[0] != nil:
+			qvec = emb.Vectors[0]
+			sp = Space{Model: r.Embedder.Model(), Dims: len(qvec)}
+		case r.OnError != nil:
+			if eerr == nil && len(emb.Errs) == 1 && emb.Errs[0] != nil {
+				eerr = emb.Errs[0]
+			}
+			if eerr == nil {
+				eerr = fmt.Errorf("the server returned no vector")
+			}
+			r.OnError("embedding a query", eerr)
+		}
+		if ctx.Err() != nil {
+			return nil, false, ctx.Err()
+		}
+	}
+	m, err := r.memory(ctx, sp)
+	if err != nil {
+		return nil, false, err
+	}
+	k := max(4*q.Limit, 32)
+	if len(q.Tags) > 0 {
+		k = max(16*q.Limit, 256)
+	}
+	grams := Trigrams(q.Text)
+	ents := queryEntities(q.Text)
+	lexScore := func(text string, entities []string) float64 {
+		return min(1, Similarity(grams, Trigrams(text))+0.25*float64(sharedEntities(ents, entities)))
+	}
+	score := map[string]float64{}
+	var sem, lex []Candidate
+	if qvec != nil && m.vec != nil && m.vec.Len() > 0 && len(qvec) == m.sp.Dims {
+		semantic = true
+		for _, h := range m.vec.Nearest([][]float32{qvec}, k, r.Floor)[0] {
+			if o, ok := m.obs[h.ID]; ok {
+				sem = append(sem, Candidate{Observation: o.Observation})
+				score[h.ID] = min(1, max(0, h.Similarity))
+			}
+		}
+	}
+	m.lexMu.Lock()
+	ids := m.lex.Search(Fact{Text: q.Text, Entities: ents}, k)
+	m.lexMu.Unlock()
+	for _, id := range ids {
+		if o, ok := m.obs[id]; ok {
+			lex = append(lex, Candidate{Observation: o.Observation})
+			score[id] = max(score[id], lexScore(o.Text, o.Entities))
+		}
+	}
+	keep := func(s float64, tags []string) bool {
+		return s >= q.MinScore && (len(q.Tags) == 0 || slices.ContainsFunc(tags, func(t string) bool { return slices.Contains(q.Tags, t) }))
+	}
+	var obsHits []Candidate
+	for _, c := range fuse(sem, lex) {
+		if keep(score[c.ID], m.obs[c.ID].tags) {
+			obsHits = append(obsHits, c)
+		}
+	}
+	var factHits []Candidate
+	if q.IncludePending {
+		facts, err := r.pending(ctx, m.gen, Fact{Text: q.Text, Entities: ents}, k)
+		if err != nil {
+			return nil, false, err
+		}
+		for _, f := range facts {
+			s := lexScore(f.Text, f.Entities)
+			if keep(s, f.Tags) {
+				score[f.ID] = s
+				factHits = append(factHits, Candidate{Observation: Observation{ID: f.ID, Text: f.Text, ProofCount: 1,
+					OccurredStart: f.OccurredStart, OccurredEnd: f.OccurredEnd, Entities: f.Entities, SourceFactIDs: []string{f.ID}}})
+			}
+		}
+	}
+	isFact := map[string]bool{}
+	for _, c := range factHits {
+		isFact[c.ID] = true
+	}
+	for _, c := range fuse(obsHits, factHits) {
+		if len(items) == q.Limit {
+			break
+		}
+		kind := KindObservation
+		if isFact[c.ID] {
+			kind = KindFact
+		}
+		items = append(items, Recalled{Observation: c.Observation, Kind: kind, Score: score[c.ID]})
+	}
+	return items, semantic, nil
+}
+
+// pending searches the bank's pending facts by words and entities,
+// reading them again in full when the generation moved (a batch applied
+// consolidates facts) and otherwise only those newer than the watermark.
+func (r *Recaller) pending(ctx context.Context, gen int64, f Fact, limit int) ([]Fact, error) {
+	p := &r.pend
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	since := p.since.Add(-pendingOverlap)
+	if p.lex == nil || p.gen != gen || gen < 0 {
+		p.facts, p.lex, p.gen, since = map[string]Fact{}, NewLexIndex(), gen, time.Time{}
+	}
+	maxPending := r.MaxPending
+	if maxPending <= 0 {
+		maxPending = 100000
+	}
+	facts, err := r.Store.PendingFacts(ctx, r.Bank, since, maxPending)
+	if err != nil {
+		return nil, err
+	}
+	for _, pf := range facts {
+		if _, ok := p.facts[pf.ID]; !ok && len(p.facts) < maxPending {
+			p.facts[pf.ID] = pf
+			p.lex.Put(pf.ID, pf.Text, pf.Entities)
+		}
+		if pf.CreatedAt.After(p.since) {
+			p.since = pf.CreatedAt
+		}
+	}
+	var out []Fact
+	for _, id := range p.lex.Search(f, limit) {
+		out = append(out, p.facts[id])
+	}
+	return out, nil
+}
+
+// queryEntities are the words of a query and their pairs, lower case, as
+// candidate entity names: an observation's entity matches when one of
+// them is its name.
+func queryEntities(text string) []string {
+	words := strings.FieldsFunc(strings.ToLower(text), func(c rune) bool {
+		return !unicode.IsLetter(c) && !unicode.IsDigit(c) && c != '-' && c != '_' && c != '.' && c != '\''
+	})
+	if len(words) > 64 {
+		words = words[:64]
+	}
+	out := make([]string, 0, 2*len(words))
+	for i, w := range words {
+		w = strings.Trim(w, ".'-_")
+		if w == "" {
+			continue
+		}
+		out = append(out, w)
+		if i+1 < len(words) {
+			out = append(out, w+" "+strings.Trim(words[i+1], ".'-_"))
+		}
+	}
+	return out
+}

@@ -1,0 +1,85 @@
+package serve
+
+import (
+	"context"
+	"net/http"
+	"path/filepath"
+	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// The bank API under --auth=kubernetes, against the API server's own
+// TokenReview and SubjectAccessReview: anonymous 401; a ServiceAccount
+// without a role 403 on both endpoints; the reader role (create
+// memorybanks/recall) recalls but may not retain; the writer role (create
+// memorybanks/facts and memorybanks/recall) retains.
+func TestBankAuthKubernetes(t *testing.T) {
+	env, cfg, cs := apiServer(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sa := serveUser(t, ctx, env, cfg, cs)
+	const ns = "team-a"
+	createNamespaces(t, ctx, cs, ns)
+	for name, subs := range map[string][]string{
+		"bank-test-reader": {"memorybanks/recall"},
+		"bank-test-writer": {"memorybanks/facts", "memorybanks/recall"},
+	} {
+		if _, err := cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"promptops.io"}, Resources: subs, Verbs: []string{"create"}}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nosy := serviceAccountToken(t, ctx, cs, ns, "nosy")
+	reader := serviceAccountToken(t, ctx, cs, ns, "reader")
+	writer := serviceAccountToken(t, ctx, cs, ns, "writer")
+	for sa, role := range map[string]string{"reader": "bank-test-reader", "writer": "bank-test-writer"} {
+		if _, err := cs.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: sa},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: ns}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	auth, err := NewKubernetesAuth(sa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBankServer(t, "sqlite://"+filepath.Join(t.TempDir(), "bank.db"), nil, BankLimits{}, auth)
+	retain := []byte(`{"facts": [{"text": "Alice moved to Lisbon"}]}`)
+	recall := []byte(`{"query": "Alice", "maxTokens": 100}`)
+	for _, tc := range []struct {
+		who, token, endpoint string
+		body                 []byte
+		want                 int
+		code                 string
+	}{
+		{"anonymous", "", "facts", retain, http.StatusUnauthorized, CodeUnauthorized},
+		{"anonymous", "", "recall", recall, http.StatusUnauthorized, CodeUnauthorized},
+		{"a forged token", "bogus", "recall", recall, http.StatusUnauthorized, CodeUnauthorized},
+		{"no role", nosy, "facts", retain, http.StatusForbidden, CodeForbidden},
+		{"no role", nosy, "recall", recall, http.StatusForbidden, CodeForbidden},
+		{"reader", reader, "facts", retain, http.StatusForbidden, CodeForbidden},
+		{"reader", reader, "recall", recall, http.StatusOK, ""},
+		{"writer", writer, "facts", retain, http.StatusOK, ""},
+		{"writer", writer, "recall", recall, http.StatusOK, ""},
+	} {
+		code, body := b.post(t, tc.endpoint, tc.token, tc.body)
+		if code != tc.want {
+			t.Errorf("%s on %s: %d %s, want %d", tc.who, tc.endpoint, code, body, tc.want)
+			continue
+		}
+		if tc.code != "" {
+			if got, _ := errorCode(t, body); got != tc.code {
+				t.Errorf("%s on %s: code %s, want %s", tc.who, tc.endpoint, got, tc.code)
+			}
+		}
+	}
+	if n := b.factCount(t); n != 1 {
+		t.Errorf("%d facts stored, want the writer's 1", n)
+	}
+}

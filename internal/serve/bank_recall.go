@@ -1,0 +1,109 @@
+package serve
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/promptops/promptops/internal/consolidation"
+	"github.com/promptops/promptops/plan"
+)
+
+// RecallRequest is the body of POST /v1/banks/{namespace}/{name}/recall.
+type RecallRequest struct {
+	// Query is the text to recall memories about; required, at most
+	// MaxQueryBytes.
+	Query string `json:"query"`
+	// MaxTokens bounds the answer's text in the bank's encoding; required,
+	// 1..MaxRecallTokens.
+	MaxTokens *int `json:"maxTokens"`
+	// MaxItems bounds the items; DefaultRecallItems when left out,
+	// 1..MaxRecallItems.
+	MaxItems *int `json:"maxItems"`
+	// MinScore drops items scoring below it; 0..1, 0 when left out.
+	MinScore *float64 `json:"minScore"`
+	// Tags, when set, keep only items with one of them.
+	Tags []string `json:"tags"`
+	// IncludePending adds facts not consolidated yet, as kind "fact".
+	IncludePending bool `json:"includePending"`
+}
+
+// RecallResponse is the answer: the items that fit, best first, and
+// their text as it goes into a prompt (plan.FitMemory).
+type RecallResponse struct {
+	Items     []plan.MemoryItem `json:"items"`
+	Text      string            `json:"text"`
+	Tokens    int               `json:"tokens"`
+	MaxTokens int               `json:"maxTokens"`
+	// Omitted counts the items recalled that did not fit in maxTokens.
+	Omitted int `json:"omitted"`
+}
+
+func (s *Server) recall(w http.ResponseWriter, r *http.Request, bk *Bank, body []byte) int {
+	var req RecallRequest
+	if err := strictDecode(body, &req); err != nil {
+		return writeError(w, http.StatusBadRequest, CodeMalformed, `the body must be one JSON object {"query", "maxTokens", "maxItems", "minScore", "tags", "includePending"}: `+err.Error())
+	}
+	q, msg := recallQuery(&req)
+	if msg != "" {
+		return writeError(w, http.StatusBadRequest, CodeInvalidRecall, msg)
+	}
+	recalled, _, err := bk.Recaller.Recall(r.Context(), q)
+	if err != nil {
+		if r.Context().Err() != nil {
+			return writeError(w, http.StatusServiceUnavailable, CodeTimeout, "the request took longer than the server's request timeout")
+		}
+		s.log.Error(err, "Recall failed", "bank", Key{bk.Namespace, bk.Name})
+		return writeError(w, http.StatusServiceUnavailable, CodeStoreUnavailable, "the bank's store could not be read")
+	}
+	items := make([]plan.MemoryItem, len(recalled))
+	for i, it := range recalled {
+		items[i] = plan.MemoryItem{ID: it.ID, Kind: it.Kind, Text: it.Text, Score: it.Score, ProofCount: it.ProofCount,
+			OccurredStart: it.OccurredStart, OccurredEnd: it.OccurredEnd, SourceFactIDs: it.SourceFactIDs}
+	}
+	fit, err := plan.FitMemory(bk.Encoding, items, *req.MaxTokens)
+	if err != nil {
+		s.log.Error(err, "Fitting recalled memory failed", "bank", Key{bk.Namespace, bk.Name})
+		return writeError(w, http.StatusInternalServerError, "Internal", "counting the recalled memory's tokens failed")
+	}
+	if fit.Items == nil {
+		fit.Items = []plan.MemoryItem{}
+	}
+	return writeJSON(w, http.StatusOK, &RecallResponse{Items: fit.Items, Text: fit.Text, Tokens: fit.Tokens, MaxTokens: *req.MaxTokens, Omitted: fit.Omitted})
+}
+
+// recallQuery validates a recall; the message names the field at fault.
+func recallQuery(req *RecallRequest) (consolidation.Query, string) {
+	switch {
+	case strings.TrimSpace(req.Query) == "":
+		return consolidation.Query{}, "query: required"
+	case len(req.Query) > MaxQueryBytes:
+		return consolidation.Query{}, fmt.Sprintf("query: %d bytes, at most %d", len(req.Query), MaxQueryBytes)
+	case !utf8.ValidString(req.Query):
+		return consolidation.Query{}, "query: not valid UTF-8"
+	case req.MaxTokens == nil:
+		return consolidation.Query{}, fmt.Sprintf("maxTokens: required, 1..%d", MaxRecallTokens)
+	case *req.MaxTokens < 1 || *req.MaxTokens > MaxRecallTokens:
+		return consolidation.Query{}, fmt.Sprintf("maxTokens: %d, want 1..%d", *req.MaxTokens, MaxRecallTokens)
+	case req.MaxItems != nil && (*req.MaxItems < 1 || *req.MaxItems > MaxRecallItems):
+		return consolidation.Query{}, fmt.Sprintf("maxItems: %d, want 1..%d", *req.MaxItems, MaxRecallItems)
+	case req.MinScore != nil && !(*req.MinScore >= 0 && *req.MinScore <= 1):
+		return consolidation.Query{}, fmt.Sprintf("minScore: %g, want 0..1", *req.MinScore)
+	case len(req.Tags) > MaxRecallTags:
+		return consolidation.Query{}, fmt.Sprintf("tags: %d items, at most %d", len(req.Tags), MaxRecallTags)
+	}
+	for i, t := range req.Tags {
+		if len(t) > MaxLabelBytes || t == "" {
+			return consolidation.Query{}, fmt.Sprintf("tags[%d]: %d bytes, want 1..%d", i, len(t), MaxLabelBytes)
+		}
+	}
+	q := consolidation.Query{Text: req.Query, Limit: DefaultRecallItems, Tags: req.Tags, IncludePending: req.IncludePending}
+	if req.MaxItems != nil {
+		q.Limit = *req.MaxItems
+	}
+	if req.MinScore != nil {
+		q.MinScore = *req.MinScore
+	}
+	return q, ""
+}
