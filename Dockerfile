@@ -1,6 +1,16 @@
 # Multi-stage build of the promptops binary: the manager and the
 # consolidation Job run this same image.
-FROM golang:1.26 AS build
+#
+# The base names no registry: "scratch" is the empty image, which docker and
+# podman (buildah) build without pulling anything. The binary is static and
+# runs as a numeric non-root user, so it needs only the CA certificates (for
+# an LLM or embeddings server over HTTPS), copied from the build stage.
+# --build-arg BASE_IMAGE=... picks another base (e.g. distroless/static from
+# your own mirror); GO_IMAGE the build stage's.
+ARG GO_IMAGE=golang:1.26
+ARG BASE_IMAGE=scratch
+
+FROM ${GO_IMAGE} AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
@@ -12,7 +22,8 @@ ARG VERSION=0.1.0
 # Static binary: SQLite is pure Go (modernc.org/sqlite), so no cgo.
 RUN CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH go build -trimpath -ldflags="-s -w -X github.com/promptops/promptops/internal/cli.version=${VERSION}" -o /out/promptops .
 
-FROM gcr.io/distroless/static-debian12:nonroot
+FROM ${BASE_IMAGE}
+COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
 COPY --from=build /out/promptops /promptops
 USER 65532:65532
 ENTRYPOINT ["/promptops"]

@@ -110,7 +110,7 @@ demo: build envtest ## Local control plane, the operator and the samples (KEEP=1
 	KEEP=$(KEEP) hack/demo.sh
 
 .PHONY: demo-down
-demo-down: ## Stop a control-plane demo left running by KEEP=1 (on the one-node cluster: make cluster-down).
+demo-down: ## Stop a demo left running by KEEP=1 (on the one-node cluster: remove it; the cluster stays until make cluster-down).
 	hack/demo.sh down
 
 ##@ One-node cluster
@@ -145,6 +145,11 @@ cluster-down: ## Stop the one-node cluster and restore the host.
 e2e: ## End-to-end tests on the cluster of make cluster (run make cluster first).
 	@test -f bin/cluster/env || { echo "no cluster: run 'make cluster' first (as root)"; exit 1; }
 	set -a && . bin/cluster/env && set +a && go test -tags e2e -count=1 -timeout 20m -v ./test/e2e/...
+
+.PHONY: readme-check-cluster
+readme-check-cluster: ## Run the README's blocks marked <!-- readme-check cluster --> (make demo KEEP=1 on) on the cluster of make cluster.
+	@test -f bin/cluster/env || { echo "no cluster: run 'make cluster' first (as root)"; exit 1; }
+	go test -tags e2e -count=1 -timeout 15m -v -run '^TestReadmeOnTheDemoCluster$$' ./internal/readmetest/
 
 .PHONY: controller-gen
 controller-gen: $(CONTROLLER_GEN)

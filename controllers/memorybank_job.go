@@ -23,7 +23,7 @@ const (
 	missionKey  = "mission.txt"
 	promptKey   = "prompt.txt"
 	settingsKey = "settings.json"
-	// jobUID is the non-root user of the consolidation pod (distroless nonroot).
+	// jobUID is the non-root user of the consolidation pod (the image's USER).
 	jobUID = int64(65532)
 	// annotationScheduledAt on a Job is the schedule slot it runs for.
 	annotationScheduledAt = "promptops.io/scheduled-at"

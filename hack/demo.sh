@@ -23,12 +23,16 @@ running_pids() {
 }
 
 # hack/demo.sh down (make demo-down): stop a control-plane demo left
-# running by KEEP=1. The cluster demo's KEEP leaves the cluster: make cluster-down.
+# running by KEEP=1, or remove a KEEP demo from the one-node cluster (which
+# keeps running: make cluster-down).
 if [[ "${1:-}" == down ]]; then
   read -ra running <<<"$(running_pids | xargs)"
   if ((${#running[@]} == 0)); then
-    echo "make demo-down: no control-plane demo running (a demo on the one-node cluster stops with make cluster-down)"
     rm -f "$PIDS"
+    if [[ -f "${PROMPTOPS_CLUSTER_DIR:-$ROOT/bin/cluster}/env" ]]; then
+      exec hack/demo.d/cluster.sh down
+    fi
+    echo "make demo-down: no demo running"
     exit 0
   fi
   for ((i=${#running[@]}-1; i>=0; i--)); do kill "${running[i]}" 2>/dev/null || true; done

@@ -6,14 +6,44 @@
 # with a model, the bank's status and the observations in the store.
 # The model is PROMPTOPS_DEMO_LLM_URL (with OPENAI_API_KEY and
 # PROMPTOPS_DEMO_LLM_MODEL) when set, else the tests' scripted stand-in.
-# KEEP=1 leaves the cluster running; otherwise a cluster this demo started
-# is removed (make cluster-down) at the end.
+# KEEP=1 leaves the cluster, the demo's namespace, PostgreSQL and the
+# stand-in running, and writes bin/demo/kubeconfig (its context's namespace
+# is the demo's) and bin/demo/store (the bank's DSN) for the README's
+# commands; otherwise a cluster this demo started is removed (make
+# cluster-down) at the end. "down" (make demo-down) removes a KEEP demo from
+# the cluster and leaves the cluster running.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
 NS=promptops-demo
 STATE="${PROMPTOPS_CLUSTER_DIR:-$ROOT/bin/cluster}"
+DEMO="$ROOT/bin/demo"
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
+# standin_pid prints the pid of the demo's PostgreSQL and stand-in when it
+# still runs (its command line names the cluster's directory).
+standin_pid() {
+  local pid
+  pid="$(cat "$STATE/run/standin.pid" 2>/dev/null)" || return 0
+  [[ -n "$pid" && -r /proc/$pid/cmdline ]] && tr '\0' ' ' < "/proc/$pid/cmdline" | grep -qF "$STATE/standin" && echo "$pid"
+  return 0
+}
+
+if [[ "${1:-}" == down ]]; then
+  if [[ -f "$STATE/env" ]]; then
+    set -a; . "$STATE/env"; set +a
+    "$KUBECTL" delete namespace "$NS" --ignore-not-found --timeout=120s >/dev/null ||
+      echo "make demo-down: could not delete namespace $NS (is the cluster down? make cluster-down removes everything)" >&2
+  fi
+  pid="$(standin_pid)"
+  if [[ -n "$pid" ]]; then
+    kill "$pid"
+    for _ in $(seq 1 100); do [[ -d /proc/$pid ]] || break; sleep 0.1; done
+  fi
+  rm -f "$STATE/run/standin.pid" "$DEMO/kubeconfig" "$DEMO/store"
+  echo "make demo-down: removed namespace $NS and stopped the demo's PostgreSQL; the cluster keeps running (make cluster-down)"
+  exit 0
+fi
 
 make -s cluster-binaries helm ko >&2
 started=
@@ -28,25 +58,34 @@ k() { "$KUBECTL" "$@"; }
 # running again would delete its objects. (One a finished demo is deleting,
 # Terminating, is waited for below.)
 if [[ -z "$started" && "$(k get namespace "$NS" -o jsonpath='{.status.phase}' 2>/dev/null)" == Active ]]; then
-  echo "make demo: namespace $NS is already on the cluster (a KEEP=1 demo?); stop it with make cluster-down, or kubectl delete namespace $NS to run the demo again" >&2
+  echo "make demo: a demo is already running: namespace $NS is on the cluster (KEEP=1); remove it with make demo-down" >&2
   exit 1
 fi
 
 standin=
 cleanup() {
-  [[ -n "$standin" ]] && { kill "$standin" 2>/dev/null || true; wait "$standin" 2>/dev/null || true; }
-  rm -f "$STATE/run/standin.pid"
-  if [[ "${KEEP:-}" == 1 ]]; then
+  local rc=$?
+  if [[ "${KEEP:-}" == 1 && $rc == 0 ]]; then
     # The cluster's kubeconfig with the demo's namespace in its context, so
-    # that kubectl get pt and the README's commands find the demo's objects.
-    cp "$KUBECONFIG" "$STATE/demo-kubeconfig.yaml"
-    k --kubeconfig "$STATE/demo-kubeconfig.yaml" config set-context --current --namespace="$NS" >/dev/null
-    say "KEEP=1: the cluster keeps running; stop it with make cluster-down"
+    # that kubectl get pt and the README's commands find the demo's objects;
+    # the bank's store stays up (make demo-down or make cluster-down stop it).
+    mkdir -p "$DEMO"
+    cp "$KUBECONFIG" "$DEMO/kubeconfig"
+    k --kubeconfig "$DEMO/kubeconfig" config set-context --current --namespace="$NS" >/dev/null
+    (umask 077; printf '%s\n' "$dsn" > "$DEMO/store")
+    say "KEEP=1: the cluster, the demo and its PostgreSQL keep running"
     echo "The demo's objects are in namespace $NS, the namespace of this kubeconfig's context:"
     echo
-    echo "  export KUBECONFIG=$STATE/demo-kubeconfig.yaml"
-    echo "  kubectl get mb"
-  elif [[ -n "$started" ]]; then
+    echo "  export KUBECONFIG=$DEMO/kubeconfig"
+    echo "  export PROMPTOPS_STORE=\$(cat $DEMO/store)   # the bank's PostgreSQL, for promptops facts and observations"
+    echo "  kubectl get pt,mb"
+    echo
+    echo "Remove the demo with make demo-down, the cluster with make cluster-down."
+    return
+  fi
+  [[ -n "$standin" ]] && { kill "$standin" 2>/dev/null || true; wait "$standin" 2>/dev/null || true; }
+  rm -f "$STATE/run/standin.pid"
+  if [[ -n "$started" ]]; then
     say "Removing the cluster (make cluster-down)"
     hack/cluster.sh down
   else
@@ -64,7 +103,8 @@ k get pods -n "$OPERATOR_NAMESPACE" -o wide
 go build -o "$STATE/standin" ./hack/demo.d/standin
 args=(-host "$HOST_IP" -allow "${POD_CIDR:-10.244.77.0/24}")
 [[ -n "${PROMPTOPS_DEMO_LLM_URL:-}" ]] && args+=(-no-model)
-"$STATE/standin" "${args[@]}" > "$STATE/standin.out" 2> "$STATE/logs/standin.log" &
+# In a session of its own, so that it outlives a KEEP demo's terminal.
+setsid "$STATE/standin" "${args[@]}" > "$STATE/standin.out" 2> "$STATE/logs/standin.log" &
 standin=$!
 echo "$standin" > "$STATE/run/standin.pid"
 for _ in $(seq 1 120); do grep -q '^dsn=' "$STATE/standin.out" 2>/dev/null && break; sleep 0.5; done
@@ -103,6 +143,12 @@ spec:
 $apikey
 YAML
 k wait -n "$NS" --for=condition=Ready --timeout=60s mb/support-agent
+
+say "The sample PromptTemplates (config/samples; the bank above replaces its MemoryBank)"
+k apply -n "$NS" -f config/samples/ssa-prompts-configmap.yaml -f config/samples/promptops_v1_prompttemplate_ssa.yaml \
+  -f config/samples/promptops_v1_prompttemplate_support.yaml -f config/samples/promptops_v1_prompttemplate_overbudget.yaml
+k wait -n "$NS" --for=condition=Ready --timeout=60s pt/ssa-pro pt/support-assistant
+k get pt -n "$NS"
 
 say "Facts into the store: promptops facts import --bank $NS/support-agent"
 "$ROOT/bin/promptops" facts import --bank "$NS/support-agent" --store "$dsn" hack/demo.d/facts.jsonl

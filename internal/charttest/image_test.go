@@ -88,4 +88,29 @@ func TestOneImageEverywhere(t *testing.T) {
 	if !strings.Contains(string(makefile), "IMAGE ?= promptops/promptops:$(VERSION)") {
 		t.Error("the Makefile's IMAGE is not promptops/promptops:$(VERSION)")
 	}
+	// The one-node cluster builds the same name with ko (docker.io is the
+	// name's default registry, so the kubelet finds promptops/promptops:V),
+	// tagged with the chart's appVersion.
+	cluster, err := os.ReadFile(filepath.Join(root, "hack/cluster.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^OPERATOR_IMAGE_REPO=(docker\.io/)?promptops/promptops$`).Match(cluster) ||
+		!strings.Contains(string(cluster), `OPERATOR_IMAGE_TAG="${VERSION:-$(sed -n 's/^appVersion: "\(.*\)"/\1/p' "$ROOT/charts/promptops/Chart.yaml")}"`) {
+		t.Error("hack/cluster.sh does not build promptops/promptops:<the chart's appVersion>")
+	}
+	// The Dockerfile's default version is the chart's, and its images name
+	// no registry host, so a mirror's settings (or --build-arg) decide.
+	dockerfile, err := os.ReadFile(filepath.Join(root, "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(dockerfile), "\nARG VERSION="+chart.AppVersion+"\n") {
+		t.Errorf("the Dockerfile's ARG VERSION is not %s", chart.AppVersion)
+	}
+	for _, m := range regexp.MustCompile(`(?m)^(?:FROM|ARG [A-Z_]*IMAGE=)\s*(\S+)`).FindAllSubmatch(dockerfile, -1) {
+		if first, _, _ := strings.Cut(string(m[1]), "/"); strings.Contains(string(m[1]), "/") && (strings.ContainsAny(first, ".:") || first == "localhost") {
+			t.Errorf("the Dockerfile names a registry host: %s", m[0])
+		}
+	}
 }

@@ -1,5 +1,27 @@
-// Package readmetest runs the README's checked code blocks, those marked
-// <!-- readme-check -->, and compares their output with the one documented.
+// Package readmetest runs the README's checked code blocks and compares
+// their output with the one documented there.
+//
+// A ```sh block is checked when the line before it (blank lines aside) is
+//
+//	<!-- readme-check -->          run by `make readme-check` (TestReadme), anywhere Go runs
+//	<!-- readme-check cluster -->  run by `make readme-check-cluster` (TestReadmeOnTheDemoCluster,
+//	                               build tag e2e) on the one-node cluster of `make cluster`
+//
+// Each kind runs as one bash script under `set -euo pipefail`, in README
+// order, so a block sees the files, variables and background jobs of the
+// blocks before it, as a newcomer's shell would. Whole-line comments after
+// a command are its documented output: each must match a whole line of what
+// the commands since the previous documented output printed, in order;
+// other lines may come between them. In a documented line:
+//
+//   - "…" stands for any text, also none (ages, UIDs, times, ports, a table's
+//     other rows: `# …` alone on a line matches any one line);
+//   - a run of spaces matches any run of spaces or tabs (kubectl's column
+//     widths follow the longest value);
+//   - trailing spaces do not count.
+//
+// A command that exits non-zero fails the check; write `|| echo "exit $?"`
+// and document the exit line where a failure is the point.
 package readmetest
 
 import (
@@ -9,8 +31,12 @@ import (
 	"strings"
 )
 
-// Marker is the HTML comment that marks the next ```sh block as checked.
-const Marker = "<!-- readme-check -->"
+// Marker is the HTML comment that marks the next ```sh block as checked
+// without a cluster; ClusterMarker marks one that needs the demo cluster.
+const (
+	Marker        = "<!-- readme-check -->"
+	ClusterMarker = "<!-- readme-check cluster -->"
+)
 
 // Chunk is commands of a checked block and the output documented after
 // them: the whole-line comments that follow a command are its output.
@@ -18,13 +44,14 @@ type Chunk struct {
 	Line     int // README line of the first command
 	Commands string
 	Expected []string
+	Cluster  bool // the block is marked ClusterMarker
 }
 
 // Parse returns the chunks of the checked blocks, in README order.
 func Parse(readme string) ([]Chunk, error) {
 	var chunks []Chunk
 	sc := bufio.NewScanner(strings.NewReader(readme))
-	n, marked, inBlock := 0, false, false
+	n, marked, cluster, inBlock := 0, false, false, false
 	var cur *Chunk
 	flush := func() {
 		if cur != nil && strings.TrimSpace(cur.Commands) != "" {
@@ -36,12 +63,14 @@ func Parse(readme string) ([]Chunk, error) {
 		n++
 		line := sc.Text()
 		switch {
-		case !inBlock && strings.TrimSpace(line) == Marker:
-			marked = true
+		case !inBlock && (strings.TrimSpace(line) == Marker || strings.TrimSpace(line) == ClusterMarker):
+			marked, cluster = true, strings.TrimSpace(line) == ClusterMarker
+		case !inBlock && strings.HasPrefix(strings.TrimSpace(line), "<!-- readme-check"):
+			return nil, fmt.Errorf("README line %d: unknown mark %q (%s or %s)", n, strings.TrimSpace(line), Marker, ClusterMarker)
 		case !inBlock && marked && strings.TrimSpace(line) == "":
 		case !inBlock && marked:
 			if strings.TrimSpace(line) != "```sh" {
-				return nil, fmt.Errorf("README line %d: %s is not followed by a ```sh block", n, Marker)
+				return nil, fmt.Errorf("README line %d: a readme-check mark is not followed by a ```sh block", n)
 			}
 			inBlock, marked = true, false
 		case inBlock && strings.TrimSpace(line) == "```":
@@ -57,7 +86,7 @@ func Parse(readme string) ([]Chunk, error) {
 				flush()
 			}
 			if cur == nil {
-				cur = &Chunk{Line: n}
+				cur = &Chunk{Line: n, Cluster: cluster}
 			}
 			cur.Commands += line + "\n"
 		}
@@ -70,7 +99,7 @@ func Parse(readme string) ([]Chunk, error) {
 
 // Match reports the first documented line that the output does not have.
 // The documented lines must appear in order, each matching a whole output
-// line (trailing spaces aside); "…" stands for any text.
+// line (see the package comment for "…" and spaces).
 func Match(expected []string, output string) error {
 	lines := strings.Split(output, "\n")
 	i := 0
@@ -89,10 +118,16 @@ func Match(expected []string, output string) error {
 	return nil
 }
 
+var spaces = regexp.MustCompile(` +`)
+
 func pattern(e string) *regexp.Regexp {
 	parts := strings.Split(strings.TrimRight(e, " \t"), "…")
 	for i, p := range parts {
-		parts[i] = regexp.QuoteMeta(p)
+		quoted := spaces.Split(p, -1)
+		for j, q := range quoted {
+			quoted[j] = regexp.QuoteMeta(q)
+		}
+		parts[i] = strings.Join(quoted, `[ \t]+`)
 	}
 	return regexp.MustCompile("^" + strings.Join(parts, ".*") + "$")
 }

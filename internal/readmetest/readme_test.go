@@ -24,14 +24,7 @@ import (
 // fails the test and names the README line.
 func TestReadme(t *testing.T) {
 	root := testenv.Root()
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	chunks, err := Parse(string(readme))
-	if err != nil {
-		t.Fatal(err)
-	}
+	chunks := readmeChunks(t, root, false)
 	if len(chunks) < 8 {
 		t.Fatalf("%d checked chunks in the README; the marks were lost?", len(chunks))
 	}
@@ -46,24 +39,53 @@ func TestReadme(t *testing.T) {
 			t.Fatalf("cp: %v %s", err, out)
 		}
 	}
+	// Only what a newcomer's shell would have that matters here: no
+	// PROMPTOPS_* or OPENAI_API_KEY of the developer's.
+	env := []string{"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH"), "HOME=" + work, "LANG=C.UTF-8", "TMPDIR=" + work}
+	runChunks(t, chunks, work, env, 3*time.Minute)
+}
 
+// readmeChunks returns the README's checked chunks of one kind: those that
+// need the demo cluster or those that do not.
+func readmeChunks(t *testing.T, root string, cluster bool) []Chunk {
+	t.Helper()
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := Parse(string(readme))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chunks []Chunk
+	for _, c := range all {
+		if c.Cluster == cluster {
+			chunks = append(chunks, c)
+		}
+	}
+	return chunks
+}
+
+// runChunks runs the chunks as one bash script in dir with env, and fails
+// the test at the first chunk whose commands fail, naming its README line,
+// and for every chunk whose documented output is not in what it printed.
+func runChunks(t *testing.T, chunks []Chunk, dir string, env []string, timeout time.Duration) {
+	t.Helper()
 	port := freePort(t)
 	var script strings.Builder
 	script.WriteString("set -euo pipefail\n")
 	for i, c := range chunks {
 		fmt.Fprintf(&script, "%s\necho %s\n", onPort(c.Commands, port), marker(i))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	outFile, err := os.Create(filepath.Join(t.TempDir(), "output"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.CommandContext(ctx, "bash", "-c", script.String())
-	cmd.Dir = work
-	// Only what a newcomer's shell would have that matters here: no
-	// PROMPTOPS_* or OPENAI_API_KEY of the developer's.
-	cmd.Env = []string{"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH"), "HOME=" + work, "LANG=C.UTF-8", "TMPDIR=" + work}
+	cmd.Dir = dir
+	cmd.Env = env
 	// One file for stdout and stderr: a background serve keeps no pipe open.
 	cmd.Stdout, cmd.Stderr = outFile, outFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -98,7 +120,7 @@ func TestReadme(t *testing.T) {
 // that the check passes with 8089 taken.
 func onPort(commands string, port int) string {
 	p := strconv.Itoa(port)
-	commands = strings.ReplaceAll(commands, "promptops serve --plans-dir", "promptops serve --listen 127.0.0.1:"+p+" --plans-dir")
+	commands = strings.ReplaceAll(commands, "promptops serve ", "promptops serve --listen 127.0.0.1:"+p+" ")
 	commands = strings.ReplaceAll(commands, "localhost:8089", "localhost:"+p)
 	return strings.ReplaceAll(commands, "127.0.0.1:8089", "127.0.0.1:"+p)
 }
@@ -126,7 +148,10 @@ func TestMatch(t *testing.T) {
 		{[]string{"x  chat  2…"}, true},
 		{[]string{"exit 1", "TEMPLATE  INTENT"}, false}, // out of order
 		{[]string{"x  chat  287"}, false},
-		{[]string{"x  chat"}, false}, // a whole line, not a prefix
+		{[]string{"x  chat"}, false},   // a whole line, not a prefix
+		{[]string{"x chat 286"}, true}, // spaces match spaces, any number
+		{[]string{"xchat 286"}, false},
+		{[]string{"…", "y  ok"}, true},
 	} {
 		if err := Match(tc.expected, out); (err == nil) != tc.ok {
 			t.Errorf("Match(%q) = %v, want ok %v", tc.expected, err, tc.ok)
@@ -149,5 +174,12 @@ func TestParse(t *testing.T) {
 	}
 	if _, err := Parse("<!-- readme-check -->\n```yaml\n```\n"); err == nil || !regexp.MustCompile("not followed by a ```sh block").MatchString(err.Error()) {
 		t.Fatalf("a mark before a yaml block: %v", err)
+	}
+	if _, err := Parse("<!-- readme-check clusters -->\n```sh\n```\n"); err == nil || !regexp.MustCompile("unknown mark").MatchString(err.Error()) {
+		t.Fatalf("a misspelt mark: %v", err)
+	}
+	chunks, err = Parse("<!-- readme-check cluster -->\n```sh\na\n```\n<!-- readme-check -->\n```sh\nb\n```\n")
+	if err != nil || len(chunks) != 2 || !chunks[0].Cluster || chunks[1].Cluster {
+		t.Fatalf("cluster marks: %+v, %v", chunks, err)
 	}
 }
