@@ -55,7 +55,7 @@ func assembleRunes(t *testing.T, p *Plan, runtime map[string]string) (*Assembly,
 		t.Fatal(err)
 	}
 	c := &runeTokens{}
-	a, err := p.assemble(context.Background(), c, p.intent("i"), runtime)
+	a, err := p.assemble(context.Background(), c, p.intent("i"), runtime, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
