@@ -131,15 +131,15 @@ func (m *MemIndex) Grow(n int) {
 	m.scale = slices.Grow(m.scale, n)
 }
 
-// signs writes q's sign bits into b.
+// signs writes q's sign bits into b: bit i is set when q[i] > 0. Without
+// a branch (the bit is the sign of -q[i]): a bank's load runs it on every
+// dimension of every vector, and the branch on a sign is a coin toss.
 func signs(q []int8, b []uint64) {
 	for w := range b {
 		var word uint64
 		chunk := q[w*64 : min(w*64+64, len(q))]
 		for i, x := range chunk {
-			if x > 0 {
-				word |= 1 << uint(i)
-			}
+			word |= uint64(uint32(-int32(x))>>31) << uint(i)
 		}
 		b[w] = word
 	}
