@@ -303,7 +303,9 @@ func (m *MemIndex) Nearest(queries [][]float32, k int, floor float64) [][]Scored
 				if qscale[j] == 0 {
 					continue
 				}
-				h := hamming(row, qb[j*w:(j+1)*w])
+				// A row past maxH is never scored: its count can stop
+				// there (most rows, at the guard's floor).
+				h := min(hammingOver(row, qb[j*w:(j+1)*w], maxH), maxH+1)
 				dist[j*n+i] = uint16(h)
 				hist[j*(w*64+1)+h]++
 			}
@@ -387,21 +389,24 @@ func insertTop(top []Scored, s Scored, k int) []Scored {
 	return top
 }
 
-// hamming counts the bits that differ between a and b (b at least as long).
-func hamming(a, b []uint64) int {
+// hammingOver counts the bits that differ between a and b (b at least as
+// long), stopping early once more than limit differ: it then returns some
+// count above limit.
+func hammingOver(a, b []uint64, limit int) int {
 	b = b[:len(a)]
-	var h0, h1, h2, h3 int
+	h := 0
 	x := 0
 	for ; x+4 <= len(a); x += 4 {
-		h0 += bits.OnesCount64(a[x] ^ b[x])
-		h1 += bits.OnesCount64(a[x+1] ^ b[x+1])
-		h2 += bits.OnesCount64(a[x+2] ^ b[x+2])
-		h3 += bits.OnesCount64(a[x+3] ^ b[x+3])
+		h += bits.OnesCount64(a[x]^b[x]) + bits.OnesCount64(a[x+1]^b[x+1]) +
+			bits.OnesCount64(a[x+2]^b[x+2]) + bits.OnesCount64(a[x+3]^b[x+3])
+		if h > limit {
+			return h
+		}
 	}
 	for ; x < len(a); x++ {
-		h0 += bits.OnesCount64(a[x] ^ b[x])
+		h += bits.OnesCount64(a[x] ^ b[x])
 	}
-	return h0 + h1 + h2 + h3
+	return h
 }
 
 func dot8(a, b []int8) int32 {
