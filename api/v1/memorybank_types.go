@@ -137,9 +137,9 @@ type EmbeddingsSpec struct {
 
 	// dimensions asks the model for vectors of this size (text-embedding-3
 	// and later); unset sends none and takes the model's own. The Job
-	// holds each observation's vector in memory as one byte a dimension
-	// (about 1.9 KB an observation at 1,536), so this bounds its memory
-	// with the bank's size.
+	// holds each observation's vector in memory as about one byte a
+	// dimension (1.8 KB an observation at 1,536, beside 0.5-0.65 KB of
+	// lexical index), so this sets its memory with the bank's size.
 	// +optional
 	// +kubebuilder:validation:Minimum=8
 	// +kubebuilder:validation:Maximum=8192
