@@ -117,7 +117,10 @@ type LLMSpec struct {
 type EmbeddingsSpec struct {
 	// baseURL of an OpenAI-compatible embeddings API (/v1/embeddings of
 	// OpenAI, vLLM, Ollama, LiteLLM, TEI), for example
-	// http://tei.llm.svc:8080/v1.
+	// http://tei.llm.svc:8080/v1. A server that cannot be reached (or
+	// keeps answering 5xx after the retries) fails the run with the reason
+	// in status.lastRun.message; its facts stay pending for the next run.
+	// Put the key in apiKeySecretRef, never in the URL.
 	// +required
 	// +kubebuilder:validation:MinLength=8
 	// +kubebuilder:validation:MaxLength=2048
@@ -133,25 +136,33 @@ type EmbeddingsSpec struct {
 	Model string `json:"model"`
 
 	// dimensions asks the model for vectors of this size (text-embedding-3
-	// and later); unset sends none and takes the model's own.
+	// and later); unset sends none and takes the model's own. The Job
+	// holds each observation's vector in memory as about one byte a
+	// dimension (1.8 KB an observation at 1,536, beside 0.5-0.65 KB of
+	// lexical index), so this sets its memory with the bank's size.
 	// +optional
 	// +kubebuilder:validation:Minimum=8
 	// +kubebuilder:validation:Maximum=8192
 	Dimensions *int32 `json:"dimensions,omitempty"`
 
-	// apiKeySecretRef is the Secret key holding the embeddings API key;
-	// without it requests carry no key.
+	// apiKeySecretRef is the Secret key, in the bank's namespace, holding
+	// the embeddings API key; the Job reads it from the Secret as an
+	// environment variable and never logs it. Without it requests carry
+	// no key (local servers need none).
 	// +optional
 	APIKeySecretRef *SecretKeyRef `json:"apiKeySecretRef,omitempty"`
 
-	// timeoutSeconds bounds one embeddings call.
+	// timeoutSeconds bounds one embeddings call; a call that times out is
+	// retried as LLM calls are.
 	// +optional
 	// +kubebuilder:default=60
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=3600
 	TimeoutSeconds int32 `json:"timeoutSeconds,omitempty"`
 
-	// batchSize is the most texts per embeddings request.
+	// batchSize is the most texts per embeddings request. A batch of facts
+	// (consolidation.batchSize) is embedded in one request, and so are
+	// the texts of its answer checked by the duplicate guard.
 	// +optional
 	// +kubebuilder:default=64
 	// +kubebuilder:validation:Minimum=1
@@ -159,7 +170,9 @@ type EmbeddingsSpec struct {
 	BatchSize int32 `json:"batchSize,omitempty"`
 
 	// recallSimilarity is the least cosine, per mille, at which an
-	// observation is recalled by meaning for a fact (300 is 0.30).
+	// observation is recalled by meaning for a fact (300 is 0.30). The
+	// nearest observations above it are recalled beside the lexical and
+	// entity matches, nearest first.
 	// +optional
 	// +kubebuilder:default=300
 	// +kubebuilder:validation:Minimum=0

@@ -144,7 +144,7 @@ func (e *Engine) Run(ctx context.Context) (Summary, error) {
 		if !ok {
 			return r.sum, errors.New("store: this store keeps no vectors; run without embeddings")
 		}
-		r.vec = &vectors{store: vs, index: e.Index, facts: map[string][]float32{}}
+		r.vec = &vectors{store: vs, index: e.Index, facts: map[string][]float32{}, unstored: map[string][]float32{}}
 	}
 	if err := e.Store.EnsureBank(ctx, s.Bank); err != nil {
 		return r.sum, fmt.Errorf("store: %w", err)
@@ -210,6 +210,7 @@ func (r *run) finish(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	bank := r.Settings.Bank
+	r.storeFactVectors(ctx)
 	if err := r.Store.ReleaseClaims(ctx, bank, r.id); err != nil {
 		r.progress("releasing the run's claims: %v (they expire at their lease)", err)
 	}
@@ -665,6 +666,17 @@ func (r *run) apply(ctx context.Context, c call, ops Ops, consolidate []string, 
 	s := r.Settings
 	var created []string
 	if len(consolidate) > 0 || len(ops.Creates)+len(ops.Updates)+len(ops.Deletes)+len(ops.Merges) > 0 {
+		if r.vec != nil && len(r.vec.unstored) > 0 {
+			for _, id := range consolidate {
+				if vec, ok := r.vec.unstored[id]; ok {
+					if ops.FactVectors == nil {
+						ops.FactVectors = map[string][]float32{}
+					}
+					ops.FactVectors[id] = vec
+				}
+			}
+			ops.Space = r.vec.sp
+		}
 		var err error
 		created, err = r.Store.Apply(ctx, s.Bank, r.id, ops, consolidate, r.now())
 		if errors.Is(err, ErrClaimLost) {
@@ -675,6 +687,9 @@ func (r *run) apply(ctx context.Context, c call, ops Ops, consolidate []string, 
 		}
 		r.sum.Batches++
 		r.applied(ops, created)
+		for id := range ops.FactVectors {
+			delete(r.vec.unstored, id)
+		}
 	}
 	r.sum.FactsConsolidated += int64(len(consolidate))
 	r.sum.Created += int64(len(created))

@@ -14,7 +14,11 @@ type vectors struct {
 	sp    Space
 	index VectorIndex
 	facts map[string][]float32
-	ready bool
+	// unstored are the facts' vectors embedded by this run and not yet
+	// stored: a batch's go to the store in its Apply, the rest when the
+	// run ends.
+	unstored map[string][]float32
+	ready    bool
 }
 
 // embed embeds texts in one call and counts its tokens toward the run's
@@ -57,10 +61,10 @@ func (r *run) embed(ctx context.Context, texts []string, budget bool) (Embedding
 
 // factVectors returns the vectors of the batch's facts, embedding in one
 // call those the run and the store do not have yet. A fact the server
-// refused has no vector and is recalled lexically only.
-// With wait non-nil, the new vectors may be stored meanwhile: *wait is then
-// set to what waits for that and returns its error.
-func (r *run) factVectors(ctx context.Context, facts []Fact, wait *func() error) (map[string][]float32, error) {
+// refused has no vector and is recalled lexically only. The new vectors
+// are stored with the batch (or when the run ends), not in a write of
+// their own.
+func (r *run) factVectors(ctx context.Context, facts []Fact) (map[string][]float32, error) {
 	v := r.vec
 	var need []Fact
 	for _, f := range facts {
@@ -92,7 +96,6 @@ func (r *run) factVectors(ctx context.Context, facts []Fact, wait *func() error)
 		if err != nil {
 			return nil, err
 		}
-		put := map[string][]float32{}
 		for i, f := range need {
 			vec := emb.Vectors[i]
 			if vec == nil {
@@ -109,22 +112,7 @@ func (r *run) factVectors(ctx context.Context, facts []Fact, wait *func() error)
 				return nil, fmt.Errorf("embeddings: the server returned vectors of %d and %d dimensions", v.sp.Dims, len(vec))
 			}
 			v.facts[f.ID] = vec
-			put[f.ID] = vec
-		}
-		if len(put) > 0 {
-			if _, ok := r.Store.(SourceLoader); ok && wait != nil {
-				// Safe for concurrent use: written while the caller searches.
-				done := make(chan error, 1)
-				go func() { done <- v.store.PutFactVectors(ctx, r.Settings.Bank, v.sp, put) }()
-				*wait = func() error {
-					if err := <-done; err != nil {
-						return fmt.Errorf("store: %w", err)
-					}
-					return nil
-				}
-			} else if err := v.store.PutFactVectors(ctx, r.Settings.Bank, v.sp, put); err != nil {
-				return nil, fmt.Errorf("store: %w", err)
-			}
+			v.unstored[f.ID] = vec
 		}
 	}
 	out := make(map[string][]float32, len(facts))
@@ -134,6 +122,20 @@ func (r *run) factVectors(ctx context.Context, facts []Fact, wait *func() error)
 		}
 	}
 	return out, nil
+}
+
+// storeFactVectors writes the vectors the run embedded and no batch
+// stored (facts failed, retried or left pending), so that a later run
+// need not embed them again; a failure costs only that.
+func (r *run) storeFactVectors(ctx context.Context) {
+	if r.vec == nil || len(r.vec.unstored) == 0 {
+		return
+	}
+	if err := r.vec.store.PutFactVectors(ctx, r.Settings.Bank, r.vec.sp, r.vec.unstored); err != nil {
+		r.progress("storing %d fact vectors: %v (a later run embeds them again)", len(r.vec.unstored), err)
+		return
+	}
+	clear(r.vec.unstored)
 }
 
 // initVectors pins the run to (model, dims), loads the bank's vectors of
@@ -216,18 +218,11 @@ func (r *run) initVectors(ctx context.Context, dims int) error {
 // floor, nearest first, as candidates; one pass over the index for the
 // whole batch.
 func (r *run) semantic(ctx context.Context, facts []Fact, limit int) (map[string][]Candidate, error) {
-	put := func() error { return nil }
-	defer func() { _ = put() }() // on an early return
-	fv, err := r.factVectors(ctx, facts, &put)
+	fv, err := r.factVectors(ctx, facts)
 	if err != nil {
 		return nil, err
 	}
-	sem, err := r.semanticNear(ctx, facts, fv, limit)
-	if perr := put(); perr != nil {
-		return nil, perr
-	}
-	put = func() error { return nil }
-	return sem, err
+	return r.semanticNear(ctx, facts, fv, limit)
 }
 
 // semanticNear is semantic's search and load, for the fact vectors fv.

@@ -88,9 +88,12 @@ type Ops struct {
 	Updates []Update
 	Deletes []Delete
 	Merges  []Merge
-	// Space is the embedding space of the vectors carried by creates and
-	// updates.
+	// Space is the embedding space of the vectors carried by creates,
+	// updates and FactVectors.
 	Space Space
+	// FactVectors are vectors of the batch's facts the store does not have
+	// yet, written with the batch (for the facts it consolidates).
+	FactVectors map[string][]float32
 }
 
 // TextChecker is a Store that tells for many normalised texts at once

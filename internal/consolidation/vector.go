@@ -103,15 +103,33 @@ type VectorIndex interface {
 // index by the Hamming distance of the signs (the angle's estimate), then
 // rescores the best few hundred per query with the int8 vectors. A bank of
 // n observations at d dimensions holds about n*(9d/8+100) bytes: 100,000 at
-// 1,536 dimensions about 180 MB.
+// 1,536 dimensions about 180 MB. The vectors sit in blocks of blockRows, so
+// that the index grows (a run's new observations) without copying it and
+// without holding it twice on the way.
 type MemIndex struct {
 	dims  int
 	words int // uint64 words of signs per vector
 	ids   []string
-	data  []int8
-	bits  []uint64
+	data  [][]int8   // blocks of blockRows vectors
+	bits  [][]uint64 // their signs, block by block
 	scale []float32
 	pos   map[string]int
+}
+
+// blockRows is how many vectors a block of MemIndex holds: 1.5 MB at 1,536
+// dimensions.
+const blockRows = 1024
+
+// vec is row i's int8 vector.
+func (m *MemIndex) vec(i int) []int8 {
+	o := (i % blockRows) * m.dims
+	return m.data[i/blockRows][o : o+m.dims : o+m.dims]
+}
+
+// sig is row i's sign bits.
+func (m *MemIndex) sig(i int) []uint64 {
+	o := (i % blockRows) * m.words
+	return m.bits[i/blockRows][o : o+m.words : o+m.words]
 }
 
 // NewMemIndex returns an empty index of vectors of dims dimensions.
@@ -126,20 +144,21 @@ func (m *MemIndex) Grow(n int) {
 		return
 	}
 	m.ids = slices.Grow(m.ids, n)
-	m.data = slices.Grow(m.data, n*m.dims)
-	m.bits = slices.Grow(m.bits, n*m.words)
 	m.scale = slices.Grow(m.scale, n)
+	if len(m.pos) == 0 {
+		m.pos = make(map[string]int, n)
+	}
 }
 
-// signs writes q's sign bits into b.
+// signs writes q's sign bits into b: bit i is set when q[i] > 0. Without
+// a branch (the bit is the sign of -q[i]): a bank's load runs it on every
+// dimension of every vector, and the branch on a sign is a coin toss.
 func signs(q []int8, b []uint64) {
 	for w := range b {
 		var word uint64
 		chunk := q[w*64 : min(w*64+64, len(q))]
 		for i, x := range chunk {
-			if x > 0 {
-				word |= 1 << uint(i)
-			}
+			word |= uint64(uint32(-int32(x))>>31) << uint(i)
 		}
 		b[w] = word
 	}
@@ -187,8 +206,10 @@ func (m *MemIndex) slot(id string) int {
 		i = len(m.ids)
 		m.pos[id] = i
 		m.ids = append(m.ids, id)
-		m.data = append(m.data, make([]int8, m.dims)...)
-		m.bits = append(m.bits, make([]uint64, m.words)...)
+		if i/blockRows == len(m.data) {
+			m.data = append(m.data, make([]int8, blockRows*m.dims))
+			m.bits = append(m.bits, make([]uint64, blockRows*m.words))
+		}
 		m.scale = append(m.scale, 0)
 	}
 	return i
@@ -200,9 +221,9 @@ func (m *MemIndex) Put(id string, vec []float32) {
 		return
 	}
 	i := m.slot(id)
-	q := m.data[i*m.dims : (i+1)*m.dims]
+	q := m.vec(i)
 	m.scale[i] = quantize(vec, q)
-	signs(q, m.bits[i*m.words:(i+1)*m.words])
+	signs(q, m.sig(i))
 }
 
 // PutQuantized adds or replaces id's vector as Quantize made it; one of
@@ -212,10 +233,10 @@ func (m *MemIndex) PutQuantized(id string, q []int8, scale float32) {
 		return
 	}
 	i := m.slot(id)
-	dst := m.data[i*m.dims : (i+1)*m.dims]
+	dst := m.vec(i)
 	copy(dst, q)
 	m.scale[i] = scale
-	signs(dst, m.bits[i*m.words:(i+1)*m.words])
+	signs(dst, m.sig(i))
 }
 
 // Remove forgets id, moving the last vector into its place.
@@ -228,14 +249,17 @@ func (m *MemIndex) Remove(id string) {
 	if i != last {
 		m.ids[i] = m.ids[last]
 		m.pos[m.ids[i]] = i
-		copy(m.data[i*m.dims:(i+1)*m.dims], m.data[last*m.dims:])
-		copy(m.bits[i*m.words:(i+1)*m.words], m.bits[last*m.words:])
+		copy(m.vec(i), m.vec(last))
+		copy(m.sig(i), m.sig(last))
 		m.scale[i] = m.scale[last]
 	}
 	delete(m.pos, id)
 	m.ids = m.ids[:last]
-	m.data = m.data[:last*m.dims]
-	m.bits = m.bits[:last*m.words]
+	if last%blockRows == 0 {
+		// The last block is empty now.
+		m.data[len(m.data)-1], m.bits[len(m.bits)-1] = nil, nil
+		m.data, m.bits = m.data[:len(m.data)-1], m.bits[:len(m.bits)-1]
+	}
 	m.scale = m.scale[:last]
 }
 
@@ -263,7 +287,7 @@ func (m *MemIndex) Nearest(queries [][]float32, k int, floor float64) [][]Scored
 	}
 	out := make([][]Scored, len(queries))
 	score := func(i, j int) {
-		sim := float64(dot8(m.data[i*d:(i+1)*d], qs[j*d:(j+1)*d])) * float64(m.scale[i]) * float64(qscale[j])
+		sim := float64(dot8(m.vec(i), qs[j*d:(j+1)*d])) * float64(m.scale[i]) * float64(qscale[j])
 		if sim >= floor {
 			out[j] = insertTop(out[j], Scored{ID: m.ids[i], Similarity: sim}, k)
 		}
@@ -298,12 +322,14 @@ func (m *MemIndex) Nearest(queries [][]float32, k int, floor float64) [][]Scored
 	parallel(parts, func(p int) {
 		hist := make([]int, len(queries)*(w*64+1))
 		for i := p * n / parts; i < (p+1)*n/parts; i++ {
-			row := m.bits[i*w : (i+1)*w]
+			row := m.sig(i)
 			for j := range queries {
 				if qscale[j] == 0 {
 					continue
 				}
-				h := hamming(row, qb[j*w:(j+1)*w])
+				// A row past maxH is never scored: its count can stop
+				// there (most rows, at the guard's floor).
+				h := min(hammingOver(row, qb[j*w:(j+1)*w], maxH), maxH+1)
 				dist[j*n+i] = uint16(h)
 				hist[j*(w*64+1)+h]++
 			}
@@ -387,21 +413,24 @@ func insertTop(top []Scored, s Scored, k int) []Scored {
 	return top
 }
 
-// hamming counts the bits that differ between a and b (b at least as long).
-func hamming(a, b []uint64) int {
+// hammingOver counts the bits that differ between a and b (b at least as
+// long), stopping early once more than limit differ: it then returns some
+// count above limit.
+func hammingOver(a, b []uint64, limit int) int {
 	b = b[:len(a)]
-	var h0, h1, h2, h3 int
+	h := 0
 	x := 0
 	for ; x+4 <= len(a); x += 4 {
-		h0 += bits.OnesCount64(a[x] ^ b[x])
-		h1 += bits.OnesCount64(a[x+1] ^ b[x+1])
-		h2 += bits.OnesCount64(a[x+2] ^ b[x+2])
-		h3 += bits.OnesCount64(a[x+3] ^ b[x+3])
+		h += bits.OnesCount64(a[x]^b[x]) + bits.OnesCount64(a[x+1]^b[x+1]) +
+			bits.OnesCount64(a[x+2]^b[x+2]) + bits.OnesCount64(a[x+3]^b[x+3])
+		if h > limit {
+			return h
+		}
 	}
 	for ; x < len(a); x++ {
-		h0 += bits.OnesCount64(a[x] ^ b[x])
+		h += bits.OnesCount64(a[x] ^ b[x])
 	}
-	return h0 + h1 + h2 + h3
+	return h
 }
 
 func dot8(a, b []int8) int32 {

@@ -112,3 +112,23 @@ func atoi(s string) int {
 	fmt.Sscan(s, &n)
 	return n
 }
+
+// TestSignsAreThePositiveDimensions: bit i of signs is q[i] > 0, over every
+// int8 value and a length that is not a multiple of 64.
+func TestSignsAreThePositiveDimensions(t *testing.T) {
+	q := make([]int8, 300)
+	for i := range q {
+		q[i] = int8(i*37 - 128)
+	}
+	q[5], q[64], q[299] = 0, -128, 127
+	b := make([]uint64, (len(q)+63)/64)
+	signs(q, b)
+	for i, x := range q {
+		if got := b[i/64]>>(i%64)&1 == 1; got != (x > 0) {
+			t.Fatalf("dimension %d (%d): bit %v", i, x, got)
+		}
+	}
+	if b[len(b)-1]>>(len(q)%64) != 0 {
+		t.Fatal("bits past the last dimension are set")
+	}
+}

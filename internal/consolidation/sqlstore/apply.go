@@ -45,55 +45,66 @@ func (s *Store) Apply(ctx context.Context, bank, run string, ops consolidation.O
 			return nil, consolidation.ErrClaimLost
 		}
 	}
+	// What the batch leaves of each observation it touched, for the
+	// lexical index of Recall: recorded as written (a deleted one is
+	// missing), not read back.
+	lex := lexChanges{}
 	for _, d := range ops.Deletes {
 		if err := s.deleteObservation(ctx, tx, bank, d.ObservationID, now); err != nil {
 			return nil, err
 		}
+		lex.touch(d.ObservationID)
 	}
-	if err := s.updateObservations(ctx, tx, bank, ops.Updates, ops.Space, facts, now); err != nil {
+	if err := s.updateObservations(ctx, tx, bank, ops.Updates, ops.Space, facts, now, lex); err != nil {
 		return nil, err
 	}
 	for _, m := range ops.Merges {
-		if err := s.mergeObservation(ctx, tx, bank, m, facts, now); err != nil {
+		if err := s.mergeObservation(ctx, tx, bank, m, facts, now, lex); err != nil {
 			return nil, err
 		}
 	}
-	created, err := s.createObservations(ctx, tx, bank, ops.Creates, ops.Space, facts, now)
+	created, err := s.createObservations(ctx, tx, bank, ops.Creates, ops.Space, facts, now, lex)
 	if err != nil {
 		return nil, err
 	}
-	// The bank's generation, and the touched observations as they now
-	// are, for the lexical index of Recall.
+	if err := s.insertFactVectors(ctx, tx, bank, ops.Space, ops.FactVectors, facts); err != nil {
+		return nil, err
+	}
 	gen, err := s.bumpGeneration(ctx, tx, bank)
 	if err != nil {
 		return nil, err
-	}
-	var touched []string
-	for _, d := range ops.Deletes {
-		touched = append(touched, d.ObservationID)
-	}
-	for _, u := range ops.Updates {
-		touched = append(touched, u.ObservationID)
-	}
-	for _, m := range ops.Merges {
-		touched = append(touched, m.ObservationID)
-	}
-	touched = append(touched, created...)
-	var current []consolidation.Observation
-	for start := 0; start < len(touched); start += 500 {
-		obs, err := s.observations(ctx, tx, bank, touched[start:min(start+500, len(touched))])
-		if err != nil {
-			return nil, err
-		}
-		current = append(current, obs...)
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
-	s.lexApplied(bank, gen, touched, current)
+	s.lexApplied(bank, gen, lex)
 	s.mu.Unlock()
 	return created, nil
+}
+
+// lexChanges are the observations a batch touched: id -> what it now is,
+// nil when deleted.
+type lexChanges map[string]*consolidation.Observation
+
+func (l lexChanges) touch(id string) { l[id] = nil }
+
+func (l lexChanges) put(id, text string, entities []string) {
+	l[id] = &consolidation.Observation{ID: id, Text: text, Entities: entities}
+}
+
+// insertFactVectors stores the vectors of the batch's consolidated facts
+// (read in tx, so they exist) in one statement per chunk.
+func (s *Store) insertFactVectors(ctx context.Context, tx *sql.Tx, bank string, sp consolidation.Space, vecs map[string][]float32, facts map[string]consolidation.Fact) error {
+	var rows [][]any
+	for id, v := range vecs {
+		if _, ok := facts[id]; ok && len(v) > 0 {
+			rows = append(rows, []any{bank, id, sp.Model, len(v), encodeVec(v)})
+		}
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i][1].(string) < rows[j][1].(string) })
+	return s.insertRows(ctx, tx, "INSERT INTO promptops_fact_vectors (bank, fact_id, model, dims, vec) VALUES ",
+		" ON CONFLICT (bank, fact_id) DO UPDATE SET model = excluded.model, dims = excluded.dims, vec = excluded.vec", rows)
 }
 
 func (s *Store) factsByID(ctx context.Context, tx *sql.Tx, bank string, ids []string) (map[string]consolidation.Fact, error) {
@@ -227,7 +238,7 @@ func (s *Store) addSources(ctx context.Context, tx *sql.Tx, bank, obsID string, 
 // mergeObservation adds sources to an observation and keeps its text: a
 // duplicate the guard caught. An observation gone meanwhile fails the batch
 // (the facts stay pending), as an update of it would.
-func (s *Store) mergeObservation(ctx context.Context, tx *sql.Tx, bank string, m consolidation.Merge, facts map[string]consolidation.Fact, now time.Time) error {
+func (s *Store) mergeObservation(ctx context.Context, tx *sql.Tx, bank string, m consolidation.Merge, facts map[string]consolidation.Fact, now time.Time, lex lexChanges) error {
 	obs, err := s.observations(ctx, tx, bank, []string{m.ObservationID})
 	if err != nil {
 		return err
@@ -235,20 +246,20 @@ func (s *Store) mergeObservation(ctx context.Context, tx *sql.Tx, bank string, m
 	if len(obs) == 0 {
 		return fmt.Errorf("observation %s vanished during the batch", m.ObservationID)
 	}
-	return s.updateObservation(ctx, tx, bank, consolidation.Update{ObservationID: m.ObservationID, Text: obs[0].Text, SourceFactIDs: m.SourceFactIDs}, consolidation.Space{}, facts, now)
+	return s.updateObservation(ctx, tx, bank, consolidation.Update{ObservationID: m.ObservationID, Text: obs[0].Text, SourceFactIDs: m.SourceFactIDs}, consolidation.Space{}, facts, now, lex)
 }
 
 // updateObservations applies a batch's updates as updateObservation would
 // one after the other, with one statement per kind of write for all of them
 // (but the UPDATE of each row); updates that name an observation twice go
 // one by one.
-func (s *Store) updateObservations(ctx context.Context, tx *sql.Tx, bank string, updates []consolidation.Update, sp consolidation.Space, facts map[string]consolidation.Fact, now time.Time) error {
+func (s *Store) updateObservations(ctx context.Context, tx *sql.Tx, bank string, updates []consolidation.Update, sp consolidation.Space, facts map[string]consolidation.Fact, now time.Time, lex lexChanges) error {
 	ids := make([]string, 0, len(updates))
 	seen := map[string]bool{}
 	for _, u := range updates {
 		if seen[u.ObservationID] {
 			for _, u := range updates {
-				if err := s.updateObservation(ctx, tx, bank, u, sp, facts, now); err != nil {
+				if err := s.updateObservation(ctx, tx, bank, u, sp, facts, now, lex); err != nil {
 					return err
 				}
 			}
@@ -353,9 +364,11 @@ func (s *Store) updateObservations(ctx context.Context, tx *sql.Tx, bank string,
 			o := byID[u.ObservationID]
 			src := pick(facts, u.SourceFactIDs)
 			start, end := bounds(o.OccurredStart, o.OccurredEnd, src)
+			ents := entitySet(o.Entities, src)
+			lex.put(o.ID, u.Text, ents)
 			n := len(args)
 			vals = append(vals, fmt.Sprintf("($%d::text, $%d::text, $%d::text, $%d::integer, $%d::timestamptz, $%d::timestamptz, $%d::text, $%d::timestamptz)", n+1, n+2, n+3, n+4, n+5, n+6, n+7, n+8))
-			args = append(args, o.ID, u.Text, consolidation.Normalize(u.Text), counts[o.ID], s.t(start), s.t(end), toJSON(entitySet(o.Entities, src)), s.t(&now))
+			args = append(args, o.ID, u.Text, consolidation.Normalize(u.Text), counts[o.ID], s.t(start), s.t(end), toJSON(ents), s.t(&now))
 		}
 		_, err := tx.ExecContext(ctx, `UPDATE promptops_observations o SET text = v.text, text_norm = v.text_norm, proof_count = v.proof_count, occurred_start = v.occurred_start, occurred_end = v.occurred_end, entities_norm = v.entities_norm, updated_at = v.updated_at
 		FROM (VALUES `+strings.Join(vals, ", ")+`) AS v(id, text, text_norm, proof_count, occurred_start, occurred_end, entities_norm, updated_at)
@@ -366,15 +379,17 @@ func (s *Store) updateObservations(ctx context.Context, tx *sql.Tx, bank string,
 		o := byID[u.ObservationID]
 		src := pick(facts, u.SourceFactIDs)
 		start, end := bounds(o.OccurredStart, o.OccurredEnd, src)
+		ents := entitySet(o.Entities, src)
+		lex.put(o.ID, u.Text, ents)
 		if _, err := tx.ExecContext(ctx, s.q(`UPDATE promptops_observations SET text = $3, text_norm = $4, proof_count = $5, occurred_start = $6, occurred_end = $7, entities_norm = $8, updated_at = $9
-		WHERE bank = $1 AND id = $2`), bank, o.ID, u.Text, consolidation.Normalize(u.Text), counts[o.ID], s.t(start), s.t(end), toJSON(entitySet(o.Entities, src)), s.t(&now)); err != nil {
+		WHERE bank = $1 AND id = $2`), bank, o.ID, u.Text, consolidation.Normalize(u.Text), counts[o.ID], s.t(start), s.t(end), toJSON(ents), s.t(&now)); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (s *Store) updateObservation(ctx context.Context, tx *sql.Tx, bank string, u consolidation.Update, sp consolidation.Space, facts map[string]consolidation.Fact, now time.Time) error {
+func (s *Store) updateObservation(ctx context.Context, tx *sql.Tx, bank string, u consolidation.Update, sp consolidation.Space, facts map[string]consolidation.Fact, now time.Time, lex lexChanges) error {
 	obs, err := s.observations(ctx, tx, bank, []string{u.ObservationID})
 	if err != nil {
 		return err
@@ -406,14 +421,16 @@ func (s *Store) updateObservation(ctx context.Context, tx *sql.Tx, bank string, 
 	}
 	src := pick(facts, u.SourceFactIDs)
 	start, end := bounds(o.OccurredStart, o.OccurredEnd, src)
+	ents := entitySet(o.Entities, src)
+	lex.put(o.ID, u.Text, ents)
 	_, err = tx.ExecContext(ctx, s.q(`UPDATE promptops_observations SET text = $3, text_norm = $4, proof_count = $5, occurred_start = $6, occurred_end = $7, entities_norm = $8, updated_at = $9
-		WHERE bank = $1 AND id = $2`), bank, o.ID, u.Text, consolidation.Normalize(u.Text), n, s.t(start), s.t(end), toJSON(entitySet(o.Entities, src)), s.t(&now))
+		WHERE bank = $1 AND id = $2`), bank, o.ID, u.Text, consolidation.Normalize(u.Text), n, s.t(start), s.t(end), toJSON(ents), s.t(&now))
 	return err
 }
 
 // createObservations inserts a batch's new observations, their sources and
 // their vectors: one multi-row statement each per chunk of rows.
-func (s *Store) createObservations(ctx context.Context, tx *sql.Tx, bank string, creates []consolidation.Create, sp consolidation.Space, facts map[string]consolidation.Fact, now time.Time) ([]string, error) {
+func (s *Store) createObservations(ctx context.Context, tx *sql.Tx, bank string, creates []consolidation.Create, sp consolidation.Space, facts map[string]consolidation.Fact, now time.Time, lex lexChanges) ([]string, error) {
 	if len(creates) == 0 {
 		return nil, nil
 	}
@@ -425,7 +442,9 @@ func (s *Store) createObservations(ctx context.Context, tx *sql.Tx, bank string,
 		ids[i] = id
 		src := pick(facts, c.SourceFactIDs)
 		start, end := bounds(nil, nil, src)
-		obsRows = append(obsRows, []any{bank, id, c.Text, consolidation.Normalize(c.Text), len(c.SourceFactIDs), s.t(start), s.t(end), toJSON(entitySet(nil, src)), s.t(&now), s.t(&now)})
+		ents := entitySet(nil, src)
+		lex.put(id, c.Text, ents)
+		obsRows = append(obsRows, []any{bank, id, c.Text, consolidation.Normalize(c.Text), len(c.SourceFactIDs), s.t(start), s.t(end), toJSON(ents), s.t(&now), s.t(&now)})
 		for _, fid := range c.SourceFactIDs {
 			if k := [2]string{id, fid}; !seenSrc[k] {
 				seenSrc[k] = true

@@ -78,10 +78,10 @@ func (s *Store) lexIndex(ctx context.Context, bank string) (*consolidation.LexIn
 }
 
 // lexApplied brings a cached index up to a batch this store applied: the
-// observations the batch touched, as read in its transaction (missing ones
-// were deleted). An index that was behind before the batch is dropped, to
-// be reloaded. Call with s.mu held.
-func (s *Store) lexApplied(bank string, gen int64, touched []string, now []consolidation.Observation) {
+// observations the batch touched, as it wrote them (nil: deleted). An
+// index that was behind before the batch is dropped, to be reloaded. Call
+// with s.mu held.
+func (s *Store) lexApplied(bank string, gen int64, touched lexChanges) {
 	c := s.lex[bank]
 	if c == nil {
 		return
@@ -90,11 +90,12 @@ func (s *Store) lexApplied(bank string, gen int64, touched []string, now []conso
 		delete(s.lex, bank)
 		return
 	}
-	for _, id := range touched {
-		c.idx.Delete(id)
-	}
-	for _, o := range now {
-		c.idx.Put(o.ID, o.Text, o.Entities)
+	for id, o := range touched {
+		if o == nil {
+			c.idx.Delete(id)
+		} else {
+			c.idx.Put(id, o.Text, o.Entities)
+		}
 	}
 	c.gen = gen
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"unsafe"
 
 	"github.com/promptops/promptops/internal/consolidation"
 )
@@ -181,7 +182,6 @@ func (s *Store) ScanObservationQuantized(ctx context.Context, bank string, sp co
 	}
 	defer rows.Close()
 	var buf []float32
-	var q []int8
 	var rawQ, rawV sql.RawBytes
 	for rows.Next() {
 		var id string
@@ -189,10 +189,9 @@ func (s *Store) ScanObservationQuantized(ctx context.Context, bank string, sp co
 			return err
 		}
 		if len(rawQ) == 4+sp.Dims {
-			q = q[:0]
-			for _, b := range rawQ[4:] {
-				q = append(q, int8(b))
-			}
+			// The int8s are the bytes as they are: read in place, not
+			// copied once more on the way to the index.
+			q := unsafe.Slice((*int8)(unsafe.Pointer(unsafe.SliceData(rawQ[4:]))), sp.Dims)
 			qfn(id, q, math.Float32frombits(binary.LittleEndian.Uint32(rawQ)))
 			continue
 		}
