@@ -123,14 +123,7 @@ func desiredJob(mb *promptopsv1.MemoryBank, name, image, missionHash string, ann
 		VolumeMounts:             mounts,
 		TerminationMessagePath:   "/dev/termination-log",
 		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
-		SecurityContext: &corev1.SecurityContext{
-			AllowPrivilegeEscalation: ptrTo(false),
-			ReadOnlyRootFilesystem:   ptrTo(true),
-			RunAsNonRoot:             ptrTo(true),
-			RunAsUser:                ptrTo(jobUID),
-			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-		},
+		SecurityContext:          restrictedContainer(),
 	}
 	if c.Resources != nil {
 		container.Resources = *c.Resources
@@ -254,3 +247,17 @@ func valueOr[T any](p *T, def T) T {
 }
 
 func itoa[T int32 | int64 | int](v T) string { return strconv.FormatInt(int64(v), 10) }
+
+// restrictedContainer is the security context of the operator's pods'
+// containers (consolidation Jobs, memory servers): the Restricted profile,
+// with a read-only root file system.
+func restrictedContainer() *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptrTo(false),
+		ReadOnlyRootFilesystem:   ptrTo(true),
+		RunAsNonRoot:             ptrTo(true),
+		RunAsUser:                ptrTo(jobUID),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+}

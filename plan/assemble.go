@@ -572,17 +572,7 @@ func (p *Plan) Assemble(intent string, runtime map[string]string) (*Assembly, er
 // ctx.Err() (errors.Is(err, context.DeadlineExceeded) for a deadline). One
 // count of one content is not interrupted.
 func (p *Plan) AssembleContext(ctx context.Context, intent string, runtime map[string]string) (*Assembly, error) {
-	pi := p.intent(intent)
-	if pi == nil {
-		return nil, &UnknownIntentError{Plan: p.Name, Intent: intent, Intents: p.IntentNames()}
-	}
-	for name := range runtime {
-		s := p.section(name)
-		if s == nil || s.Kind != KindRuntime {
-			return nil, &UnknownSectionError{Plan: p.Name, Section: name}
-		}
-	}
-	e, err := tokens.Get(p.Encoding)
+	pi, e, err := p.prepare(intent, runtime)
 	if err != nil {
 		return nil, err
 	}
@@ -591,6 +581,26 @@ func (p *Plan) AssembleContext(ctx context.Context, intent string, runtime map[s
 		return nil, fmt.Errorf("plan %s: assembling intent %s: %w", p.Name, intent, err)
 	}
 	return a, nil
+}
+
+// prepare finds the intent and the encoder, and checks that runtime names
+// only runtime sections.
+func (p *Plan) prepare(intent string, runtime map[string]string) (*Intent, *tokens.Encoder, error) {
+	pi := p.intent(intent)
+	if pi == nil {
+		return nil, nil, &UnknownIntentError{Plan: p.Name, Intent: intent, Intents: p.IntentNames()}
+	}
+	for name := range runtime {
+		s := p.section(name)
+		if s == nil || s.Kind != KindRuntime {
+			return nil, nil, &UnknownSectionError{Plan: p.Name, Section: name}
+		}
+	}
+	e, err := tokens.Get(p.Encoding)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pi, e, nil
 }
 
 // assemble is AssembleContext with an encoder and the intent found; mem

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/promptops/promptops/internal/tokens"
 )
 
 // MemorySource is where a memory section's items come from: a recall of a
@@ -187,17 +185,7 @@ type memoryFill struct {
 // A recall that fails or times out leaves its section empty and says so in
 // Assembly.Memory; it never fails the assembly.
 func (p *Plan) AssembleWithMemory(ctx context.Context, intent string, runtime map[string]string, o MemoryOptions) (*Assembly, error) {
-	pi := p.intent(intent)
-	if pi == nil {
-		return nil, &UnknownIntentError{Plan: p.Name, Intent: intent, Intents: p.IntentNames()}
-	}
-	for name := range runtime {
-		s := p.section(name)
-		if s == nil || s.Kind != KindRuntime {
-			return nil, &UnknownSectionError{Plan: p.Name, Section: name}
-		}
-	}
-	e, err := tokens.Get(p.Encoding)
+	pi, e, err := p.prepare(intent, runtime)
 	if err != nil {
 		return nil, err
 	}

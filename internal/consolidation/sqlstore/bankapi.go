@@ -95,20 +95,7 @@ func contains(list []string, s string) bool {
 // PendingFacts returns up to limit of the bank's pending facts created at
 // or after since, oldest first.
 func (s *Store) PendingFacts(ctx context.Context, bank string, since time.Time, limit int) ([]consolidation.Fact, error) {
-	rows, err := s.db.QueryContext(ctx, s.q("SELECT "+factColumns+" FROM promptops_facts WHERE bank = $1 AND status = 'pending' AND created_at >= $2 ORDER BY created_at, id LIMIT $3"), bank, s.t(&since), limit)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []consolidation.Fact
-	for rows.Next() {
-		f, err := scanFact(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, f)
-	}
-	return out, rows.Err()
+	return s.queryFacts(ctx, "SELECT "+factColumns+" FROM promptops_facts WHERE bank = $1 AND status = 'pending' AND created_at >= $2 ORDER BY created_at, id LIMIT $3", bank, s.t(&since), limit)
 }
 
 // RetainFacts stores facts, each with its id, in one transaction: a fact

@@ -274,7 +274,12 @@ func scanFact(sc interface{ Scan(...any) error }, lead ...any) (consolidation.Fa
 
 // ListFacts lists a bank's facts, oldest first; status "" lists all.
 func (s *Store) ListFacts(ctx context.Context, bank, status string, limit int) ([]consolidation.Fact, error) {
-	rows, err := s.db.QueryContext(ctx, s.q("SELECT "+factColumns+" FROM promptops_facts WHERE bank = $1 AND ($2 = '' OR status = $2) ORDER BY created_at, id LIMIT $3"), bank, status, limit)
+	return s.queryFacts(ctx, "SELECT "+factColumns+" FROM promptops_facts WHERE bank = $1 AND ($2 = '' OR status = $2) ORDER BY created_at, id LIMIT $3", bank, status, limit)
+}
+
+// queryFacts runs a query whose columns are factColumns.
+func (s *Store) queryFacts(ctx context.Context, query string, args ...any) ([]consolidation.Fact, error) {
+	rows, err := s.db.QueryContext(ctx, s.q(query), args...)
 	if err != nil {
 		return nil, err
 	}
