@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/promptops/promptops/internal/llmtest"
+	"github.com/promptops/promptops/internal/tokens"
 )
 
 // TestServedBank serves a PostgreSQL bank (spec.serving) on the node and
@@ -127,16 +128,30 @@ subjects: [{kind: ServiceAccount, name: writer, namespace: %[1]s}]
 	if n := jsonpath(t, ns, "mb/pg", "{.status.lastRun.factsConsolidated}"); n != "2" {
 		t.Errorf("lastRun.factsConsolidated = %q, want 2", n)
 	}
-	code, body = pf.post(bankURL+"recall", reader, recall)
-	got = recallAnswer{}
-	if code != http.StatusOK || json.Unmarshal([]byte(body), &got) != nil {
-		t.Fatalf("recall after the run: %d %s", code, body)
+	// The server answers from the memory it holds while it loads the new
+	// generation in the background (query.go, Recaller.memory): the
+	// observation shows from a later recall on.
+	eventually(t, time.Minute, func() string {
+		code, body := pf.post(bankURL+"recall", reader, recall)
+		got = recallAnswer{}
+		if code != http.StatusOK || json.Unmarshal([]byte(body), &got) != nil {
+			return fmt.Sprintf("recall after the run: %d %s", code, body)
+		}
+		if len(got.Items) == 0 || got.Items[0].Kind != "observation" || got.Items[0].Text != "Alice works at Acme Corp" {
+			return "recall after the run does not find the observation first: " + body
+		}
+		if !strings.Contains(got.Text, "Alice works at Acme Corp") || got.Tokens > got.MaxTokens {
+			return "recall text/tokens: " + body
+		}
+		return ""
+	})
+	// tokens is the count of text in the bank's encoding (the default).
+	enc, err := tokens.Get("o200k_base")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if len(got.Items) == 0 || got.Items[0].Kind != "observation" || got.Items[0].Text != "Alice works at Acme Corp" {
-		t.Errorf("recall after the run does not find the observation first: %s", body)
-	}
-	if !strings.Contains(got.Text, "Alice works at Acme Corp") || got.Tokens > got.MaxTokens {
-		t.Errorf("recall text/tokens: %s", body)
+	if n := enc.Count(got.Text); n != got.Tokens {
+		t.Errorf("recall answers tokens %d, but its text counts %d in o200k_base", got.Tokens, n)
 	}
 
 	// 3. A PromptTemplate's memory section, filled by a serve pod (the
@@ -228,6 +243,9 @@ spec:
 		}
 		return ""
 	})
+	if m := string(answer.Memory); !strings.Contains(m, `"timedOut":false`) || !strings.Contains(m, `"kind":"observation"`) {
+		t.Errorf("the answer's memory report: %s, want the observation recalled, not timed out", m)
+	}
 	if answer.Tokens > 1000 {
 		t.Errorf("the prompt has %d tokens, over the budget of 1000", answer.Tokens)
 	}
