@@ -63,6 +63,9 @@ func NewEmbeddings(cfg EmbeddingsConfig) *Embeddings {
 	if cfg.BatchSize <= 0 {
 		cfg.BatchSize = 64
 	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = pooledClient()
+	}
 	opts := requestOptions(cfg.BaseURL, cfg.APIKey, cfg.MaxRetries, cfg.Timeout, maxEmbeddingsBody, cfg.HTTPClient)
 	return &Embeddings{cfg: cfg, svc: openai.NewEmbeddingService(opts...)}
 }
@@ -195,4 +198,13 @@ func describeEmbeddings(err error) error {
 		return fmt.Errorf("embeddings answered %d: %s", apiErr.StatusCode, strings.TrimSpace(apiErr.Message))
 	}
 	return err
+}
+
+// pooledClient keeps up to 64 idle connections to the embeddings server
+// where the default keeps 2: concurrent recalls of a served bank each
+// embed their query, and beyond 2 they would dial a new connection each.
+func pooledClient() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 64
+	return &http.Client{Transport: t}
 }
