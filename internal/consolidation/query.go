@@ -313,8 +313,23 @@ func (r *Recaller) Recall(ctx context.Context, q Query) (items []Recalled, seman
 	}
 	grams := Trigrams(q.Text)
 	ents := queryEntities(q.Text)
+	// sharedEntities' count, with the query's set built once.
+	entSet := make(map[string]bool, len(ents))
+	for _, e := range ents {
+		entSet[strings.ToLower(strings.TrimSpace(e))] = true
+	}
+	// One set, cleared, holds each candidate's trigrams in turn.
+	cand := make(map[string]struct{}, 2*len(grams)+16)
 	lexScore := func(text string, entities []string) float64 {
-		return min(1, Similarity(grams, Trigrams(text))+0.25*float64(sharedEntities(ents, entities)))
+		clear(cand)
+		eachGram(text, func(g []byte) { cand[string(g)] = struct{}{} })
+		shared := 0
+		for _, e := range entities {
+			if entSet[strings.ToLower(strings.TrimSpace(e))] {
+				shared++
+			}
+		}
+		return min(1, Similarity(grams, cand)+0.25*float64(shared))
 	}
 	score := map[string]float64{}
 	var sem, lex []Candidate
