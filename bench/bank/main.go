@@ -2,7 +2,12 @@
 // loopback: it seeds a bank of 10,000 observations with vectors (SQLite
 // and PostgreSQL), starts the built binary against it with a scripted
 // embeddings server, and drives POST .../recall from 1, 2 and 8 keep-alive
-// clients (p50/p99) and POST .../facts in batches of 100 (facts/second).
+// clients (p50/p99), POST /v1/assemble of a plan with one memory section
+// of that bank (query from the request) from as many, and POST .../facts
+// in batches of 100 (facts/second). Assemble is measured twice: served by
+// the bank's own process (--bank with --plans-dir: recall in-process) and
+// by a second process with --plans-dir only (recall over HTTP, as a
+// sidecar calls a served bank).
 //
 //	go build -o bin/promptops . && go run ./bench/bank
 package main
@@ -32,6 +37,7 @@ import (
 	"github.com/promptops/promptops/internal/consolidation/sqlstore"
 	"github.com/promptops/promptops/internal/llmtest"
 	"github.com/promptops/promptops/internal/pgtest"
+	"github.com/promptops/promptops/plan"
 )
 
 const bank = "bench/memory"
@@ -39,7 +45,7 @@ const bank = "bench/memory"
 func main() {
 	bin := flag.String("bin", "bin/promptops", "The promptops binary.")
 	stores := flag.String("stores", "sqlite,postgres", "Stores to measure, comma-separated.")
-	modes := flag.String("modes", "recall,retain", "What to drive, comma-separated: recall, retain (assemble comes with memory sections).")
+	modes := flag.String("modes", "recall,assemble,retain", "What to drive, comma-separated: recall, assemble, retain.")
 	clients := flag.String("clients", "1,2,8", "Concurrent keep-alive clients of recall, comma-separated.")
 	retainClients := flag.Int("retain-clients", 4, "Concurrent clients posting facts.")
 	n := flag.Int("observations", 10000, "Observations seeded.")
@@ -97,12 +103,21 @@ func query(i int) string {
 	return fmt.Sprintf("what about q%d and the %s", i, words[(i*31+977)%len(words)])
 }
 
+// vectorFunc scripts the embeddings server. A query's vector is computed
+// once and kept, as an embeddings server on its own machine costs the
+// machine under test nothing to compute.
 func vectorFunc(dims int) llmtest.VectorFunc {
+	var asked sync.Map
 	return func(t string, _ int) ([]float32, error) {
 		if rest, ok := strings.CutPrefix(t, "what about q"); ok {
+			if v, ok := asked.Load(t); ok {
+				return v.([]float32), nil
+			}
 			i, _ := strconv.Atoi(strings.Fields(rest)[0])
 			_, target := text(i)
-			return llmtest.TopicVector(dims, []string{target, "asked"}, []float64{1, 0.5}), nil
+			v := llmtest.TopicVector(dims, []string{target, "asked"}, []float64{1, 0.5})
+			asked.Store(t, v)
+			return v, nil
 		}
 		return llmtest.TopicVector(dims, []string{t}, []float64{1}), nil
 	}
@@ -143,18 +158,17 @@ func run(w io.Writer, store, bin string, clients []int, retainClients, n, dims i
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(bin, "serve", "--bank", bank, "--listen", addr, "--auth", "none", "--embeddings-model", "bench-embed")
-	cmd.Env = append(os.Environ(), "PROMPTOPS_STORE="+url, "PROMPTOPS_EMBEDDINGS_BASE_URL="+emb.BaseURL())
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
+	base := "http://" + addr
+	plans := filepath.Join(dir, "plans")
+	if err := writePlan(plans, base); err != nil {
 		return err
 	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	base := "http://" + addr
-	if err := waitReady(base, 60*time.Second); err != nil {
-		return fmt.Errorf("%w: %s", err, stderr.String())
+	cmd, err := startServe(bin, base, []string{"PROMPTOPS_STORE=" + url, "PROMPTOPS_EMBEDDINGS_BASE_URL=" + emb.BaseURL()},
+		"--bank", bank, "--plans-dir", plans, "--embeddings-model", "bench-embed")
+	if err != nil {
+		return err
 	}
+	defer stopServe(cmd)
 	for _, mode := range modes {
 		switch strings.TrimSpace(mode) {
 		case "recall":
@@ -171,20 +185,39 @@ func run(w io.Writer, store, bin string, clients []int, retainClients, n, dims i
 			}
 			fmt.Fprintf(w, "recall: the asked-about observation first in %d of %d queries\n", hits, total)
 			for _, c := range clients {
+				cpu := cpuMeter(cmd.Process.Pid)
 				lat, errs := drive(c, duration, func(cl *http.Client, k int) error {
 					_, err := recallOnce(cl, base, k%n)
 					return err
 				})
-				report(w, fmt.Sprintf("recall clients=%d", c), lat, errs, duration, 1)
+				report(w, fmt.Sprintf("recall clients=%d", c), lat, errs, duration, 1, cpu())
 			}
 		case "retain":
 			var next atomic.Int64
+			cpu := cpuMeter(cmd.Process.Pid)
 			lat, errs := drive(retainClients, duration, func(cl *http.Client, _ int) error {
 				return retainBatch(cl, base, int(next.Add(1)), 100)
 			})
-			report(w, fmt.Sprintf("retain clients=%d batch=100", retainClients), lat, errs, duration, 100)
+			report(w, fmt.Sprintf("retain clients=%d batch=100", retainClients), lat, errs, duration, 100, cpu())
 		case "assemble":
-			return assemble(w, base)
+			// The bank's own process, then a second one that recalls
+			// over HTTP.
+			if err := assemble(w, "in-process", base, []int{cmd.Process.Pid}, clients, n, duration); err != nil {
+				return err
+			}
+			addr2, err := freeAddr()
+			if err != nil {
+				return err
+			}
+			side, err := startServe(bin, "http://"+addr2, []string{"PROMPTOPS_STORE="}, "--plans-dir", plans)
+			if err != nil {
+				return err
+			}
+			err = assemble(w, "http", "http://"+addr2, []int{side.Process.Pid, cmd.Process.Pid}, clients, n, duration)
+			stopServe(side)
+			if err != nil {
+				return err
+			}
 		default:
 			return fmt.Errorf("unknown mode %q", mode)
 		}
@@ -192,9 +225,164 @@ func run(w io.Writer, store, bin string, clients []int, retainClients, n, dims i
 	return nil
 }
 
-// assemble is the hook for POST /v1/assemble with a memory section.
-func assemble(io.Writer, string) error {
-	return errors.New("the assemble mode comes with memory sections in PromptTemplates")
+// startServe starts `promptops serve` on base's address without
+// authentication and waits until it is ready.
+func startServe(bin, base string, env []string, args ...string) (*exec.Cmd, error) {
+	cmd := exec.Command(bin, append([]string{"serve", "--listen", strings.TrimPrefix(base, "http://"), "--auth", "none"}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	if err := waitReady(base, 60*time.Second); err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return nil, fmt.Errorf("%w: %s", err, stderr.String())
+	}
+	return cmd, nil
+}
+
+// stopServe stops a server as a pod's would be, and waits for it.
+func stopServe(cmd *exec.Cmd) {
+	_ = cmd.Process.Signal(os.Interrupt)
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+	}
+}
+
+// writePlan writes plans/bench/support/plan.json, as `promptops render
+// --out-dir` lays it out: a template of 1,000 tokens with one memory
+// section of the bank (300 tokens, 10 items, query from the request)
+// served at endpoint.
+func writePlan(plans, endpoint string) error {
+	p := &plan.Plan{
+		APIVersion: plan.PlanAPIVersion, Kind: plan.PlanKind, Namespace: "bench", Name: "support",
+		Encoding: "cl100k_base", MaxTokens: 1000, OnExceed: "Reject", Separator: plan.Separator,
+		Sections: []plan.Section{
+			{Name: "role", Kind: plan.KindStatic, Text: "You are the support assistant. Answer from what we know.", Policy: plan.PolicyNever},
+			{Name: "question", Kind: plan.KindRuntime, Heading: "## Question", ReserveTokens: 100, Policy: plan.PolicyNever},
+			{Name: "memory", Kind: plan.KindMemory, Heading: "## What we know", ReserveTokens: 300, Policy: plan.PolicyPriority, Priority: 10,
+				Memory: &plan.MemorySource{Bank: plan.BankRef{Namespace: "bench", Name: "memory"}, Endpoint: endpoint, Query: plan.MemoryQuery{FromRequest: true}, MaxItems: 10}},
+			{Name: "task", Kind: plan.KindIntent, Heading: "## Task", Policy: plan.PolicyNever},
+		},
+		Intents: []plan.Intent{{Name: "chat", Instruction: "Answer briefly."}},
+		Runtime: plan.RuntimeSummary{Placeholder: plan.Placeholder("NAME"), MemoryPlaceholder: plan.MemoryPlaceholder("NAME")},
+	}
+	if _, err := p.Seal(false); err != nil {
+		return err
+	}
+	data, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	d := filepath.Join(plans, "bench", "support")
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(d, "plan.json"), data, 0o644)
+}
+
+// assemble drives POST /v1/assemble with a query from 1, 2 and 8
+// clients and reports the share of answers with memory items and of
+// timed-out recalls.
+func assemble(w io.Writer, how, base string, pids []int, clients []int, n int, duration time.Duration) error {
+	for _, c := range clients {
+		var withItems, timedOut, answers atomic.Int64
+		var firstCode atomic.Value
+		cpu := cpuMeter(pids...)
+		lat, errs := drive(c, duration, func(cl *http.Client, k int) error {
+			items, to, code, err := assembleOnce(cl, base, k%n)
+			if code != "" {
+				firstCode.CompareAndSwap(nil, code)
+			}
+			if err == nil {
+				answers.Add(1)
+				if items > 0 {
+					withItems.Add(1)
+				}
+				if to {
+					timedOut.Add(1)
+				}
+			}
+			return err
+		})
+		report(w, fmt.Sprintf("assemble(%s) clients=%d", how, c), lat, errs, duration, 1, cpu())
+		code, _ := firstCode.Load().(string)
+		fmt.Fprintf(w, "  answers with memory items: %d of %d, timed out: %d%s\n", withItems.Load(), answers.Load(), timedOut.Load(), cond(code != "", ", memory error "+code, ""))
+	}
+	return nil
+}
+
+func cond(c bool, a, b string) string {
+	if c {
+		return a
+	}
+	return b
+}
+
+// assembleOnce asks with query i; it returns the memory section's items,
+// whether its recall timed out, and its error code.
+func assembleOnce(cl *http.Client, base string, i int) (items int, timedOut bool, code string, err error) {
+	body, _ := json.Marshal(map[string]any{"namespace": "bench", "name": "support", "intent": "chat",
+		"runtime": map[string]string{"question": "What do we know?"}, "query": query(i)})
+	resp, err := cl.Post(base+"/v1/assemble", "application/json", bytes.NewReader(body))
+	if err != nil {
+		return 0, false, "", err
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return 0, false, "", fmt.Errorf("assemble: %d %s", resp.StatusCode, data)
+	}
+	var out struct {
+		Memory []struct {
+			Items    []json.RawMessage `json:"items"`
+			TimedOut bool              `json:"timedOut"`
+			Error    string            `json:"error"`
+		} `json:"memory"`
+	}
+	if err := json.Unmarshal(data, &out); err != nil || len(out.Memory) != 1 {
+		return 0, false, "", fmt.Errorf("assemble: no memory section in %.200s", data)
+	}
+	m := out.Memory[0]
+	return len(m.Items), m.TimedOut, m.Error, nil
+}
+
+// cpuMeter returns a function that gives the CPU time the processes
+// used since cpuMeter was called.
+func cpuMeter(pids ...int) func() time.Duration {
+	total := func() time.Duration {
+		var t time.Duration
+		for _, pid := range pids {
+			c, _ := procCPU(pid)
+			t += c
+		}
+		return t
+	}
+	before := total()
+	return func() time.Duration { return total() - before }
+}
+
+// procCPU is a process's user plus system time, from /proc/PID/stat (clock
+// ticks of 10 ms, Linux's USER_HZ).
+func procCPU(pid int) (time.Duration, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
+	if len(f) < 13 {
+		return 0, errors.New("short /proc stat")
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
 }
 
 // seed stores n facts and consolidates each into one observation with its
@@ -341,7 +529,9 @@ func drive(c int, d time.Duration, fn func(cl *http.Client, k int) error) ([]tim
 	return all, int(errs.Load())
 }
 
-func report(w io.Writer, name string, lat []time.Duration, errs int, d time.Duration, per int) {
+// report prints the scenario's rate and latencies, and the servers' CPU
+// time per request.
+func report(w io.Writer, name string, lat []time.Duration, errs int, d time.Duration, per int, cpu time.Duration) {
 	slices.Sort(lat)
 	pct := func(p float64) string {
 		if len(lat) == 0 {
@@ -349,6 +539,10 @@ func report(w io.Writer, name string, lat []time.Duration, errs int, d time.Dura
 		}
 		return fmt.Sprintf("%.2fms", float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Microseconds())/1000)
 	}
-	fmt.Fprintf(w, "%s requests=%d errors=%d per_second=%.0f items_per_second=%.0f p50=%s p99=%s\n",
-		name, len(lat), errs, float64(len(lat))/d.Seconds(), float64(len(lat)*per)/d.Seconds(), pct(0.50), pct(0.99))
+	cpuPer := "-"
+	if len(lat) > 0 {
+		cpuPer = fmt.Sprintf("%.2fms", float64(cpu.Microseconds())/1000/float64(len(lat)))
+	}
+	fmt.Fprintf(w, "%s requests=%d errors=%d per_second=%.0f items_per_second=%.0f p50=%s p99=%s server_cpu_per_request=%s\n",
+		name, len(lat), errs, float64(len(lat))/d.Seconds(), float64(len(lat)*per)/d.Seconds(), pct(0.50), pct(0.99), cpuPer)
 }

@@ -82,6 +82,75 @@ type Recaller struct {
 	loading sync.Mutex
 	cur     atomic.Pointer[bankMemory]
 	pend    pendingFacts
+	gens    genGate
+}
+
+// genGate coalesces the reads of the bank's generation that concurrent
+// recalls make: at most one is in flight, and the callers that arrive
+// meanwhile share the next one, which starts after they arrived, so each
+// caller sees a generation read after its call began.
+type genGate struct {
+	mu      sync.Mutex
+	running bool
+	next    *genCall
+}
+
+type genCall struct {
+	done chan struct{}
+	gen  int64
+	err  error
+}
+
+// genReadTimeout bounds one shared read of the generation.
+const genReadTimeout = 30 * time.Second
+
+// startGeneration starts a read of the bank's generation, or joins the
+// next one, shared with the concurrent callers; waitGeneration waits for it.
+func (r *Recaller) startGeneration() *genCall {
+	g := &r.gens
+	g.mu.Lock()
+	if g.next == nil {
+		g.next = &genCall{done: make(chan struct{})}
+	}
+	c := g.next
+	if !g.running {
+		g.running, g.next = true, nil
+		go r.readGenerations(c)
+	}
+	g.mu.Unlock()
+	return c
+}
+
+func waitGeneration(ctx context.Context, c *genCall) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	select {
+	case <-c.done:
+		return c.gen, c.err
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+// readGenerations reads for c, then for the callers that came while it
+// read, until none is waiting.
+func (r *Recaller) readGenerations(c *genCall) {
+	g := &r.gens
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), genReadTimeout)
+		c.gen, c.err = r.Store.BankGeneration(ctx, r.Bank)
+		cancel()
+		close(c.done)
+		g.mu.Lock()
+		if c = g.next; c == nil {
+			g.running = false
+			g.mu.Unlock()
+			return
+		}
+		g.next = nil
+		g.mu.Unlock()
+	}
 }
 
 // bankMemory is a bank as of a generation.
@@ -137,8 +206,8 @@ func (r *Recaller) Load(ctx context.Context, sp Space) error {
 // memory returns the bank's memory: the one held when the generation
 // and space match; else, when one for sp is held, that one while a fresh
 // one loads in the background; else a fresh one.
-func (r *Recaller) memory(ctx context.Context, sp Space) (*bankMemory, error) {
-	gen, err := r.Store.BankGeneration(ctx, r.Bank)
+func (r *Recaller) memory(ctx context.Context, sp Space, gc *genCall) (*bankMemory, error) {
+	gen, err := waitGeneration(ctx, gc)
 	if err != nil {
 		return nil, err
 	}
@@ -211,6 +280,8 @@ func (r *Recaller) loadLocked(ctx context.Context, gen int64, sp Space) (*bankMe
 // interleaves them, then filtered by tags and MinScore and cut to Limit.
 // semantic says whether the meaning arm took part.
 func (r *Recaller) Recall(ctx context.Context, q Query) (items []Recalled, semantic bool, err error) {
+	// The generation is read while the query is embedded.
+	gc := r.startGeneration()
 	var qvec []float32
 	sp := Space{}
 	if r.Embedder != nil {
@@ -232,7 +303,7 @@ func (r *Recaller) Recall(ctx context.Context, q Query) (items []Recalled, seman
 			return nil, false, ctx.Err()
 		}
 	}
-	m, err := r.memory(ctx, sp)
+	m, err := r.memory(ctx, sp, gc)
 	if err != nil {
 		return nil, false, err
 	}
@@ -242,8 +313,23 @@ func (r *Recaller) Recall(ctx context.Context, q Query) (items []Recalled, seman
 	}
 	grams := Trigrams(q.Text)
 	ents := queryEntities(q.Text)
+	// sharedEntities' count, with the query's set built once.
+	entSet := make(map[string]bool, len(ents))
+	for _, e := range ents {
+		entSet[strings.ToLower(strings.TrimSpace(e))] = true
+	}
+	// One set, cleared, holds each candidate's trigrams in turn.
+	cand := make(map[string]struct{}, 2*len(grams)+16)
 	lexScore := func(text string, entities []string) float64 {
-		return min(1, Similarity(grams, Trigrams(text))+0.25*float64(sharedEntities(ents, entities)))
+		clear(cand)
+		eachGram(text, func(g []byte) { cand[string(g)] = struct{}{} })
+		shared := 0
+		for _, e := range entities {
+			if entSet[strings.ToLower(strings.TrimSpace(e))] {
+				shared++
+			}
+		}
+		return min(1, Similarity(grams, cand)+0.25*float64(shared))
 	}
 	score := map[string]float64{}
 	var sem, lex []Candidate

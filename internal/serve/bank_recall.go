@@ -1,6 +1,8 @@
 package serve
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -49,28 +51,87 @@ func (s *Server) recall(w http.ResponseWriter, r *http.Request, bk *Bank, body [
 	if msg != "" {
 		return writeError(w, http.StatusBadRequest, CodeInvalidRecall, msg)
 	}
-	recalled, _, err := bk.Recaller.Recall(r.Context(), q)
-	if err != nil {
-		if r.Context().Err() != nil {
-			return writeError(w, http.StatusServiceUnavailable, CodeTimeout, "the request took longer than the server's request timeout")
-		}
+	fit, err := recallFit(r.Context(), bk, q, *req.MaxTokens)
+	var fe *fitError
+	switch {
+	case errors.As(err, &fe):
+		s.log.Error(fe.err, "Fitting recalled memory failed", "bank", Key{bk.Namespace, bk.Name})
+		return writeError(w, http.StatusInternalServerError, "Internal", "counting the recalled memory's tokens failed")
+	case err != nil && r.Context().Err() != nil:
+		return writeError(w, http.StatusServiceUnavailable, CodeTimeout, "the request took longer than the server's request timeout")
+	case err != nil:
 		s.log.Error(err, "Recall failed", "bank", Key{bk.Namespace, bk.Name})
 		return writeError(w, http.StatusServiceUnavailable, CodeStoreUnavailable, "the bank's store could not be read")
+	}
+	if fit.Items == nil {
+		fit.Items = []plan.MemoryItem{}
+	}
+	return writeJSON(w, http.StatusOK, &RecallResponse{Items: fit.Items, Text: fit.Text, Tokens: fit.Tokens, MaxTokens: *req.MaxTokens, Omitted: fit.Omitted})
+}
+
+// fitError is a failure to count the recalled items' tokens.
+type fitError struct{ err error }
+
+func (e *fitError) Error() string { return e.err.Error() }
+
+// recallFit recalls q from bk and keeps the items that fit in maxTokens,
+// whole and in rank order (plan.FitMemory); a failure to count is a
+// *fitError, any other error the recall's.
+func recallFit(ctx context.Context, bk *Bank, q consolidation.Query, maxTokens int) (plan.MemoryFit, error) {
+	recalled, _, err := bk.Recaller.Recall(ctx, q)
+	if err != nil {
+		return plan.MemoryFit{}, err
 	}
 	items := make([]plan.MemoryItem, len(recalled))
 	for i, it := range recalled {
 		items[i] = plan.MemoryItem{ID: it.ID, Kind: it.Kind, Text: it.Text, Score: it.Score, ProofCount: it.ProofCount,
 			OccurredStart: it.OccurredStart, OccurredEnd: it.OccurredEnd, SourceFactIDs: it.SourceFactIDs}
 	}
-	fit, err := plan.FitMemory(bk.Encoding, items, *req.MaxTokens)
+	fit, err := plan.FitMemory(bk.Encoding, items, maxTokens)
 	if err != nil {
-		s.log.Error(err, "Fitting recalled memory failed", "bank", Key{bk.Namespace, bk.Name})
-		return writeError(w, http.StatusInternalServerError, "Internal", "counting the recalled memory's tokens failed")
+		return plan.MemoryFit{}, &fitError{err}
 	}
-	if fit.Items == nil {
-		fit.Items = []plan.MemoryItem{}
+	return fit, nil
+}
+
+// localRecaller fills memory sections of the banks this process serves
+// (--bank) by recalling in-process, without HTTP or authentication: the
+// same recall and fit as POST .../recall. Other banks go to next.
+type localRecaller struct {
+	banks map[Key]*Bank
+	next  Recaller
+}
+
+func (l *localRecaller) Recall(ctx context.Context, r plan.MemoryRequest) ([]plan.MemoryItem, error) {
+	bk := l.banks[Key{r.Bank.Namespace, r.Bank.Name}]
+	if bk == nil {
+		if l.next == nil {
+			return nil, &plan.RecallError{Code: plan.MemoryNoRecall, Message: fmt.Sprintf("bank %s is not served here and no recaller is set", r.Bank)}
+		}
+		return l.next.Recall(ctx, r)
 	}
-	return writeJSON(w, http.StatusOK, &RecallResponse{Items: fit.Items, Text: fit.Text, Tokens: fit.Tokens, MaxTokens: *req.MaxTokens, Omitted: fit.Omitted})
+	req := RecallRequest{Query: r.Query, MaxTokens: &r.MaxTokens}
+	if r.MaxItems > 0 {
+		req.MaxItems = &r.MaxItems
+	}
+	if r.MinScore > 0 {
+		req.MinScore = &r.MinScore
+	}
+	q, msg := recallQuery(&req)
+	if msg != "" {
+		return nil, &plan.RecallError{Code: CodeInvalidRecall, Message: fmt.Sprintf("bank %s: %s", r.Bank, msg)}
+	}
+	fit, err := recallFit(ctx, bk, q, r.MaxTokens)
+	var fe *fitError
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return nil, ctx.Err()
+	case errors.As(err, &fe):
+		return nil, &plan.RecallError{Code: plan.MemoryRecallFailed, Message: fmt.Sprintf("bank %s: counting the recalled memory's tokens failed", r.Bank)}
+	case err != nil:
+		return nil, &plan.RecallError{Code: CodeStoreUnavailable, Message: fmt.Sprintf("bank %s: the store could not be read", r.Bank)}
+	}
+	return fit.Items, nil
 }
 
 // recallQuery validates a recall; the message names the field at fault.

@@ -84,6 +84,7 @@ type Options struct {
 	// may get the template (/v1/*) or /metrics; nil serves everyone.
 	Auth *Auth
 	// Recaller fills memory sections; nil leaves them empty (NoRecall).
+	// Those of Banks are filled in-process, without it.
 	Recaller Recaller
 	// MemoryTimeout bounds each recall; plan.DefaultMemoryTimeout when 0.
 	MemoryTimeout time.Duration
@@ -112,6 +113,9 @@ func New(o Options) *Server {
 	}, func() float64 { return float64(s.inflight.used.Load()) }))
 	s.loader = newLoader(s.store, s.metrics, o.Log)
 	s.initBanks(o.Banks, o.BankLimits)
+	if len(o.Banks) > 0 {
+		s.recaller = &localRecaller{banks: s.bank.banks, next: o.Recaller}
+	}
 	return s
 }
 

@@ -1,0 +1,94 @@
+package consolidation
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// benchStore is a QueryStore held in memory, for BenchmarkRecall.
+type benchStore struct {
+	obs  []Observation
+	vecs map[string][]float32
+}
+
+func (s *benchStore) BankGeneration(context.Context, string) (int64, error) { return 1, nil }
+func (s *benchStore) ScanRecallable(_ context.Context, _ string, fn func(Observation, []string)) error {
+	for _, o := range s.obs {
+		fn(o, []string{"seed"})
+	}
+	return nil
+}
+func (s *benchStore) ScanObservationQuantized(_ context.Context, _ string, _ Space, _ func(string, []int8, float32), vfn func(string, []float32)) error {
+	for id, v := range s.vecs {
+		vfn(id, v)
+	}
+	return nil
+}
+func (s *benchStore) PendingFacts(context.Context, string, time.Time, int) ([]Fact, error) {
+	return nil, nil
+}
+
+type benchEmbedder struct{ vecs map[string][]float32 }
+
+func (benchEmbedder) Model() string { return "bench" }
+func (e benchEmbedder) Embed(_ context.Context, texts []string) (Embeddings, error) {
+	out := Embeddings{Vectors: make([][]float32, len(texts)), Errs: make([]error, len(texts))}
+	for i, t := range texts {
+		out.Vectors[i] = e.vecs[t]
+	}
+	return out, nil
+}
+
+// BenchmarkRecall is one recall of the bank API over 10,000 observations
+// of eight made-up words and a person each, with 1,536-dimension vectors:
+// what a recall costs the server besides HTTP and the query's embedding.
+func BenchmarkRecall(b *testing.B) {
+	const n, d = 10000, 1536
+	rng := rand.New(rand.NewPCG(7, 8))
+	words := make([]string, 3000)
+	for i := range words {
+		w := make([]byte, 4+rng.IntN(6))
+		for k := range w {
+			w[k] = byte('a' + rng.IntN(26))
+		}
+		words[i] = string(w)
+	}
+	st := &benchStore{vecs: map[string][]float32{}}
+	emb := benchEmbedder{vecs: map[string][]float32{}}
+	var queries []string
+	for i := 0; i < n; i++ {
+		person := fmt.Sprintf("Person%d", i)
+		t := person
+		for w := 0; w < 8; w++ {
+			t += " " + words[(i*31+w*977+w*w*i)%len(words)]
+		}
+		id := fmt.Sprintf("%08d-0000-4000-8000-000000000000", i)
+		st.obs = append(st.obs, Observation{ID: id, Text: t, ProofCount: 1, Entities: []string{person}, SourceFactIDs: []string{fmt.Sprint("seed-", i)}})
+		v := randVec(rng, d)
+		st.vecs[id] = v
+		if i%50 == 0 {
+			q := fmt.Sprintf("what about q%d and the %s", i, words[(i*31+977)%len(words)])
+			qv := make([]float32, d)
+			for x := range qv {
+				qv[x] = v[x] + 0.5*float32(rng.NormFloat64())
+			}
+			emb.vecs[q] = qv
+			queries = append(queries, q)
+		}
+	}
+	r := &Recaller{Store: st, Bank: "b", Embedder: emb, Floor: 0.3}
+	if err := r.Load(context.Background(), Space{Model: "bench", Dims: d}); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		items, _, err := r.Recall(context.Background(), Query{Text: queries[i%len(queries)], Limit: 10})
+		if err != nil || len(items) == 0 {
+			b.Fatal(err, len(items))
+		}
+	}
+}

@@ -1,0 +1,79 @@
+package serve
+
+import (
+	"context"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/promptops/promptops/internal/consolidation"
+	"github.com/promptops/promptops/internal/consolidation/sqlstore"
+	"github.com/promptops/promptops/plan"
+)
+
+// countingRecaller counts its calls and answers one item.
+type countingRecaller struct{ calls atomic.Int64 }
+
+func (s *countingRecaller) Recall(context.Context, plan.MemoryRequest) ([]plan.MemoryItem, error) {
+	s.calls.Add(1)
+	return []plan.MemoryItem{{ID: "x", Kind: "observation", Text: "From the other bank.", Score: 0.9, ProofCount: 1}}, nil
+}
+
+// A memory section of a bank this process serves is filled in-process:
+// its endpoint (unreachable here) and the Recaller are not used; a
+// section of another bank still goes to the Recaller.
+func TestBankFillsOwnMemorySectionsInProcess(t *testing.T) {
+	ctx := context.Background()
+	store, err := sqlstore.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "bank.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	const bank = "shop/customers"
+	if _, err := store.ImportFacts(ctx, bank, []consolidation.Fact{
+		{ID: "f1", Text: "The customer prefers email", Entities: []string{"customer"}},
+		{ID: "f2", Text: "Bob collects stamps", Entities: []string{"Bob"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	claimed, err := store.ClaimFacts(ctx, bank, "t", 10, now, now.Add(time.Hour))
+	if err != nil || len(claimed) != 2 {
+		t.Fatal(len(claimed), err)
+	}
+	ops := consolidation.Ops{}
+	for _, f := range claimed {
+		ops.Creates = append(ops.Creates, consolidation.Create{Text: f.Text, SourceFactIDs: []string{f.ID}})
+	}
+	if _, err := store.Apply(ctx, bank, "t", ops, []string{"f1", "f2"}, now); err != nil {
+		t.Fatal(err)
+	}
+	for _, own := range []bool{true, false} {
+		name := "customers"
+		if !own {
+			name = "elsewhere"
+		}
+		stub := &countingRecaller{}
+		rec := &consolidation.Recaller{Store: store, Bank: "shop/" + name}
+		s := New(Options{Log: logr.Discard(), Recaller: stub, Banks: []*Bank{{Namespace: "shop", Name: name, Store: store, Recaller: rec, Encoding: "cl100k_base"}}})
+		s.Apply(map[string][]byte{"support": memoryPlanJSON(t, "http://127.0.0.1:1", true)})
+		ts := httptest.NewServer(s.Handler())
+		defer ts.Close()
+		code, a := assembleMemory(t, ts.URL, `{"namespace":"shop","name":"support","intent":"chat","runtime":{"question":"Hi"},"query":"How does the customer like to be reached by email?"}`)
+		if code != 200 || len(a.Memory) != 1 || a.Memory[0].TimedOut || a.Memory[0].Error != "" || len(a.Memory[0].Items) == 0 {
+			t.Fatalf("own %v: %d %+v", own, code, a)
+		}
+		want, calls := "The customer prefers email", int64(0)
+		if !own {
+			want, calls = "From the other bank.", 1
+		}
+		if a.Memory[0].Items[0].Text != want || !strings.Contains(a.Prompt, want) || stub.calls.Load() != calls {
+			t.Errorf("own %v: items %+v, %d calls to the recaller", own, a.Memory[0].Items, stub.calls.Load())
+		}
+	}
+}
