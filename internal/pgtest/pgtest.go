@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 
 	_ "github.com/jackc/pgx/v5/stdlib"
 )
@@ -137,7 +138,40 @@ func (s *Server) NewDatabase(ctx context.Context) (string, error) {
 	return s.DSN(name), nil
 }
 
-// Stop stops the server and removes its files.
+// Freeze stops the server's processes (SIGSTOP to the postmaster and its
+// children): connections stay open and every query hangs, as on a store
+// that stopped answering. thaw lets them go on.
+func (s *Server) Freeze() (thaw func(), err error) {
+	pidFile, err := os.ReadFile(filepath.Join(s.dir, "data", "postmaster.pid"))
+	if err != nil {
+		return nil, err
+	}
+	first, _, _ := strings.Cut(string(pidFile), "\n")
+	pm, err := strconv.Atoi(strings.TrimSpace(first))
+	if err != nil {
+		return nil, fmt.Errorf("postmaster.pid: %w", err)
+	}
+	pids := []int{pm}
+	if out, err := exec.Command("pgrep", "-P", strconv.Itoa(pm)).Output(); err == nil {
+		for _, f := range strings.Fields(string(out)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			return nil, err
+		}
+	}
+	return func() {
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+		}
+	}, nil
+}
+
+// Stop stops the server and removes its files; it may be called again.
 func (s *Server) Stop() {
 	if s.port != 0 {
 		out, err := s.cmd("pg_ctl", "-D", filepath.Join(s.dir, "data"), "-m", "immediate", "-w", "stop").CombinedOutput()
@@ -148,4 +182,5 @@ func (s *Server) Stop() {
 	if s.dir != "" {
 		_ = os.RemoveAll(s.dir)
 	}
+	s.port, s.dir = 0, "" // a second Stop does nothing
 }

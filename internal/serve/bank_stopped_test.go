@@ -1,0 +1,102 @@
+package serve
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/promptops/promptops/internal/consolidation"
+	"github.com/promptops/promptops/internal/consolidation/sqlstore"
+	"github.com/promptops/promptops/internal/pgtest"
+)
+
+// A template with a memory section still assembles, 200 and within its
+// budget, when the bank's store stops answering (its PostgreSQL frozen:
+// every query hangs) and when it is gone (stopped): the section is empty
+// and the answer says why. Both ways a bank is reached are checked: in the
+// bank's own process, and from another serve (a sidecar) over HTTP.
+func TestAssembleWithTheStoreStopped(t *testing.T) {
+	ctx := context.Background()
+	pg, err := pgtest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Stop()
+	dsn, err := pg.NewDatabase(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := sqlstore.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	const bank = "shop/customers"
+	if _, err := store.ImportFacts(ctx, bank, []consolidation.Fact{{ID: "f1", Text: "The customer prefers email", Entities: []string{"customer"}}}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	claimed, err := store.ClaimFacts(ctx, bank, "t", 10, now, now.Add(time.Hour))
+	if err != nil || len(claimed) != 1 {
+		t.Fatal(len(claimed), err)
+	}
+	if _, err := store.Apply(ctx, bank, "t", consolidation.Ops{Creates: []consolidation.Create{{Text: claimed[0].Text, SourceFactIDs: []string{"f1"}}}}, []string{"f1"}, now); err != nil {
+		t.Fatal(err)
+	}
+
+	// The bank's process serves the template too (in-process recall); a
+	// sidecar serve reaches the bank over HTTP.
+	const timeout = 250 * time.Millisecond
+	rec := &consolidation.Recaller{Store: store, Bank: bank}
+	bankSrv := New(Options{Log: logr.Discard(), MemoryTimeout: timeout, Banks: []*Bank{{Namespace: "shop", Name: "customers", Store: store, Recaller: rec, Encoding: "cl100k_base"}}})
+	bankTS := httptest.NewServer(bankSrv.Handler())
+	defer bankTS.Close()
+	bankSrv.Apply(map[string][]byte{"support": memoryPlanJSON(t, "http://127.0.0.1:1", true)})
+	sidecar := memoryServer(t, memoryPlanJSON(t, bankTS.URL, true), "", timeout)
+
+	body := `{"namespace":"shop","name":"support","intent":"chat","runtime":{"question":"Hi"},"query":"How does the customer like to be reached?"}`
+	servers := map[string]string{"in the bank's process": bankTS.URL, "from a sidecar": sidecar.URL}
+	check := func(when string, wantItems bool) {
+		t.Helper()
+		for name, url := range servers {
+			start := time.Now()
+			code, a := assembleMemory(t, url, body)
+			took := time.Since(start)
+			if code != 200 || len(a.Memory) != 1 {
+				t.Fatalf("%s, %s: %d %+v", when, name, code, a)
+			}
+			m := a.Memory[0]
+			if wantItems && (len(m.Items) == 0 || m.TimedOut || m.Error != "") {
+				t.Fatalf("%s, %s: memory %+v", when, name, m)
+			}
+			if !wantItems && (len(m.Items) != 0 || (!m.TimedOut && m.Error == "")) {
+				t.Fatalf("%s, %s: the section should be empty and say why: %+v", when, name, m)
+			}
+			if a.Tokens > 400 {
+				t.Fatalf("%s, %s: %d tokens over the budget of 400", when, name, a.Tokens)
+			}
+			t.Logf("%s, %s: 200 in %v, memory %s", when, name, took.Round(time.Millisecond), describe(m))
+		}
+	}
+	check("store up", true)
+
+	thaw, err := pg.Freeze()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every recall reads the bank's generation first; frozen, it hangs.
+	check("store frozen", false)
+	thaw()
+	check("store thawed", true)
+
+	pg.Stop()
+	check("store stopped", false)
+}
+
+func describe(m MemorySummary) string {
+	return fmt.Sprintf("items %d, timedOut %v, error %q", len(m.Items), m.TimedOut, m.Error)
+}
