@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"fmt"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -75,5 +76,59 @@ func TestBankFillsOwnMemorySectionsInProcess(t *testing.T) {
 		if a.Memory[0].Items[0].Text != want || !strings.Contains(a.Prompt, want) || stub.calls.Load() != calls {
 			t.Errorf("own %v: items %+v, %d calls to the recaller", own, a.Memory[0].Items, stub.calls.Load())
 		}
+	}
+}
+
+// The in-process recall passes a section's maxItems and minScore on to
+// the bank's recall (0 for either: the recall's default), as POST
+// .../recall takes them.
+func TestLocalRecallerPassesMaxItemsAndMinScore(t *testing.T) {
+	ctx := context.Background()
+	store, err := sqlstore.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "bank.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	const bank = "shop/customers"
+	texts := []string{"The customer prefers email for invoices", "The customer prefers phone calls"}
+	var facts []consolidation.Fact
+	for i, text := range texts {
+		facts = append(facts, consolidation.Fact{ID: fmt.Sprint("f", i), Text: text})
+	}
+	if _, err := store.ImportFacts(ctx, bank, facts); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	claimed, err := store.ClaimFacts(ctx, bank, "t", 10, now, now.Add(time.Hour))
+	if err != nil || len(claimed) != 2 {
+		t.Fatal(len(claimed), err)
+	}
+	ops := consolidation.Ops{}
+	for _, f := range claimed {
+		ops.Creates = append(ops.Creates, consolidation.Create{Text: f.Text, SourceFactIDs: []string{f.ID}})
+	}
+	if _, err := store.Apply(ctx, bank, "t", ops, []string{"f0", "f1"}, now); err != nil {
+		t.Fatal(err)
+	}
+	s := New(Options{Log: logr.Discard(), Banks: []*Bank{{Namespace: "shop", Name: "customers", Store: store,
+		Recaller: &consolidation.Recaller{Store: store, Bank: bank}, Encoding: "cl100k_base"}}})
+	recall := func(maxItems int, minScore float64) []plan.MemoryItem {
+		t.Helper()
+		items, err := s.recaller.Recall(ctx, plan.MemoryRequest{Section: "memory", Bank: plan.BankRef{Namespace: "shop", Name: "customers"},
+			Query: "Does the customer prefer email for invoices?", MaxTokens: 200, MaxItems: maxItems, MinScore: minScore})
+		if err != nil {
+			t.Fatalf("maxItems %d, minScore %v: %v", maxItems, minScore, err)
+		}
+		return items
+	}
+	all := recall(0, 0)
+	if len(all) != 2 || all[0].Text != texts[0] || all[0].Score <= all[1].Score {
+		t.Fatalf("both observations, the email one first: %+v", all)
+	}
+	if got := recall(1, 0); len(got) != 1 || got[0].ID != all[0].ID {
+		t.Errorf("maxItems 1: %+v", got)
+	}
+	if got := recall(0, (all[0].Score+all[1].Score)/2); len(got) != 1 || got[0].ID != all[0].ID {
+		t.Errorf("minScore between the two scores: %+v", got)
 	}
 }

@@ -3,7 +3,10 @@ package serve
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,7 +55,7 @@ func TestAssembleWithTheStoreStopped(t *testing.T) {
 	// sidecar serve reaches the bank over HTTP.
 	const timeout = 250 * time.Millisecond
 	rec := &consolidation.Recaller{Store: store, Bank: bank}
-	bankSrv := New(Options{Log: logr.Discard(), MemoryTimeout: timeout, Banks: []*Bank{{Namespace: "shop", Name: "customers", Store: store, Recaller: rec, Encoding: "cl100k_base"}}})
+	bankSrv := New(Options{Log: logr.Discard(), MemoryTimeout: timeout, RequestTimeout: time.Second, Banks: []*Bank{{Namespace: "shop", Name: "customers", Store: store, Recaller: rec, Encoding: "cl100k_base"}}})
 	bankTS := httptest.NewServer(bankSrv.Handler())
 	defer bankTS.Close()
 	bankSrv.Apply(map[string][]byte{"support": memoryPlanJSON(t, "http://127.0.0.1:1", true)})
@@ -83,6 +86,21 @@ func TestAssembleWithTheStoreStopped(t *testing.T) {
 		}
 	}
 	check("store up", true)
+	// POST .../recall itself: 503, with why.
+	recallCode := func(when string, status int, code string) {
+		t.Helper()
+		resp, err := http.Post(bankTS.URL+"/v1/banks/shop/customers/recall", "application/json", strings.NewReader(`{"query": "email", "maxTokens": 50}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		got := resp.StatusCode
+		if got != status || (code != "" && !strings.Contains(string(out), `"code":"`+code+`"`)) {
+			t.Fatalf("%s: recall answered %d %s, want %d %s", when, got, out, status, code)
+		}
+	}
+	recallCode("store up", 200, "")
 
 	thaw, err := pg.Freeze()
 	if err != nil {
@@ -90,11 +108,13 @@ func TestAssembleWithTheStoreStopped(t *testing.T) {
 	}
 	// Every recall reads the bank's generation first; frozen, it hangs.
 	check("store frozen", false)
+	recallCode("store frozen", 503, CodeTimeout)
 	thaw()
 	check("store thawed", true)
 
 	pg.Stop()
 	check("store stopped", false)
+	recallCode("store stopped", 503, CodeStoreUnavailable)
 }
 
 func describe(m MemorySummary) string {
