@@ -50,7 +50,7 @@ func (s *Store) lexIndex(ctx context.Context, bank string) (*consolidation.LexIn
 	delete(s.lex, bank)
 	// The rows are current as of gen if the generation has not moved by
 	// the time they are read; otherwise the index serves this call only.
-	rows, err := s.db.QueryContext(ctx, s.q("SELECT id, text, entities_norm FROM promptops_observations WHERE bank = $1"), bank)
+	rows, err := s.scan.QueryContext(ctx, s.q("SELECT id, text, entities_norm FROM promptops_observations WHERE bank = $1"), bank)
 	if err != nil {
 		return nil, err
 	}

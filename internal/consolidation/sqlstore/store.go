@@ -41,7 +41,13 @@ const (
 
 // Store is a SQL bank store.
 type Store struct {
-	db      *sql.DB
+	db *sql.DB
+	// scan is the handle of the bulk reads that load a bank's indexes:
+	// db on PostgreSQL; on SQLite, whose db has one connection, a pool of
+	// two more, so that the lexical and the vector index of a run load side
+	// by side, not waiting for db (WAL: readers neither wait for nor block
+	// the writer).
+	scan    *sql.DB
 	dialect dialect
 
 	mu  sync.Mutex           // guards lex
@@ -65,7 +71,7 @@ func Open(ctx context.Context, storeURL string) (*Store, error) {
 		if err != nil {
 			return nil, fmt.Errorf("opening PostgreSQL: %w", redact(err, storeURL))
 		}
-		s = &Store{db: db, dialect: postgres, lex: map[string]*lexCache{}}
+		s = &Store{db: db, scan: db, dialect: postgres, lex: map[string]*lexCache{}}
 	case "sqlite":
 		path := u.Path
 		if u.Opaque != "" {
@@ -84,16 +90,24 @@ func Open(ctx context.Context, storeURL string) (*Store, error) {
 			return nil, fmt.Errorf("opening SQLite: %w", err)
 		}
 		db.SetMaxOpenConns(1)
-		s = &Store{db: db, dialect: sqlite, lex: map[string]*lexCache{}}
+		sq := url.Values{}
+		sq.Add("_pragma", "busy_timeout(10000)")
+		scan, err := sql.Open("sqlite", "file:"+path+"?"+sq.Encode())
+		if err != nil {
+			_ = db.Close()
+			return nil, fmt.Errorf("opening SQLite: %w", err)
+		}
+		scan.SetMaxOpenConns(2)
+		s = &Store{db: db, scan: scan, dialect: sqlite, lex: map[string]*lexCache{}}
 	default:
 		return nil, fmt.Errorf("unsupported store URL scheme %q: use postgres:// or sqlite://", u.Scheme)
 	}
 	if err := s.db.PingContext(ctx); err != nil {
-		_ = s.db.Close()
+		_ = s.Close()
 		return nil, fmt.Errorf("connecting to the store: %w", redact(err, storeURL))
 	}
 	if err := s.migrate(ctx); err != nil {
-		_ = s.db.Close()
+		_ = s.Close()
 		return nil, fmt.Errorf("migrating the store: %w", redact(err, storeURL))
 	}
 	return s, nil
@@ -111,7 +125,13 @@ func redact(err error, storeURL string) error {
 }
 
 // Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error {
+	err := s.db.Close()
+	if s.scan != s.db {
+		err = errors.Join(err, s.scan.Close())
+	}
+	return err
+}
 
 // DB exposes the database, for tests.
 func (s *Store) DB() *sql.DB { return s.db }

@@ -176,7 +176,7 @@ var _ consolidation.QuantizedVectorStore = (*Store)(nil)
 // ScanObservationQuantized streams the bank's observation vectors in sp:
 // qvec where a row has it (vec is then not read), vec otherwise.
 func (s *Store) ScanObservationQuantized(ctx context.Context, bank string, sp consolidation.Space, qfn func(id string, q []int8, scale float32), vfn func(id string, vec []float32)) error {
-	rows, err := s.db.QueryContext(ctx, s.q(`SELECT observation_id, qvec, CASE WHEN qvec IS NULL THEN vec END FROM promptops_observation_vectors WHERE bank = $1 AND model = $2 AND dims = $3`), bank, sp.Model, sp.Dims)
+	rows, err := s.scan.QueryContext(ctx, s.q(`SELECT observation_id, qvec, CASE WHEN qvec IS NULL THEN vec END FROM promptops_observation_vectors WHERE bank = $1 AND model = $2 AND dims = $3`), bank, sp.Model, sp.Dims)
 	if err != nil {
 		return err
 	}
