@@ -38,7 +38,9 @@ func TestReadmeOnTheDemoCluster(t *testing.T) {
 		t.Fatalf("%s/env names no KUBECTL", state)
 	}
 
-	work := t.TempDir()
+	// The copy is not TMPDIR: go ignores a go.mod in the temporary
+	// directory's root.
+	work, home := t.TempDir(), t.TempDir()
 	copyCmd := `git ls-files -z --cached --others --exclude-standard | tar --null -T - --ignore-failed-read -cf - 2>/dev/null | tar -xf - -C "$1"`
 	cp := exec.Command("bash", "-c", copyCmd, "copy", work)
 	cp.Dir = root
@@ -64,7 +66,7 @@ func TestReadmeOnTheDemoCluster(t *testing.T) {
 	// no PROMPTOPS_* or OPENAI_API_KEY; and the caches of this checkout.
 	env := []string{
 		"PATH=" + strings.Join([]string{filepath.Join(work, "bin"), filepath.Dir(kubectl), os.Getenv("PATH")}, string(os.PathListSeparator)),
-		"HOME=" + work, "LANG=C.UTF-8", "TMPDIR=" + work,
+		"HOME=" + home, "LANG=C.UTF-8", "TMPDIR=" + home,
 		goEnv("GOCACHE"), goEnv("GOMODCACHE"), goEnv("GOPATH"),
 		or("KUBEBUILDER_ASSETS", filepath.Join(root, "bin", "k8s")),
 		"CLUSTER_BINARIES=" + filepath.Dir(kubectl),
