@@ -38,9 +38,16 @@ func TestReadmeOnTheDemoCluster(t *testing.T) {
 		t.Fatalf("%s/env names no KUBECTL", state)
 	}
 
-	// The copy is not TMPDIR: go ignores a go.mod in the temporary
-	// directory's root.
+	// TMPDIR stays the system's: go ignores a go.mod at its root, and the
+	// demo's PostgreSQL runs as the postgres user, who cannot enter a
+	// test's private temporary directories; for its working directory it
+	// may enter the copy.
 	work, home := t.TempDir(), t.TempDir()
+	for _, d := range []string{filepath.Dir(work), work} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	copyCmd := `git ls-files -z --cached --others --exclude-standard | tar --null -T - --ignore-failed-read -cf - 2>/dev/null | tar -xf - -C "$1"`
 	cp := exec.Command("bash", "-c", copyCmd, "copy", work)
 	cp.Dir = root
@@ -66,7 +73,7 @@ func TestReadmeOnTheDemoCluster(t *testing.T) {
 	// no PROMPTOPS_* or OPENAI_API_KEY; and the caches of this checkout.
 	env := []string{
 		"PATH=" + strings.Join([]string{filepath.Join(work, "bin"), filepath.Dir(kubectl), os.Getenv("PATH")}, string(os.PathListSeparator)),
-		"HOME=" + home, "LANG=C.UTF-8", "TMPDIR=" + home,
+		"HOME=" + home, "LANG=C.UTF-8", or("TMPDIR", os.TempDir()),
 		goEnv("GOCACHE"), goEnv("GOMODCACHE"), goEnv("GOPATH"),
 		or("KUBEBUILDER_ASSETS", filepath.Join(root, "bin", "k8s")),
 		"CLUSTER_BINARIES=" + filepath.Dir(kubectl),
