@@ -2,7 +2,6 @@ package serve
 
 import (
 	"context"
-	"fmt"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -36,24 +35,9 @@ func TestBankFillsOwnMemorySectionsInProcess(t *testing.T) {
 	}
 	defer store.Close()
 	const bank = "shop/customers"
-	if _, err := store.ImportFacts(ctx, bank, []consolidation.Fact{
-		{ID: "f1", Text: "The customer prefers email", Entities: []string{"customer"}},
-		{ID: "f2", Text: "Bob collects stamps", Entities: []string{"Bob"}},
-	}); err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	claimed, err := store.ClaimFacts(ctx, bank, "t", 10, now, now.Add(time.Hour))
-	if err != nil || len(claimed) != 2 {
-		t.Fatal(len(claimed), err)
-	}
-	ops := consolidation.Ops{}
-	for _, f := range claimed {
-		ops.Creates = append(ops.Creates, consolidation.Create{Text: f.Text, SourceFactIDs: []string{f.ID}})
-	}
-	if _, err := store.Apply(ctx, bank, "t", ops, []string{"f1", "f2"}, now); err != nil {
-		t.Fatal(err)
-	}
+	seedObservations(t, store, bank,
+		consolidation.Fact{ID: "f1", Text: "The customer prefers email", Entities: []string{"customer"}},
+		consolidation.Fact{ID: "f2", Text: "Bob collects stamps", Entities: []string{"Bob"}})
 	for _, own := range []bool{true, false} {
 		name := "customers"
 		if !own {
@@ -91,25 +75,7 @@ func TestLocalRecallerPassesMaxItemsAndMinScore(t *testing.T) {
 	defer store.Close()
 	const bank = "shop/customers"
 	texts := []string{"The customer prefers email for invoices", "The customer prefers phone calls"}
-	var facts []consolidation.Fact
-	for i, text := range texts {
-		facts = append(facts, consolidation.Fact{ID: fmt.Sprint("f", i), Text: text})
-	}
-	if _, err := store.ImportFacts(ctx, bank, facts); err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	claimed, err := store.ClaimFacts(ctx, bank, "t", 10, now, now.Add(time.Hour))
-	if err != nil || len(claimed) != 2 {
-		t.Fatal(len(claimed), err)
-	}
-	ops := consolidation.Ops{}
-	for _, f := range claimed {
-		ops.Creates = append(ops.Creates, consolidation.Create{Text: f.Text, SourceFactIDs: []string{f.ID}})
-	}
-	if _, err := store.Apply(ctx, bank, "t", ops, []string{"f0", "f1"}, now); err != nil {
-		t.Fatal(err)
-	}
+	seedObservations(t, store, bank, consolidation.Fact{ID: "f0", Text: texts[0]}, consolidation.Fact{ID: "f1", Text: texts[1]})
 	s := New(Options{Log: logr.Discard(), Banks: []*Bank{{Namespace: "shop", Name: "customers", Store: store,
 		Recaller: &consolidation.Recaller{Store: store, Bank: bank}, Encoding: "cl100k_base"}}})
 	recall := func(maxItems int, minScore float64) []plan.MemoryItem {
@@ -130,5 +96,29 @@ func TestLocalRecallerPassesMaxItemsAndMinScore(t *testing.T) {
 	}
 	if got := recall(0, (all[0].Score+all[1].Score)/2); len(got) != 1 || got[0].ID != all[0].ID {
 		t.Errorf("minScore between the two scores: %+v", got)
+	}
+}
+
+// seedObservations stores facts in bank and consolidates each into an
+// observation of its own text, as a run would.
+func seedObservations(t *testing.T, store *sqlstore.Store, bank string, facts ...consolidation.Fact) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := store.ImportFacts(ctx, bank, facts); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	claimed, err := store.ClaimFacts(ctx, bank, "t", len(facts), now, now.Add(time.Hour))
+	if err != nil || len(claimed) != len(facts) {
+		t.Fatal(len(claimed), err)
+	}
+	ops := consolidation.Ops{}
+	var consolidated []string
+	for _, f := range claimed {
+		ops.Creates = append(ops.Creates, consolidation.Create{Text: f.Text, SourceFactIDs: []string{f.ID}})
+		consolidated = append(consolidated, f.ID)
+	}
+	if _, err := store.Apply(ctx, bank, "t", ops, consolidated, now); err != nil {
+		t.Fatal(err)
 	}
 }

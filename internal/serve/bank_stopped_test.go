@@ -39,17 +39,7 @@ func TestAssembleWithTheStoreStopped(t *testing.T) {
 	}
 	defer store.Close()
 	const bank = "shop/customers"
-	if _, err := store.ImportFacts(ctx, bank, []consolidation.Fact{{ID: "f1", Text: "The customer prefers email", Entities: []string{"customer"}}}); err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	claimed, err := store.ClaimFacts(ctx, bank, "t", 10, now, now.Add(time.Hour))
-	if err != nil || len(claimed) != 1 {
-		t.Fatal(len(claimed), err)
-	}
-	if _, err := store.Apply(ctx, bank, "t", consolidation.Ops{Creates: []consolidation.Create{{Text: claimed[0].Text, SourceFactIDs: []string{"f1"}}}}, []string{"f1"}, now); err != nil {
-		t.Fatal(err)
-	}
+	seedObservations(t, store, bank, consolidation.Fact{ID: "f1", Text: "The customer prefers email", Entities: []string{"customer"}})
 
 	// The bank's process serves the template too (in-process recall); a
 	// sidecar serve reaches the bank over HTTP.
