@@ -156,13 +156,16 @@ func TestTemplateReadyWithRenderedConfigMap(t *testing.T) {
 	if cm.Labels[promptopsv1.LabelManagedBy] != "promptops" {
 		t.Fatalf("labels %v", cm.Labels)
 	}
-	// Metrics on the manager's registry.
-	if v := testutil.ToFloat64(promptBudgetTokens.WithLabelValues(ns, "ssa-pro", "chat")); v != 4000 {
-		t.Errorf("promptops_prompt_budget_tokens = %v", v)
-	}
-	if v := testutil.ToFloat64(promptTokens.WithLabelValues(ns, "ssa-pro", "analyze")); int32(v) != pt.Status.Intents[3].Tokens {
-		t.Errorf("promptops_prompt_tokens = %v, status %d", v, pt.Status.Intents[3].Tokens)
-	}
+	// Metrics on the manager's registry, set once the status is written.
+	eventually(t, func() error {
+		if v := testutil.ToFloat64(promptBudgetTokens.WithLabelValues(ns, "ssa-pro", "chat")); v != 4000 {
+			return fmt.Errorf("promptops_prompt_budget_tokens = %v", v)
+		}
+		if v := testutil.ToFloat64(promptTokens.WithLabelValues(ns, "ssa-pro", "analyze")); int32(v) != pt.Status.Intents[3].Tokens {
+			return fmt.Errorf("promptops_prompt_tokens = %v, status %d", v, pt.Status.Intents[3].Tokens)
+		}
+		return nil
+	})
 
 	// Edit an intent: a new revision and observedGeneration.
 	oldRev := pt.Status.Revision
@@ -592,14 +595,17 @@ func TestMemorySectionFollowsTheBankEndpoint(t *testing.T) {
 	createYAML(t, ns, strings.Replace(validBank, "name: valid", "name: customers", 1))
 	waitCondition(t, ns, "recalls", promptopsv1.ConditionMemoryUnavailable, metav1.ConditionTrue, promptopsv1.ReasonMemoryBankNotServed)
 
+	// Served: the MemoryBank controller publishes the endpoint (writing
+	// status.serving by hand would race it, as it clears status.serving of
+	// a bank not served).
 	mb := &promptopsv1.MemoryBank{}
 	endpoint := "http://customers-memory." + ns + ".svc:8089"
 	eventually(t, func() error {
 		if err := k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: "customers"}, mb); err != nil {
 			return err
 		}
-		mb.Status.Serving = &promptopsv1.ServingStatus{Endpoint: endpoint}
-		return k8sClient.Status().Update(ctx, mb)
+		mb.Spec.Serving = &promptopsv1.ServingSpec{}
+		return k8sClient.Update(ctx, mb)
 	})
 	waitCondition(t, ns, "recalls", promptopsv1.ConditionMemoryUnavailable, metav1.ConditionFalse, promptopsv1.ReasonMemoryServed)
 	eventually(t, func() error {
