@@ -16,12 +16,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -33,6 +31,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/promptops/promptops/bench/internal/loopback"
 	"github.com/promptops/promptops/internal/consolidation"
 	"github.com/promptops/promptops/internal/consolidation/sqlstore"
 	"github.com/promptops/promptops/internal/llmtest"
@@ -154,7 +153,7 @@ func run(w io.Writer, store, bin string, clients []int, retainClients, n, dims i
 	}
 	fmt.Fprintf(w, "store=%s observations=%d dims=%d seeded in %s\n", store, n, dims, time.Since(start).Round(time.Millisecond))
 
-	addr, err := freeAddr()
+	addr, err := loopback.FreeAddr()
 	if err != nil {
 		return err
 	}
@@ -205,7 +204,7 @@ func run(w io.Writer, store, bin string, clients []int, retainClients, n, dims i
 			if err := assemble(w, "in-process", base, []int{cmd.Process.Pid}, clients, n, duration); err != nil {
 				return err
 			}
-			addr2, err := freeAddr()
+			addr2, err := loopback.FreeAddr()
 			if err != nil {
 				return err
 			}
@@ -235,7 +234,7 @@ func startServe(bin, base string, env []string, args ...string) (*exec.Cmd, erro
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	if err := waitReady(base, 60*time.Second); err != nil {
+	if err := loopback.WaitReady(base+"/readyz", 60*time.Second); err != nil {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		return nil, fmt.Errorf("%w: %s", err, stderr.String())
@@ -360,29 +359,13 @@ func cpuMeter(pids ...int) func() time.Duration {
 	total := func() time.Duration {
 		var t time.Duration
 		for _, pid := range pids {
-			c, _ := procCPU(pid)
+			c, _ := loopback.ProcCPU(pid)
 			t += c
 		}
 		return t
 	}
 	before := total()
 	return func() time.Duration { return total() - before }
-}
-
-// procCPU is a process's user plus system time, from /proc/PID/stat (clock
-// ticks of 10 ms, Linux's USER_HZ).
-func procCPU(pid int) (time.Duration, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	f := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
-	if len(f) < 13 {
-		return 0, errors.New("short /proc stat")
-	}
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
 }
 
 // seed stores n facts and consolidates each into one observation with its
@@ -422,29 +405,6 @@ func seed(ctx context.Context, url string, n, dims int, vec llmtest.VectorFunc) 
 			return err
 		}
 	}
-}
-
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
-func waitReady(base string, limit time.Duration) error {
-	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) {
-		if r, err := http.Get(base + "/readyz"); err == nil {
-			r.Body.Close()
-			if r.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return errors.New("the server did not get ready")
 }
 
 // recallOnce asks about observation i and returns the seed indexes of the

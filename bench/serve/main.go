@@ -19,7 +19,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -31,6 +30,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/promptops/promptops/bench/internal/loopback"
 )
 
 func main() {
@@ -95,7 +96,7 @@ func run(w io.Writer, root, bin string, clientList string, duration time.Duratio
 	}
 	planFile := filepath.Join(plans, "default", "ssa-pro", "plan.json")
 
-	addr, err := freeAddr()
+	addr, err := loopback.FreeAddr()
 	if err != nil {
 		return err
 	}
@@ -111,7 +112,7 @@ func run(w io.Writer, root, bin string, clientList string, duration time.Duratio
 	}
 	defer func() { _ = srv.Process.Signal(os.Interrupt); _ = srv.Wait() }()
 	base := "http://" + addr
-	if err := waitReady(base + "/readyz"); err != nil {
+	if err := loopback.WaitReady(base+"/readyz", 30*time.Second); err != nil {
 		return fmt.Errorf("%w\n%s", err, srvLog.String())
 	}
 
@@ -324,7 +325,7 @@ func hostileRun(base string, pid int, value func(int) string, n int) (result, er
 	for i := range bodies {
 		bodies[i], _ = json.Marshal(map[string]any{"namespace": "default", "name": "ssa-pro", "intent": "analyze", "runtime": map[string]string{"tool_outputs": value(i)}})
 	}
-	before, err := procCPU(pid)
+	before, err := loopback.ProcCPU(pid)
 	if err != nil {
 		return result{}, err
 	}
@@ -345,50 +346,10 @@ func hostileRun(base string, pid int, value func(int) string, n int) (result, er
 		}
 		r.p99 = max(r.p99, time.Since(t0).Round(100*time.Microsecond))
 	}
-	after, err := procCPU(pid)
+	after, err := loopback.ProcCPU(pid)
 	if err != nil {
 		return result{}, err
 	}
 	r.p50 = ((after - before) / time.Duration(n)).Round(100 * time.Microsecond)
 	return r, nil
-}
-
-// procCPU is a process's user plus system time, from /proc/PID/stat (clock
-// ticks of 10 ms, Linux's USER_HZ).
-func procCPU(pid int) (time.Duration, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// The fields after the command name, which is in parentheses.
-	f := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
-	if len(f) < 13 {
-		return 0, errors.New("short /proc stat")
-	}
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
-}
-
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
-func waitReady(url string) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if resp, err := http.Get(url); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return nil
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return errors.New("promptops serve did not become ready")
 }

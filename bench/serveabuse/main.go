@@ -38,6 +38,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/promptops/promptops/bench/internal/loopback"
 )
 
 type config struct {
@@ -86,7 +88,7 @@ func run(w io.Writer, c config) error {
 	if out, err := render.CombinedOutput(); err != nil {
 		return fmt.Errorf("render: %v\n%s", err, out)
 	}
-	addr, err := freeAddr()
+	addr, err := loopback.FreeAddr()
 	if err != nil {
 		return err
 	}
@@ -107,7 +109,7 @@ func run(w io.Writer, c config) error {
 	}
 	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
 	base := "http://" + addr
-	if err := waitReady(base + "/readyz"); err != nil {
+	if err := loopback.WaitReady(base+"/readyz", 30*time.Second); err != nil {
 		return fmt.Errorf("%w\n%s", err, srvLog.String())
 	}
 	pid := srv.Process.Pid
@@ -355,27 +357,4 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
-}
-
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
-func waitReady(url string) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if resp, err := http.Get(url); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return nil
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return errors.New("promptops serve did not become ready")
 }
