@@ -100,10 +100,14 @@ build: ## Build bin/promptops.
 
 # IMAGE is the one image name and tag of config/default, the chart and the serve samples.
 IMAGE ?= promptops/promptops:$(VERSION)
-CONTAINER_TOOL ?= docker
+# CONTAINER_TOOL (docker or podman) builds the Dockerfile; unset, the first
+# of them that reaches its engine, and with neither ko builds the image into
+# IMAGE_TARBALL (hack/image.sh).
+CONTAINER_TOOL ?=
+IMAGE_TARBALL ?= $(BIN)/promptops-image.tar
 .PHONY: image
-image: ## Build the operator image $(IMAGE) from the Dockerfile (CONTAINER_TOOL=docker or podman).
-	$(CONTAINER_TOOL) build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
+image: ## Build the operator image $(IMAGE): the Dockerfile with docker or podman (CONTAINER_TOOL), else ko into bin/promptops-image.tar.
+	IMAGE=$(IMAGE) VERSION=$(VERSION) CONTAINER_TOOL=$(CONTAINER_TOOL) IMAGE_TARBALL=$(IMAGE_TARBALL) KO=$(KO) hack/image.sh
 
 .PHONY: demo
 demo: build envtest ## Local control plane, the operator and the samples (KEEP=1 leaves it running).

@@ -249,47 +249,19 @@ EOF
   done
 }
 
-# build_images writes the pause and promptops images as tarballs with ko,
-# from static Go binaries on an empty base image (no registry here): the
-# base is an OCI layout in ko's cache, which ko finds by digest.
+# build_images writes the pause and promptops images as tarballs with ko
+# (hack/image.sh ko, which make image uses too without docker or podman),
+# from static Go binaries on an empty base image (no registry here).
 build_images() {
-  local kocache="$ROOT/bin/.kocache" base="$ROOT/bin/.kocache/img" out="$STATE/images"
+  local out="$STATE/images"
   mkdir -p "$out"
-  local digest
-  digest="$(empty_base "$base")"
-  local common=(KOCACHE="$kocache" KO_DEFAULTBASEIMAGE="local.invalid/empty@$digest" GOFLAGS=-trimpath CGO_ENABLED=0)
   log "building the images with ko (pause, promptops)"
-  (cd "$ROOT" && env "${common[@]}" KO_DOCKER_REPO="${PAUSE_IMAGE%:*}" \
-    "$KO" build --bare --push=false --platform=linux/amd64 --sbom=none --tags="${PAUSE_IMAGE##*:}" \
-    --tarball="$out/pause.tar" ./hack/cluster/pause > "$STATE/logs/ko-pause.log" 2>&1) ||
+  KO="$KO" VERSION="$OPERATOR_IMAGE_TAG" "$ROOT/hack/image.sh" ko "${PAUSE_IMAGE%:*}" "${PAUSE_IMAGE##*:}" \
+    "$out/pause.tar" ./hack/cluster/pause > "$STATE/logs/ko-pause.log" 2>&1 ||
     { tail -n 20 "$STATE/logs/ko-pause.log" >&2; die "ko build of the pause image failed (log: $STATE/logs/ko-pause.log)"; }
-  (cd "$ROOT" && env "${common[@]}" KO_DOCKER_REPO="$OPERATOR_IMAGE_REPO" \
-    "$KO" build --bare --push=false --platform=linux/amd64 --sbom=none --tags="$OPERATOR_IMAGE_TAG" \
-    --tarball="$out/promptops.tar" . > "$STATE/logs/ko-promptops.log" 2>&1) ||
+  KO="$KO" VERSION="$OPERATOR_IMAGE_TAG" "$ROOT/hack/image.sh" ko "$OPERATOR_IMAGE_REPO" "$OPERATOR_IMAGE_TAG" \
+    "$out/promptops.tar" . > "$STATE/logs/ko-promptops.log" 2>&1 ||
     { tail -n 20 "$STATE/logs/ko-promptops.log" >&2; die "ko build of the promptops image failed (log: $STATE/logs/ko-promptops.log)"; }
-}
-
-# empty_base DIR: writes an empty linux/amd64 image (no layers, user
-# 65532:65532) into the OCI layout DIR, once, and prints its digest.
-empty_base() {
-  local dir=$1
-  mkdir -p "$dir/blobs/sha256"
-  local config='{"architecture":"amd64","os":"linux","config":{"User":"65532:65532","Env":["PATH=/"]},"rootfs":{"type":"layers","diff_ids":[]}}'
-  local cdig csize manifest mdig msize
-  cdig="$(printf '%s' "$config" | sha256sum | cut -d' ' -f1)"
-  csize=${#config}
-  printf '%s' "$config" > "$dir/blobs/sha256/$cdig"
-  manifest="{\"schemaVersion\":2,\"mediaType\":\"application/vnd.oci.image.manifest.v1+json\",\"config\":{\"mediaType\":\"application/vnd.oci.image.config.v1+json\",\"digest\":\"sha256:$cdig\",\"size\":$csize},\"layers\":[]}"
-  mdig="$(printf '%s' "$manifest" | sha256sum | cut -d' ' -f1)"
-  msize=${#manifest}
-  printf '%s' "$manifest" > "$dir/blobs/sha256/$mdig"
-  # ko adds the images it pulls to the same index: keep them.
-  if [[ ! -f "$dir/index.json" ]] || ! grep -q "sha256:$mdig" "$dir/index.json"; then
-    printf '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:%s","size":%d,"platform":{"architecture":"amd64","os":"linux"}}]}' \
-      "$mdig" "$msize" > "$dir/index.json"
-  fi
-  printf '{"imageLayoutVersion":"1.0.0"}' > "$dir/oci-layout"
-  echo "sha256:$mdig"
 }
 
 up() {
