@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# hack/cluster.sh up|down|status: a real one-node Kubernetes cluster on this
+# hack/cluster.sh up|down|status|install: a real one-node Kubernetes cluster on this
 # machine for the end-to-end tests and the demo (make cluster, make
 # cluster-down).
 #
@@ -264,6 +264,24 @@ build_images() {
     { tail -n 20 "$STATE/logs/ko-promptops.log" >&2; die "ko build of the promptops image failed (log: $STATE/logs/ko-promptops.log)"; }
 }
 
+# install_operator installs (or upgrades) the operator with the Helm chart
+# as release promptops in promptops-system, webhook and secure metrics on,
+# from the image up imported (never pulled). "install" runs it again on a
+# running cluster (make readme-check-cluster restores the cluster's own
+# install with it after trying the README's kustomize and Helm recipes).
+install_operator() {
+  log "installing the operator with the Helm chart (webhook and secure metrics on)"
+  "$HELM" --kubeconfig "$STATE/kubeconfig/admin.conf" upgrade --install promptops "$ROOT/charts/promptops" \
+    --namespace "$OPERATOR_NS" --create-namespace \
+    --set image.repository="$OPERATOR_IMAGE_REPO" --set image.tag="$OPERATOR_IMAGE_TAG" --set image.pullPolicy=Never \
+    --set webhook.enabled=true --set metrics.secure=true \
+    --wait --timeout 180s > "$STATE/logs/helm.log" 2>&1 || {
+      tail -n 20 "$STATE/logs/helm.log" >&2
+      kubectl_ -n "$OPERATOR_NS" get pods -o wide >&2 || true
+      die "helm install failed (log: $STATE/logs/helm.log; kubectl -n $OPERATOR_NS describe pods)"
+    }
+}
+
 up() {
   need_root
   local t0=$SECONDS
@@ -352,16 +370,7 @@ up() {
   wait_for "the default ServiceAccount" 60 "$STATE/logs/kube-controller-manager.log" \
     kubectl_ -n default get serviceaccount default
 
-  log "installing the operator with the Helm chart (webhook and secure metrics on)"
-  "$HELM" --kubeconfig "$STATE/kubeconfig/admin.conf" upgrade --install promptops "$ROOT/charts/promptops" \
-    --namespace "$OPERATOR_NS" --create-namespace \
-    --set image.repository="$OPERATOR_IMAGE_REPO" --set image.tag="$OPERATOR_IMAGE_TAG" --set image.pullPolicy=Never \
-    --set webhook.enabled=true --set metrics.secure=true \
-    --wait --timeout 180s > "$STATE/logs/helm.log" 2>&1 || {
-      tail -n 20 "$STATE/logs/helm.log" >&2
-      kubectl_ -n "$OPERATOR_NS" get pods -o wide >&2 || true
-      die "helm install failed (log: $STATE/logs/helm.log; kubectl -n $OPERATOR_NS describe pods)"
-    }
+  install_operator
 
   cp "$STATE/kubeconfig/admin.conf" "$STATE/kubeconfig.yaml"
   cat > "$STATE/env" <<EOF
@@ -570,6 +579,17 @@ leftovers() {
   return 0
 }
 
+# install: the operator's install of up, again, on the running cluster.
+install() {
+  need_root
+  [[ -x "$NODEBIN/kubectl" ]] || die "no $NODEBIN/kubectl: set CLUSTER_BINARIES to the cluster's"
+  [[ -x "$HELM" ]] || die "no helm at $HELM: run 'make helm' or set HELM"
+  [[ -f "$STATE/env" ]] && kubectl_ get --raw /readyz >/dev/null 2>&1 ||
+    die "no running cluster in $STATE: run 'make cluster' first"
+  install_operator
+  log "the operator is installed (helm release promptops in $OPERATOR_NS)"
+}
+
 status() {
   local name
   for name in etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kube-proxy; do
@@ -581,5 +601,6 @@ case "${1:-}" in
   up) up ;;
   down) down ;;
   status) status ;;
-  *) echo "usage: $0 up|down|status" >&2; exit 2 ;;
+  install) install ;;
+  *) echo "usage: $0 up|down|status|install" >&2; exit 2 ;;
 esac
