@@ -151,9 +151,9 @@ e2e: ## End-to-end tests on the cluster of make cluster (run make cluster first)
 	set -a && . bin/cluster/env && set +a && go test -tags e2e -count=1 -timeout 20m -v ./test/e2e/...
 
 .PHONY: readme-check-cluster
-readme-check-cluster: ## Run the README's blocks marked <!-- readme-check cluster --> (make demo KEEP=1 on) on the cluster of make cluster.
+readme-check-cluster: ## Run the README's blocks marked <!-- readme-check cluster ... --> (Deploying; make demo KEEP=1 on) on the cluster of make cluster.
 	@test -f bin/cluster/env || { echo "no cluster: run 'make cluster' first (as root)"; exit 1; }
-	go test -tags e2e -count=1 -timeout 15m -v -run '^TestReadmeOnTheDemoCluster$$' ./internal/readmetest/
+	go test -tags e2e -count=1 -timeout 30m -v -run '^TestReadme(Deploying|OnTheDemoCluster)$$' ./internal/readmetest/
 
 .PHONY: controller-gen
 controller-gen: $(CONTROLLER_GEN)
