@@ -79,10 +79,20 @@ alive() {
   tr '\0' ' ' < "/proc/$pid/cmdline" | grep -qF -e "$STATE" -e "$NODEBIN" -e "$ASSETS"
 }
 
-# start NAME CMD...: runs CMD in its own session, log in logs/NAME.log.
+# start NAME CMD...: runs CMD in its own session, log in logs/NAME.log,
+# with no file descriptor of the caller's but those: the components outlive
+# make cluster, and must not keep what it was given open (the lock of
+# `flock LOCKFILE make cluster`, which would stay held until make
+# cluster-down; a pipe of a CI log, which would never end).
 start() {
   local name=$1; shift
-  setsid "$@" > "$STATE/logs/$name.log" 2>&1 < /dev/null &
+  (
+    for fd in /proc/$BASHPID/fd/*; do
+      fd=${fd##*/}
+      if ((fd > 2)); then eval "exec $fd>&-" 2>/dev/null || true; fi
+    done
+    exec setsid "$@" > "$STATE/logs/$name.log" 2>&1 < /dev/null
+  ) &
   echo $! > "$(pidfile "$name")"
 }
 
