@@ -261,7 +261,8 @@ EOF
 
 # build_images writes the pause and promptops images as tarballs with ko
 # (hack/image.sh ko, which make image uses too without docker or podman),
-# from static Go binaries on an empty base image (no registry here).
+# from static Go binaries on a base of only the CA certificates (no registry
+# here).
 build_images() {
   local out="$STATE/images"
   mkdir -p "$out"

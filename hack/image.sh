@@ -6,15 +6,15 @@
 #       make image: IMAGE (promptops/promptops:<appVersion>) from the
 #       Dockerfile with CONTAINER_TOOL, or with the first of docker and
 #       podman that reaches its engine. With neither, the same binary (static,
-#       stamped with VERSION, user 65532) on an empty base with ko, into the
-#       image tarball bin/promptops-image.tar (IMAGE_TARBALL), which docker
-#       load, ctr images import and kind load image-archive take.
+#       stamped with VERSION, user 65532, with the CA certificates) with ko,
+#       into the image tarball bin/promptops-image.tar (IMAGE_TARBALL), which
+#       docker load, ctr images import and kind load image-archive take.
 #   hack/image.sh ko REPO TAG TARBALL [PACKAGE]
 #       ko builds PACKAGE (default: the promptops binary) as REPO:TAG into
 #       TARBALL: what make cluster imports into the node's containerd.
 #
-# ko needs no daemon and no registry: the base is an empty image (no
-# layers, user 65532:65532) written once into an OCI layout in ko's cache
+# ko needs no daemon and no registry: the base (user 65532:65532, only the
+# CA certificates) is written into an OCI layout in ko's cache
 # (bin/.kocache), which ko finds by digest.
 set -euo pipefail
 
@@ -24,17 +24,40 @@ VERSION="${VERSION:-$(sed -n 's/^appVersion: "\(.*\)"/\1/p' "$ROOT/charts/prompt
 IMAGE="${IMAGE:-promptops/promptops:$VERSION}"
 IMAGE_TARBALL="${IMAGE_TARBALL:-$ROOT/bin/promptops-image.tar}"
 
-# empty_base DIR: writes an empty linux/amd64 image (no layers, user
-# 65532:65532) into the OCI layout DIR, once, and prints its digest.
-empty_base() {
-  local dir=$1
+# base_image DIR: writes the base image into the OCI layout DIR, once,
+# and prints its digest: linux/amd64, user 65532:65532, and one layer with
+# this machine's CA certificates (/etc/ssl/certs/ca-certificates.crt, as
+# the Dockerfile copies its build stage's) when it has them, for an LLM or
+# embeddings server over HTTPS; else no layer. The layer's tar and gzip
+# carry no times or owners, so the same certificates make the same digest.
+base_image() {
+  local dir=$1 certs=/etc/ssl/certs/ca-certificates.crt
   mkdir -p "$dir/blobs/sha256"
-  local config='{"architecture":"amd64","os":"linux","config":{"User":"65532:65532","Env":["PATH=/"]},"rootfs":{"type":"layers","diff_ids":[]}}'
+  local diff_ids="" layers=""
+  if [[ -f $certs ]]; then
+    local tmp ldig lsize diff
+    tmp="$(mktemp -d)"
+    mkdir -p "$tmp/root/etc/ssl/certs"
+    cp "$certs" "$tmp/root/etc/ssl/certs/ca-certificates.crt"
+    chmod 0755 "$tmp/root/etc" "$tmp/root/etc/ssl" "$tmp/root/etc/ssl/certs"
+    chmod 0644 "$tmp/root/etc/ssl/certs/ca-certificates.crt"
+    tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 --format=gnu \
+      -C "$tmp/root" -cf "$tmp/layer.tar" etc
+    diff="$(sha256sum < "$tmp/layer.tar" | cut -d' ' -f1)"
+    gzip -n -9 < "$tmp/layer.tar" > "$tmp/layer.tar.gz"
+    ldig="$(sha256sum < "$tmp/layer.tar.gz" | cut -d' ' -f1)"
+    lsize="$(stat -c %s "$tmp/layer.tar.gz")"
+    mv "$tmp/layer.tar.gz" "$dir/blobs/sha256/$ldig"
+    rm -rf "$tmp"
+    diff_ids="\"sha256:$diff\""
+    layers="{\"mediaType\":\"application/vnd.oci.image.layer.v1.tar+gzip\",\"digest\":\"sha256:$ldig\",\"size\":$lsize}"
+  fi
+  local config="{\"architecture\":\"amd64\",\"os\":\"linux\",\"config\":{\"User\":\"65532:65532\",\"Env\":[\"PATH=/\"]},\"rootfs\":{\"type\":\"layers\",\"diff_ids\":[$diff_ids]}}"
   local cdig csize manifest mdig msize
   cdig="$(printf '%s' "$config" | sha256sum | cut -d' ' -f1)"
   csize=${#config}
   printf '%s' "$config" > "$dir/blobs/sha256/$cdig"
-  manifest="{\"schemaVersion\":2,\"mediaType\":\"application/vnd.oci.image.manifest.v1+json\",\"config\":{\"mediaType\":\"application/vnd.oci.image.config.v1+json\",\"digest\":\"sha256:$cdig\",\"size\":$csize},\"layers\":[]}"
+  manifest="{\"schemaVersion\":2,\"mediaType\":\"application/vnd.oci.image.manifest.v1+json\",\"config\":{\"mediaType\":\"application/vnd.oci.image.config.v1+json\",\"digest\":\"sha256:$cdig\",\"size\":$csize},\"layers\":[$layers]}"
   mdig="$(printf '%s' "$manifest" | sha256sum | cut -d' ' -f1)"
   msize=${#manifest}
   printf '%s' "$manifest" > "$dir/blobs/sha256/$mdig"
@@ -48,12 +71,12 @@ empty_base() {
 }
 
 # ko_build REPO TAG TARBALL [PACKAGE]: a static, trimmed binary of PACKAGE
-# (stamped with VERSION, as the Dockerfile's) on the empty base.
+# (stamped with VERSION, as the Dockerfile's) on the base.
 ko_build() {
   local repo=$1 tag=$2 tarball=$3 pkg=${4:-.}
   [[ -x "$KO" ]] || die "no ko at $KO: run 'make ko' or set KO"
   local kocache="$ROOT/bin/.kocache" digest
-  digest="$(empty_base "$kocache/img")"
+  digest="$(base_image "$kocache/img")"
   mkdir -p "$(dirname "$tarball")"
   (cd "$ROOT" && env KOCACHE="$kocache" KO_DEFAULTBASEIMAGE="local.invalid/empty@$digest" \
     GOFLAGS="-trimpath -ldflags=-X=github.com/promptops/promptops/internal/cli.version=$VERSION" CGO_ENABLED=0 \
