@@ -100,10 +100,14 @@ build: ## Build bin/promptops.
 
 # IMAGE is the one image name and tag of config/default, the chart and the serve samples.
 IMAGE ?= promptops/promptops:$(VERSION)
-CONTAINER_TOOL ?= docker
+# CONTAINER_TOOL (docker or podman) builds the Dockerfile; unset, the first
+# of them that reaches its engine, and with neither ko builds the image into
+# IMAGE_TARBALL (hack/image.sh).
+CONTAINER_TOOL ?=
+IMAGE_TARBALL ?= $(BIN)/promptops-image.tar
 .PHONY: image
-image: ## Build the operator image $(IMAGE) from the Dockerfile (CONTAINER_TOOL=docker or podman).
-	$(CONTAINER_TOOL) build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
+image: ## Build the operator image $(IMAGE): the Dockerfile with docker or podman (CONTAINER_TOOL), else ko into bin/promptops-image.tar.
+	IMAGE=$(IMAGE) VERSION=$(VERSION) CONTAINER_TOOL=$(CONTAINER_TOOL) IMAGE_TARBALL=$(IMAGE_TARBALL) KO=$(KO) hack/image.sh
 
 .PHONY: demo
 demo: build envtest ## Local control plane, the operator and the samples (KEEP=1 leaves it running).
@@ -147,9 +151,9 @@ e2e: ## End-to-end tests on the cluster of make cluster (run make cluster first)
 	set -a && . bin/cluster/env && set +a && go test -tags e2e -count=1 -timeout 20m -v ./test/e2e/...
 
 .PHONY: readme-check-cluster
-readme-check-cluster: ## Run the README's blocks marked <!-- readme-check cluster --> (make demo KEEP=1 on) on the cluster of make cluster.
+readme-check-cluster: ## Run the README's blocks marked <!-- readme-check cluster ... --> (Deploying; make demo KEEP=1 on) on the cluster of make cluster.
 	@test -f bin/cluster/env || { echo "no cluster: run 'make cluster' first (as root)"; exit 1; }
-	go test -tags e2e -count=1 -timeout 15m -v -run '^TestReadmeOnTheDemoCluster$$' ./internal/readmetest/
+	go test -tags e2e -count=1 -timeout 30m -v -run '^TestReadme(Deploying|OnTheDemoCluster)$$' ./internal/readmetest/
 
 .PHONY: controller-gen
 controller-gen: $(CONTROLLER_GEN)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# hack/cluster.sh up|down|status: a real one-node Kubernetes cluster on this
+# hack/cluster.sh up|down|status|install: a real one-node Kubernetes cluster on this
 # machine for the end-to-end tests and the demo (make cluster, make
 # cluster-down).
 #
@@ -79,10 +79,20 @@ alive() {
   tr '\0' ' ' < "/proc/$pid/cmdline" | grep -qF -e "$STATE" -e "$NODEBIN" -e "$ASSETS"
 }
 
-# start NAME CMD...: runs CMD in its own session, log in logs/NAME.log.
+# start NAME CMD...: runs CMD in its own session, log in logs/NAME.log,
+# with no file descriptor of the caller's but those: the components outlive
+# make cluster, and must not keep what it was given open (the lock of
+# `flock LOCKFILE make cluster`, which would stay held until make
+# cluster-down; a pipe of a CI log, which would never end).
 start() {
   local name=$1; shift
-  setsid "$@" > "$STATE/logs/$name.log" 2>&1 < /dev/null &
+  (
+    for fd in /proc/$BASHPID/fd/*; do
+      fd=${fd##*/}
+      if ((fd > 2)); then eval "exec $fd>&-" 2>/dev/null || true; fi
+    done
+    exec setsid "$@" > "$STATE/logs/$name.log" 2>&1 < /dev/null
+  ) &
   echo $! > "$(pidfile "$name")"
 }
 
@@ -249,47 +259,38 @@ EOF
   done
 }
 
-# build_images writes the pause and promptops images as tarballs with ko,
-# from static Go binaries on an empty base image (no registry here): the
-# base is an OCI layout in ko's cache, which ko finds by digest.
+# build_images writes the pause and promptops images as tarballs with ko
+# (hack/image.sh ko, which make image uses too without docker or podman),
+# from static Go binaries on a base of only the CA certificates (no registry
+# here).
 build_images() {
-  local kocache="$ROOT/bin/.kocache" base="$ROOT/bin/.kocache/img" out="$STATE/images"
+  local out="$STATE/images"
   mkdir -p "$out"
-  local digest
-  digest="$(empty_base "$base")"
-  local common=(KOCACHE="$kocache" KO_DEFAULTBASEIMAGE="local.invalid/empty@$digest" GOFLAGS=-trimpath CGO_ENABLED=0)
   log "building the images with ko (pause, promptops)"
-  (cd "$ROOT" && env "${common[@]}" KO_DOCKER_REPO="${PAUSE_IMAGE%:*}" \
-    "$KO" build --bare --push=false --platform=linux/amd64 --sbom=none --tags="${PAUSE_IMAGE##*:}" \
-    --tarball="$out/pause.tar" ./hack/cluster/pause > "$STATE/logs/ko-pause.log" 2>&1) ||
+  KO="$KO" VERSION="$OPERATOR_IMAGE_TAG" "$ROOT/hack/image.sh" ko "${PAUSE_IMAGE%:*}" "${PAUSE_IMAGE##*:}" \
+    "$out/pause.tar" ./hack/cluster/pause > "$STATE/logs/ko-pause.log" 2>&1 ||
     { tail -n 20 "$STATE/logs/ko-pause.log" >&2; die "ko build of the pause image failed (log: $STATE/logs/ko-pause.log)"; }
-  (cd "$ROOT" && env "${common[@]}" KO_DOCKER_REPO="$OPERATOR_IMAGE_REPO" \
-    "$KO" build --bare --push=false --platform=linux/amd64 --sbom=none --tags="$OPERATOR_IMAGE_TAG" \
-    --tarball="$out/promptops.tar" . > "$STATE/logs/ko-promptops.log" 2>&1) ||
+  KO="$KO" VERSION="$OPERATOR_IMAGE_TAG" "$ROOT/hack/image.sh" ko "$OPERATOR_IMAGE_REPO" "$OPERATOR_IMAGE_TAG" \
+    "$out/promptops.tar" . > "$STATE/logs/ko-promptops.log" 2>&1 ||
     { tail -n 20 "$STATE/logs/ko-promptops.log" >&2; die "ko build of the promptops image failed (log: $STATE/logs/ko-promptops.log)"; }
 }
 
-# empty_base DIR: writes an empty linux/amd64 image (no layers, user
-# 65532:65532) into the OCI layout DIR, once, and prints its digest.
-empty_base() {
-  local dir=$1
-  mkdir -p "$dir/blobs/sha256"
-  local config='{"architecture":"amd64","os":"linux","config":{"User":"65532:65532","Env":["PATH=/"]},"rootfs":{"type":"layers","diff_ids":[]}}'
-  local cdig csize manifest mdig msize
-  cdig="$(printf '%s' "$config" | sha256sum | cut -d' ' -f1)"
-  csize=${#config}
-  printf '%s' "$config" > "$dir/blobs/sha256/$cdig"
-  manifest="{\"schemaVersion\":2,\"mediaType\":\"application/vnd.oci.image.manifest.v1+json\",\"config\":{\"mediaType\":\"application/vnd.oci.image.config.v1+json\",\"digest\":\"sha256:$cdig\",\"size\":$csize},\"layers\":[]}"
-  mdig="$(printf '%s' "$manifest" | sha256sum | cut -d' ' -f1)"
-  msize=${#manifest}
-  printf '%s' "$manifest" > "$dir/blobs/sha256/$mdig"
-  # ko adds the images it pulls to the same index: keep them.
-  if [[ ! -f "$dir/index.json" ]] || ! grep -q "sha256:$mdig" "$dir/index.json"; then
-    printf '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:%s","size":%d,"platform":{"architecture":"amd64","os":"linux"}}]}' \
-      "$mdig" "$msize" > "$dir/index.json"
-  fi
-  printf '{"imageLayoutVersion":"1.0.0"}' > "$dir/oci-layout"
-  echo "sha256:$mdig"
+# install_operator installs (or upgrades) the operator with the Helm chart
+# as release promptops in promptops-system, webhook and secure metrics on,
+# from the image up imported (never pulled). "install" runs it again on a
+# running cluster (make readme-check-cluster restores the cluster's own
+# install with it after trying the README's kustomize and Helm recipes).
+install_operator() {
+  log "installing the operator with the Helm chart (webhook and secure metrics on)"
+  "$HELM" --kubeconfig "$STATE/kubeconfig/admin.conf" upgrade --install promptops "$ROOT/charts/promptops" \
+    --namespace "$OPERATOR_NS" --create-namespace \
+    --set image.repository="$OPERATOR_IMAGE_REPO" --set image.tag="$OPERATOR_IMAGE_TAG" --set image.pullPolicy=Never \
+    --set webhook.enabled=true --set metrics.secure=true \
+    --wait --timeout 180s > "$STATE/logs/helm.log" 2>&1 || {
+      tail -n 20 "$STATE/logs/helm.log" >&2
+      kubectl_ -n "$OPERATOR_NS" get pods -o wide >&2 || true
+      die "helm install failed (log: $STATE/logs/helm.log; kubectl -n $OPERATOR_NS describe pods)"
+    }
 }
 
 up() {
@@ -380,16 +381,7 @@ up() {
   wait_for "the default ServiceAccount" 60 "$STATE/logs/kube-controller-manager.log" \
     kubectl_ -n default get serviceaccount default
 
-  log "installing the operator with the Helm chart (webhook and secure metrics on)"
-  "$HELM" --kubeconfig "$STATE/kubeconfig/admin.conf" upgrade --install promptops "$ROOT/charts/promptops" \
-    --namespace "$OPERATOR_NS" --create-namespace \
-    --set image.repository="$OPERATOR_IMAGE_REPO" --set image.tag="$OPERATOR_IMAGE_TAG" --set image.pullPolicy=Never \
-    --set webhook.enabled=true --set metrics.secure=true \
-    --wait --timeout 180s > "$STATE/logs/helm.log" 2>&1 || {
-      tail -n 20 "$STATE/logs/helm.log" >&2
-      kubectl_ -n "$OPERATOR_NS" get pods -o wide >&2 || true
-      die "helm install failed (log: $STATE/logs/helm.log; kubectl -n $OPERATOR_NS describe pods)"
-    }
+  install_operator
 
   cp "$STATE/kubeconfig/admin.conf" "$STATE/kubeconfig.yaml"
   cat > "$STATE/env" <<EOF
@@ -598,6 +590,17 @@ leftovers() {
   return 0
 }
 
+# install: the operator's install of up, again, on the running cluster.
+install() {
+  need_root
+  [[ -x "$NODEBIN/kubectl" ]] || die "no $NODEBIN/kubectl: set CLUSTER_BINARIES to the cluster's"
+  [[ -x "$HELM" ]] || die "no helm at $HELM: run 'make helm' or set HELM"
+  [[ -f "$STATE/env" ]] && kubectl_ get --raw /readyz >/dev/null 2>&1 ||
+    die "no running cluster in $STATE: run 'make cluster' first"
+  install_operator
+  log "the operator is installed (helm release promptops in $OPERATOR_NS)"
+}
+
 status() {
   local name
   for name in etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kube-proxy; do
@@ -609,5 +612,6 @@ case "${1:-}" in
   up) up ;;
   down) down ;;
   status) status ;;
-  *) echo "usage: $0 up|down|status" >&2; exit 2 ;;
+  install) install ;;
+  *) echo "usage: $0 up|down|status|install" >&2; exit 2 ;;
 esac

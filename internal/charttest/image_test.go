@@ -24,8 +24,11 @@ func TestOneImageEverywhere(t *testing.T) {
 	readFile(t, "charts/promptops/Chart.yaml", &chart)
 	want := "promptops/promptops:" + chart.AppVersion
 
-	if _, c := managerContainer(t, render(t)); c.Image != want {
-		t.Errorf("chart: %s, want %s", c.Image, want)
+	// A loaded image (kind load, ctr images import; the README's Deploying)
+	// is not pulled: IfNotPresent, the Kubernetes default for a pinned tag,
+	// in both installs.
+	if _, c := managerContainer(t, render(t)); c.Image != want || c.ImagePullPolicy != corev1.PullIfNotPresent {
+		t.Errorf("chart: %s (pull policy %q), want %s (IfNotPresent)", c.Image, c.ImagePullPolicy, want)
 	}
 	for _, o := range kustomize(t) {
 		if o.GetKind() != "Deployment" {
@@ -40,8 +43,8 @@ func TestOneImageEverywhere(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, c := range d.Spec.Template.Spec.Containers {
-			if c.Image != want {
-				t.Errorf("config/default %s: container %s runs %s, want %s", o.GetName(), c.Name, c.Image, want)
+			if c.Image != want || c.ImagePullPolicy != corev1.PullIfNotPresent {
+				t.Errorf("config/default %s: container %s runs %s (pull policy %q), want %s (IfNotPresent)", o.GetName(), c.Name, c.Image, c.ImagePullPolicy, want)
 			}
 		}
 	}

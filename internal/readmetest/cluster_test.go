@@ -15,7 +15,7 @@ import (
 )
 
 // TestReadmeOnTheDemoCluster runs the README's blocks marked
-// <!-- readme-check cluster -->, from `make demo KEEP=1` on, in a clean copy
+// <!-- readme-check cluster --> (no name), from `make demo KEEP=1` on, in a clean copy
 // of the checkout (the files git tracks or would track, no bin/), against the
 // one-node cluster of `make cluster`, which must be running. The copy reuses
 // the checkout's built tools and the running cluster through the variables
@@ -28,6 +28,47 @@ func TestReadmeOnTheDemoCluster(t *testing.T) {
 	if len(chunks) < 4 {
 		t.Fatalf("%d cluster chunks in the README; the marks were lost?", len(chunks))
 	}
+	c := newClusterCopy(t, root)
+	work, env, state := c.work, c.env, c.state
+	t.Cleanup(func() {
+		down := exec.Command("make", "demo-down")
+		down.Dir, down.Env = work, env
+		if out, err := down.CombinedOutput(); err != nil {
+			t.Errorf("make demo-down: %v\n%s", err, out)
+		}
+	})
+	start := time.Now()
+	runChunks(t, chunks, work, env, 12*time.Minute)
+	t.Logf("the README's cluster blocks took %s", time.Since(start).Round(time.Second))
+
+	// The README's last block is make demo-down: nothing of the demo runs
+	// after it, and its files are gone.
+	if pids := processesNaming(t, filepath.Join(state, "standin")); len(pids) > 0 {
+		t.Errorf("after make demo-down, the demo's PostgreSQL and stand-in still run: pids %v", pids)
+	}
+	for _, f := range []string{"bin/demo/kubeconfig", "bin/demo/store"} {
+		if _, err := os.Stat(filepath.Join(work, f)); err == nil {
+			t.Errorf("after make demo-down, %s is still there", f)
+		}
+	}
+}
+
+// clusterCopy is a clean copy of the checkout and the environment of a
+// newcomer's shell in it, on the cluster of `make cluster`.
+type clusterCopy struct {
+	root, work string
+	state      string   // the cluster's directory (bin/cluster)
+	kubectl    string   // the cluster's kubectl
+	env        []string // for commands run in work
+}
+
+// newClusterCopy copies the checkout (the files git tracks or would track,
+// no bin/) into a temporary directory and returns it with the environment
+// for the README's commands there: PATH with the copy's bin/ and the
+// cluster's kubectl, a HOME of its own, the caches and built tools of the
+// checkout, the cluster's directory.
+func newClusterCopy(t *testing.T, root string) *clusterCopy {
+	t.Helper()
 	state := os.Getenv("PROMPTOPS_CLUSTER_DIR")
 	if state == "" {
 		state = filepath.Join(root, "bin", "cluster")
@@ -81,27 +122,7 @@ func TestReadmeOnTheDemoCluster(t *testing.T) {
 		or("KO", filepath.Join(root, "bin", "ko")),
 		"PROMPTOPS_CLUSTER_DIR=" + state,
 	}
-	t.Cleanup(func() {
-		down := exec.Command("make", "demo-down")
-		down.Dir, down.Env = work, env
-		if out, err := down.CombinedOutput(); err != nil {
-			t.Errorf("make demo-down: %v\n%s", err, out)
-		}
-	})
-	start := time.Now()
-	runChunks(t, chunks, work, env, 12*time.Minute)
-	t.Logf("the README's cluster blocks took %s", time.Since(start).Round(time.Second))
-
-	// The README's last block is make demo-down: nothing of the demo runs
-	// after it, and its files are gone.
-	if pids := processesNaming(t, filepath.Join(state, "standin")); len(pids) > 0 {
-		t.Errorf("after make demo-down, the demo's PostgreSQL and stand-in still run: pids %v", pids)
-	}
-	for _, f := range []string{"bin/demo/kubeconfig", "bin/demo/store"} {
-		if _, err := os.Stat(filepath.Join(work, f)); err == nil {
-			t.Errorf("after make demo-down, %s is still there", f)
-		}
-	}
+	return &clusterCopy{root: root, work: work, state: state, kubectl: kubectl, env: env}
 }
 
 // processesNaming returns the pids whose command line contains s.

@@ -3,13 +3,18 @@
 //
 // A ```sh block is checked when the line before it (blank lines aside) is
 //
-//	<!-- readme-check -->          run by `make readme-check` (TestReadme), anywhere Go runs
-//	<!-- readme-check cluster -->  run by `make readme-check-cluster` (TestReadmeOnTheDemoCluster,
-//	                               build tag e2e) on the one-node cluster of `make cluster`
+//	<!-- readme-check -->               run by `make readme-check` (TestReadme), anywhere Go runs
+//	<!-- readme-check cluster -->       run by `make readme-check-cluster` (TestReadmeOnTheDemoCluster,
+//	                                    build tag e2e) on the one-node cluster of `make cluster`
+//	<!-- readme-check cluster NAME -->  run by `make readme-check-cluster` (TestReadmeDeploying) in the
+//	                                    order that test gives the names, between its own steps
 //
-// Each kind runs as one bash script under `set -euo pipefail`, in README
-// order, so a block sees the files, variables and background jobs of the
-// blocks before it, as a newcomer's shell would. Whole-line comments after
+// The first two kinds run each as one bash script under `set -euo
+// pipefail`, in README order, so a block sees the files, variables and
+// background jobs of the blocks before it, as a newcomer's shell would.
+// Named blocks stand alone: the README's Deploying section shows
+// alternatives (kustomize or Helm, and how to remove each), which no one
+// runs top to bottom. Whole-line comments after
 // a command are its documented output: each must match a whole line of what
 // the commands since the previous documented output printed, in order;
 // other lines may come between them. In a documented line:
@@ -32,7 +37,8 @@ import (
 )
 
 // Marker is the HTML comment that marks the next ```sh block as checked
-// without a cluster; ClusterMarker marks one that needs the demo cluster.
+// without a cluster; ClusterMarker marks one that needs the demo cluster,
+// and with a name before its "-->" one that a test runs by that name.
 const (
 	Marker        = "<!-- readme-check -->"
 	ClusterMarker = "<!-- readme-check cluster -->"
@@ -44,7 +50,25 @@ type Chunk struct {
 	Line     int // README line of the first command
 	Commands string
 	Expected []string
-	Cluster  bool // the block is marked ClusterMarker
+	Cluster  bool   // the block is marked ClusterMarker, with a name or without
+	Block    string // the name of a named cluster block
+}
+
+var namedMark = regexp.MustCompile(`^<!-- readme-check cluster ([a-z][a-z0-9-]*) -->$`)
+
+// mark returns whether line is a readme-check mark, and which.
+func mark(line string) (ok, cluster bool, name string) {
+	line = strings.TrimSpace(line)
+	switch {
+	case line == Marker:
+		return true, false, ""
+	case line == ClusterMarker:
+		return true, true, ""
+	}
+	if m := namedMark.FindStringSubmatch(line); m != nil {
+		return true, true, m[1]
+	}
+	return false, false, ""
 }
 
 // Parse returns the chunks of the checked blocks, in README order.
@@ -52,6 +76,7 @@ func Parse(readme string) ([]Chunk, error) {
 	var chunks []Chunk
 	sc := bufio.NewScanner(strings.NewReader(readme))
 	n, marked, cluster, inBlock := 0, false, false, false
+	name := ""
 	var cur *Chunk
 	flush := func() {
 		if cur != nil && strings.TrimSpace(cur.Commands) != "" {
@@ -62,11 +87,12 @@ func Parse(readme string) ([]Chunk, error) {
 	for sc.Scan() {
 		n++
 		line := sc.Text()
+		isMark, isCluster, isName := mark(line)
 		switch {
-		case !inBlock && (strings.TrimSpace(line) == Marker || strings.TrimSpace(line) == ClusterMarker):
-			marked, cluster = true, strings.TrimSpace(line) == ClusterMarker
+		case !inBlock && isMark:
+			marked, cluster, name = true, isCluster, isName
 		case !inBlock && strings.HasPrefix(strings.TrimSpace(line), "<!-- readme-check"):
-			return nil, fmt.Errorf("README line %d: unknown mark %q (%s or %s)", n, strings.TrimSpace(line), Marker, ClusterMarker)
+			return nil, fmt.Errorf("README line %d: unknown mark %q (%s, %s or <!-- readme-check cluster NAME -->)", n, strings.TrimSpace(line), Marker, ClusterMarker)
 		case !inBlock && marked && strings.TrimSpace(line) == "":
 		case !inBlock && marked:
 			if strings.TrimSpace(line) != "```sh" {
@@ -86,7 +112,7 @@ func Parse(readme string) ([]Chunk, error) {
 				flush()
 			}
 			if cur == nil {
-				cur = &Chunk{Line: n, Cluster: cluster}
+				cur = &Chunk{Line: n, Cluster: cluster, Block: name}
 			}
 			cur.Commands += line + "\n"
 		}

@@ -46,8 +46,32 @@ func TestReadme(t *testing.T) {
 }
 
 // readmeChunks returns the README's checked chunks of one kind: those that
-// need the demo cluster or those that do not.
+// need the demo cluster (not the named ones) or those that do not.
 func readmeChunks(t *testing.T, root string, cluster bool) []Chunk {
+	t.Helper()
+	var chunks []Chunk
+	for _, c := range parseReadme(t, root) {
+		if c.Cluster == cluster && c.Block == "" {
+			chunks = append(chunks, c)
+		}
+	}
+	return chunks
+}
+
+// namedBlocks returns the chunks of the README's named cluster blocks by
+// name, each block's in README order.
+func namedBlocks(t *testing.T, root string) map[string][]Chunk {
+	t.Helper()
+	blocks := map[string][]Chunk{}
+	for _, c := range parseReadme(t, root) {
+		if c.Block != "" {
+			blocks[c.Block] = append(blocks[c.Block], c)
+		}
+	}
+	return blocks
+}
+
+func parseReadme(t *testing.T, root string) []Chunk {
 	t.Helper()
 	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
 	if err != nil {
@@ -57,19 +81,14 @@ func readmeChunks(t *testing.T, root string, cluster bool) []Chunk {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var chunks []Chunk
-	for _, c := range all {
-		if c.Cluster == cluster {
-			chunks = append(chunks, c)
-		}
-	}
-	return chunks
+	return all
 }
 
 // runChunks runs the chunks as one bash script in dir with env, and fails
 // the test at the first chunk whose commands fail, naming its README line,
 // and for every chunk whose documented output is not in what it printed.
-func runChunks(t *testing.T, chunks []Chunk, dir string, env []string, timeout time.Duration) {
+// It returns what the script printed.
+func runChunks(t *testing.T, chunks []Chunk, dir string, env []string, timeout time.Duration) string {
 	t.Helper()
 	port := freePort(t)
 	var script strings.Builder
@@ -114,6 +133,7 @@ func runChunks(t *testing.T, chunks []Chunk, dir string, env []string, timeout t
 	if runErr != nil {
 		t.Fatalf("the script failed after its last block: %v\n%s", runErr, rest)
 	}
+	return output
 }
 
 // onPort moves the README's serve from its default port, 8089, to port, so
@@ -181,5 +201,13 @@ func TestParse(t *testing.T) {
 	chunks, err = Parse("<!-- readme-check cluster -->\n```sh\na\n```\n<!-- readme-check -->\n```sh\nb\n```\n")
 	if err != nil || len(chunks) != 2 || !chunks[0].Cluster || chunks[1].Cluster {
 		t.Fatalf("cluster marks: %+v, %v", chunks, err)
+	}
+	chunks, err = Parse("<!-- readme-check cluster helm-delete -->\n```sh\na\n# out\nb\n```\n<!-- readme-check cluster -->\n```sh\nc\n```\n")
+	if err != nil || len(chunks) != 3 || chunks[0].Block != "helm-delete" || chunks[1].Block != "helm-delete" ||
+		!chunks[1].Cluster || chunks[2].Block != "" || !chunks[2].Cluster {
+		t.Fatalf("named cluster marks: %+v, %v", chunks, err)
+	}
+	if _, err := Parse("<!-- readme-check cluster Helm -->\n```sh\n```\n"); err == nil || !regexp.MustCompile("unknown mark").MatchString(err.Error()) {
+		t.Fatalf("a name in capitals: %v", err)
 	}
 }
