@@ -131,4 +131,38 @@ func TestSignsAreThePositiveDimensions(t *testing.T) {
 	if b[len(b)-1]>>(len(q)%64) != 0 {
 		t.Fatal("bits past the last dimension are set")
 	}
+	// Every length up to three words (whole and partial groups of eight),
+	// random values with zeros and both extremes, against the definition.
+	r := rand.New(rand.NewPCG(7, 7))
+	for n := 1; n <= 192; n++ {
+		q := make([]int8, n)
+		for i := range q {
+			switch r.IntN(6) {
+			case 0:
+				q[i] = 0
+			case 1:
+				q[i] = -128
+			case 2:
+				q[i] = 127
+			default:
+				q[i] = int8(r.IntN(256) - 128)
+			}
+		}
+		b := make([]uint64, (n+63)/64)
+		for i := range b {
+			b[i] = ^uint64(0) // every word is written whole
+		}
+		signs(q, b)
+		for i := range b {
+			var want uint64
+			for k := i * 64; k < min(i*64+64, n); k++ {
+				if q[k] > 0 {
+					want |= 1 << uint(k-i*64)
+				}
+			}
+			if b[i] != want {
+				t.Fatalf("length %d, word %d: %064b, want %064b", n, i, b[i], want)
+			}
+		}
+	}
 }
