@@ -169,13 +169,13 @@ func signs(q []int8, b []uint64) {
 			c := (*[64]byte)(chunk)
 			for ; i < 64; i += 8 {
 				x := binary.LittleEndian.Uint64(c[i : i+8 : i+8])
-				pos := ((x&lo7)+lo7 | x) &^ x & hi
+				pos := ((x & lo7) + lo7 | x) &^ x & hi
 				word |= ((pos >> 7) * 0x0102040810204080 >> 56) << uint(i)
 			}
 		}
 		for ; i+8 <= len(chunk); i += 8 {
 			x := binary.LittleEndian.Uint64(chunk[i:])
-			pos := ((x&lo7)+lo7 | x) &^ x & hi
+			pos := ((x & lo7) + lo7 | x) &^ x & hi
 			word |= ((pos >> 7) * 0x0102040810204080 >> 56) << uint(i)
 		}
 		for ; i < len(chunk); i++ {
