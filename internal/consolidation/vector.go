@@ -375,6 +375,18 @@ func (m *MemIndex) Nearest(queries [][]float32, k int, floor float64) [][]Scored
 		hist := make([]int, len(queries)*(w*64+1))
 		for i := p * n / parts; i < (p+1)*n/parts; i++ {
 			row := m.sig(i)
+			if len(queries) < 4 {
+				// Too few queries to share a pass: one at a time.
+				for j := range queries {
+					if qscale[j] == 0 {
+						continue
+					}
+					h := min(hammingOver(row, qb[j*w:(j+1)*w], maxH), maxH+1)
+					dist[j*n+i] = uint16(h)
+					hist[j*(w*64+1)+h]++
+				}
+				continue
+			}
 			for g := 0; g < groups; g++ {
 				if !live[g] {
 					continue
@@ -494,6 +506,26 @@ func hamming8(row, qt []uint64, limit int) [8]int {
 		}
 	}
 	return [8]int{h0, h1, h2, h3, h4, h5, h6, h7}
+}
+
+// hammingOver counts the bits that differ between a and b (b at least as
+// long), stopping early once more than limit differ: it then returns some
+// count above limit.
+func hammingOver(a, b []uint64, limit int) int {
+	b = b[:len(a)]
+	h := 0
+	x := 0
+	for ; x+4 <= len(a); x += 4 {
+		h += bits.OnesCount64(a[x]^b[x]) + bits.OnesCount64(a[x+1]^b[x+1]) +
+			bits.OnesCount64(a[x+2]^b[x+2]) + bits.OnesCount64(a[x+3]^b[x+3])
+		if h > limit {
+			return h
+		}
+	}
+	for ; x < len(a); x++ {
+		h += bits.OnesCount64(a[x] ^ b[x])
+	}
+	return h
 }
 
 func dot8(a, b []int8) int32 {

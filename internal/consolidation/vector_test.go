@@ -166,3 +166,43 @@ func TestSignsAreThePositiveDimensions(t *testing.T) {
 		}
 	}
 }
+
+// TestNearestGroupedEqualsOneByOne: a search of many queries (counted eight
+// to a pass over the rows, with a query without a vector among them) finds
+// exactly what each query finds alone (counted one at a time), at a recall
+// floor and at the guard's, where most rows stop early.
+func TestNearestGroupedEqualsOneByOne(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	const d, n = 256, 5000
+	idx := NewMemIndex(d)
+	rows := make([][]float32, n)
+	for i := range rows {
+		rows[i] = randVec(rng, d)
+		idx.Put(fmt.Sprint(i), rows[i])
+	}
+	var queries [][]float32
+	for q := 0; q < 11; q++ {
+		if q == 3 {
+			queries = append(queries, nil)
+			continue
+		}
+		v := append([]float32(nil), rows[rng.IntN(n)]...)
+		noise := []float32{0.05, 0.4, 1.3}[q%3]
+		for x := range v {
+			v[x] += noise * float32(rng.NormFloat64())
+		}
+		queries = append(queries, v)
+	}
+	for _, c := range []struct {
+		k     int
+		floor float64
+	}{{20, 0.3}, {4, 0.97}, {5, -1}} {
+		all := idx.Nearest(queries, c.k, c.floor)
+		for q := range queries {
+			alone := idx.Nearest(queries[q:q+1], c.k, c.floor)[0]
+			if fmt.Sprint(all[q]) != fmt.Sprint(alone) {
+				t.Fatalf("k %d floor %v query %d: grouped %v, alone %v", c.k, c.floor, q, all[q], alone)
+			}
+		}
+	}
+}
