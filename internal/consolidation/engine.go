@@ -160,13 +160,30 @@ func (e *Engine) Run(ctx context.Context) (Summary, error) {
 func (r *run) loop(ctx context.Context) error {
 	s := r.Settings
 	seen := map[string]bool{}
+	// The next batch is claimed while one is processed: its round trip
+	// overlaps the batch's work instead of adding to it. A claim left
+	// unused (the run stopped) is released by finish, after it is waited for.
+	var next *nextClaim
+	defer func() {
+		if next != nil {
+			next.wait()
+		}
+	}()
 	for taken := 0; taken < s.MaxFacts; {
 		if used := r.used(); used >= s.MaxTokensPerRun {
 			r.cutShort()
 			return nil
 		}
-		now := r.now()
-		facts, err := r.Store.ClaimFacts(ctx, s.Bank, r.id, min(s.BatchSize, s.MaxFacts-taken), now, now.Add(s.ClaimLease))
+		limit := min(s.BatchSize, s.MaxFacts-taken)
+		var facts []Fact
+		var err error
+		if next != nil {
+			facts, err = next.wait()
+			next = nil
+		} else {
+			now := r.now()
+			facts, err = r.Store.ClaimFacts(ctx, s.Bank, r.id, limit, now, now.Add(s.ClaimLease))
+		}
 		if err != nil {
 			return fmt.Errorf("store: claiming facts: %w", err)
 		}
@@ -175,13 +192,16 @@ func (r *run) loop(ctx context.Context) error {
 		}
 		for _, f := range facts {
 			if seen[f.ID] {
-				// Released back to pending by this run: the run is done
-				// with what it can do.
+				// Claimed again by this run (its lease ran out while it
+				// worked): the run is done with what it can do.
 				return nil
 			}
 			seen[f.ID] = true
 		}
 		taken += len(facts)
+		if len(facts) == limit && taken < s.MaxFacts {
+			next = r.claimNext(ctx, min(s.BatchSize, s.MaxFacts-taken))
+		}
 		err = r.batch(ctx, facts)
 		if errors.Is(err, errBudget) {
 			r.cutShort()
@@ -192,6 +212,30 @@ func (r *run) loop(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// nextClaim is a claim of facts under way in its own goroutine.
+type nextClaim struct {
+	done  chan struct{}
+	facts []Fact
+	err   error
+}
+
+// claimNext starts claiming up to limit facts (the Store is safe for
+// concurrent use).
+func (r *run) claimNext(ctx context.Context, limit int) *nextClaim {
+	c := &nextClaim{done: make(chan struct{})}
+	now := r.now()
+	go func() {
+		defer close(c.done)
+		c.facts, c.err = r.Store.ClaimFacts(ctx, r.Settings.Bank, r.id, limit, now, now.Add(r.Settings.ClaimLease))
+	}()
+	return c
+}
+
+func (c *nextClaim) wait() ([]Fact, error) {
+	<-c.done
+	return c.facts, c.err
 }
 
 func (r *run) cutShort() {
@@ -470,15 +514,30 @@ func (r *run) process(ctx context.Context, facts []Fact) error {
 		if r.used()+int64(c.promptTokens)+int64(maxTokens) > s.MaxTokensPerRun {
 			return errBudget
 		}
-		if err := r.Store.ExtendClaims(ctx, s.Bank, r.id, r.now().Add(s.ClaimLease)); err != nil {
-			return fmt.Errorf("store: renewing claims: %w", err)
-		}
-		comp, err := r.LLM.Complete(ctx, Request{Messages: c.messages, Schema: ResponseSchema(c.batch.Remaining), MaxTokens: maxTokens})
+		// The claims are renewed while the LLM call starts: the renewal's
+		// round trip hides behind the call, and a renewal that fails
+		// cancels the call.
+		callCtx, cancelCall := context.WithCancel(ctx)
+		renewed := make(chan error, 1)
+		until := r.now().Add(s.ClaimLease)
+		go func() {
+			err := r.Store.ExtendClaims(ctx, s.Bank, r.id, until)
+			if err != nil {
+				cancelCall()
+			}
+			renewed <- err
+		}()
+		comp, err := r.LLM.Complete(callCtx, Request{Messages: c.messages, Schema: ResponseSchema(c.batch.Remaining), MaxTokens: maxTokens})
+		renewErr := <-renewed
+		cancelCall()
 		r.sum.LLMCalls++
 		if attempt > 1 {
 			r.sum.Retries++
 		}
 		r.account(comp, err, c.promptTokens, maxTokens)
+		if renewErr != nil {
+			return fmt.Errorf("store: renewing claims: %w", renewErr)
+		}
 		var ans *Answer
 		switch {
 		case errors.Is(err, ErrAnswerTooLarge):

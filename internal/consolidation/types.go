@@ -118,7 +118,9 @@ type SourceLoader interface {
 	CandidateSources(ctx context.Context, bank string, ids []string) (map[string][]string, map[string][]Fact, error)
 }
 
-// Store is where a bank lives. Banks are keyed "namespace/name".
+// Store is where a bank lives. Banks are keyed "namespace/name". A Store
+// is safe for concurrent use: a run claims its next batch, and renews its
+// claims, while it works on the current one.
 //
 // Runs that overlap (a Job's old pod beside its replacement, a run by hand)
 // share a bank safely through claims: a run claims the facts it is about to

@@ -2,6 +2,7 @@ package consolidation
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/bits"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"unsafe"
 )
 
 // Space is the embedding model and dimension a vector came from. Vectors
@@ -150,15 +152,34 @@ func (m *MemIndex) Grow(n int) {
 	}
 }
 
-// signs writes q's sign bits into b: bit i is set when q[i] > 0. Without
-// a branch (the bit is the sign of -q[i]): a bank's load runs it on every
-// dimension of every vector, and the branch on a sign is a coin toss.
+// signs writes q's sign bits into b: bit i is set when q[i] > 0. A bank's
+// load runs it on every dimension of every vector, so it takes eight
+// dimensions at a time in one uint64 (no branch on a sign, which is a coin
+// toss): a byte's high bit after (x&0x7f)+0x7f | x says it is not zero, and
+// without its sign bit that it is positive; one multiplication gathers the
+// eight high bits into the low byte, dimension k at bit k.
 func signs(q []int8, b []uint64) {
+	const lo7, hi = 0x7f7f7f7f7f7f7f7f, 0x8080808080808080
+	bs := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(q))), len(q))
 	for w := range b {
+		chunk := bs[w*64 : min(w*64+64, len(bs))]
 		var word uint64
-		chunk := q[w*64 : min(w*64+64, len(q))]
-		for i, x := range chunk {
-			word |= uint64(uint32(-int32(x))>>31) << uint(i)
+		i := 0
+		if len(chunk) == 64 {
+			c := (*[64]byte)(chunk)
+			for ; i < 64; i += 8 {
+				x := binary.LittleEndian.Uint64(c[i : i+8 : i+8])
+				pos := ((x & lo7) + lo7 | x) &^ x & hi
+				word |= ((pos >> 7) * 0x0102040810204080 >> 56) << uint(i)
+			}
+		}
+		for ; i+8 <= len(chunk); i += 8 {
+			x := binary.LittleEndian.Uint64(chunk[i:])
+			pos := ((x & lo7) + lo7 | x) &^ x & hi
+			word |= ((pos >> 7) * 0x0102040810204080 >> 56) << uint(i)
+		}
+		for ; i < len(chunk); i++ {
+			word |= uint64(uint32(-int32(int8(chunk[i])))>>31) << uint(i)
 		}
 		b[w] = word
 	}
@@ -317,21 +338,71 @@ func (m *MemIndex) Nearest(queries [][]float32, k int, floor float64) [][]Scored
 	// part its own histograms, added up), queries for the scoring; the
 	// results do not depend on the split.
 	dist := make([]uint16, len(queries)*n)
+	// The queries' signs in groups of eight, word-interleaved (word x of
+	// query 8g+k at qt[g][8x+k]), so that one pass over a row's words
+	// serves eight queries. A slot without a query (past the last, or one
+	// without a vector) repeats one of the group's queries, so that it
+	// never holds the early stop back; its counts are not used. A group
+	// without any query is skipped.
+	groups := (len(queries) + 7) / 8
+	qt := make([]uint64, groups*w*8)
+	live := make([]bool, groups)
+	for g := range groups {
+		first := -1
+		for j := g * 8; j < min(g*8+8, len(queries)); j++ {
+			if qscale[j] != 0 {
+				first = j
+				break
+			}
+		}
+		if first < 0 {
+			continue
+		}
+		live[g] = true
+		for k := 0; k < 8; k++ {
+			j := g*8 + k
+			if j >= len(queries) || qscale[j] == 0 {
+				j = first
+			}
+			for x := 0; x < w; x++ {
+				qt[g*w*8+x*8+k] = qb[j*w+x]
+			}
+		}
+	}
 	parts := nearestParts(n * len(queries))
 	hists := make([][]int, parts)
 	parallel(parts, func(p int) {
 		hist := make([]int, len(queries)*(w*64+1))
 		for i := p * n / parts; i < (p+1)*n/parts; i++ {
 			row := m.sig(i)
-			for j := range queries {
-				if qscale[j] == 0 {
+			if len(queries) < 4 {
+				// Too few queries to share a pass: one at a time.
+				for j := range queries {
+					if qscale[j] == 0 {
+						continue
+					}
+					h := min(hammingOver(row, qb[j*w:(j+1)*w], maxH), maxH+1)
+					dist[j*n+i] = uint16(h)
+					hist[j*(w*64+1)+h]++
+				}
+				continue
+			}
+			for g := 0; g < groups; g++ {
+				if !live[g] {
 					continue
 				}
-				// A row past maxH is never scored: its count can stop
-				// there (most rows, at the guard's floor).
-				h := min(hammingOver(row, qb[j*w:(j+1)*w], maxH), maxH+1)
-				dist[j*n+i] = uint16(h)
-				hist[j*(w*64+1)+h]++
+				// A row past maxH for all eight is never scored: the
+				// count can stop there (most rows, at the guard's floor).
+				h := hamming8(row, qt[g*w*8:(g+1)*w*8], maxH)
+				for k := 0; k < 8; k++ {
+					j := g*8 + k
+					if j >= len(queries) || qscale[j] == 0 {
+						continue
+					}
+					hk := min(h[k], maxH+1)
+					dist[j*n+i] = uint16(hk)
+					hist[j*(w*64+1)+hk]++
+				}
 			}
 		}
 		hists[p] = hist
@@ -411,6 +482,30 @@ func insertTop(top []Scored, s Scored, k int) []Scored {
 	copy(top[i+1:], top[i:len(top)-1])
 	top[i] = s
 	return top
+}
+
+// hamming8 counts, for each of eight queries, the bits that differ
+// between row and the query, the queries' words interleaved in qt (word x
+// of query k at qt[8x+k]). It stops early once every count is above limit;
+// the counts are then some values above limit.
+func hamming8(row, qt []uint64, limit int) [8]int {
+	qt = qt[:len(row)*8]
+	var h0, h1, h2, h3, h4, h5, h6, h7 int
+	for x, a := range row {
+		q := qt[x*8 : x*8+8 : x*8+8]
+		h0 += bits.OnesCount64(a ^ q[0])
+		h1 += bits.OnesCount64(a ^ q[1])
+		h2 += bits.OnesCount64(a ^ q[2])
+		h3 += bits.OnesCount64(a ^ q[3])
+		h4 += bits.OnesCount64(a ^ q[4])
+		h5 += bits.OnesCount64(a ^ q[5])
+		h6 += bits.OnesCount64(a ^ q[6])
+		h7 += bits.OnesCount64(a ^ q[7])
+		if x&3 == 3 && min(h0, h1, h2, h3, h4, h5, h6, h7) > limit {
+			break
+		}
+	}
+	return [8]int{h0, h1, h2, h3, h4, h5, h6, h7}
 }
 
 // hammingOver counts the bits that differ between a and b (b at least as

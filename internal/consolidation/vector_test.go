@@ -131,4 +131,78 @@ func TestSignsAreThePositiveDimensions(t *testing.T) {
 	if b[len(b)-1]>>(len(q)%64) != 0 {
 		t.Fatal("bits past the last dimension are set")
 	}
+	// Every length up to three words (whole and partial groups of eight),
+	// random values with zeros and both extremes, against the definition.
+	r := rand.New(rand.NewPCG(7, 7))
+	for n := 1; n <= 192; n++ {
+		q := make([]int8, n)
+		for i := range q {
+			switch r.IntN(6) {
+			case 0:
+				q[i] = 0
+			case 1:
+				q[i] = -128
+			case 2:
+				q[i] = 127
+			default:
+				q[i] = int8(r.IntN(256) - 128)
+			}
+		}
+		b := make([]uint64, (n+63)/64)
+		for i := range b {
+			b[i] = ^uint64(0) // every word is written whole
+		}
+		signs(q, b)
+		for i := range b {
+			var want uint64
+			for k := i * 64; k < min(i*64+64, n); k++ {
+				if q[k] > 0 {
+					want |= 1 << uint(k-i*64)
+				}
+			}
+			if b[i] != want {
+				t.Fatalf("length %d, word %d: %064b, want %064b", n, i, b[i], want)
+			}
+		}
+	}
+}
+
+// TestNearestGroupedEqualsOneByOne: a search of many queries (counted eight
+// to a pass over the rows, with a query without a vector among them) finds
+// exactly what each query finds alone (counted one at a time), at a recall
+// floor and at the guard's, where most rows stop early.
+func TestNearestGroupedEqualsOneByOne(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	const d, n = 256, 5000
+	idx := NewMemIndex(d)
+	rows := make([][]float32, n)
+	for i := range rows {
+		rows[i] = randVec(rng, d)
+		idx.Put(fmt.Sprint(i), rows[i])
+	}
+	var queries [][]float32
+	for q := 0; q < 11; q++ {
+		if q == 3 {
+			queries = append(queries, nil)
+			continue
+		}
+		v := append([]float32(nil), rows[rng.IntN(n)]...)
+		noise := []float32{0.05, 0.4, 1.3}[q%3]
+		for x := range v {
+			v[x] += noise * float32(rng.NormFloat64())
+		}
+		queries = append(queries, v)
+	}
+	for _, c := range []struct {
+		k     int
+		floor float64
+	}{{20, 0.3}, {4, 0.97}, {5, -1}} {
+		all := idx.Nearest(queries, c.k, c.floor)
+		for q := range queries {
+			alone := idx.Nearest(queries[q:q+1], c.k, c.floor)[0]
+			if fmt.Sprint(all[q]) != fmt.Sprint(alone) {
+				t.Fatalf("k %d floor %v query %d: grouped %v, alone %v", c.k, c.floor, q, all[q], alone)
+			}
+		}
+	}
 }

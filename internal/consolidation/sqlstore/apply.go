@@ -25,25 +25,11 @@ func (s *Store) Apply(ctx context.Context, bank, run string, ops consolidation.O
 	}
 	defer func() { _ = tx.Rollback() }()
 
-	// The batch's facts, for dates and entities of new sources.
-	facts, err := s.factsByID(ctx, tx, bank, consolidated)
+	// The batch's facts marked consolidated and read back in one statement,
+	// for the dates and entities of new sources.
+	facts, err := s.consolidateFacts(ctx, tx, bank, run, consolidated, now)
 	if err != nil {
 		return nil, err
-	}
-	if len(consolidated) > 0 {
-		args := []any{bank, s.t(&now), run}
-		for _, id := range consolidated {
-			args = append(args, id)
-		}
-		res, err := tx.ExecContext(ctx, s.q("UPDATE promptops_facts SET status = 'consolidated', consolidated_at = $2, failure_reason = NULL, claimed_until = NULL WHERE bank = $1 AND status = 'pending' AND claimed_by = $3 AND id IN ("+placeholders(4, len(consolidated))+")"), args...)
-		if err != nil {
-			return nil, err
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return nil, err
-		} else if n != int64(len(consolidated)) {
-			return nil, consolidation.ErrClaimLost
-		}
 	}
 	// What the batch leaves of each observation it touched, for the
 	// lexical index of Recall: recorded as written (a deleted one is
@@ -107,16 +93,19 @@ func (s *Store) insertFactVectors(ctx context.Context, tx *sql.Tx, bank string, 
 		" ON CONFLICT (bank, fact_id) DO UPDATE SET model = excluded.model, dims = excluded.dims, vec = excluded.vec", rows)
 }
 
-func (s *Store) factsByID(ctx context.Context, tx *sql.Tx, bank string, ids []string) (map[string]consolidation.Fact, error) {
-	out := map[string]consolidation.Fact{}
+// consolidateFacts marks the facts consolidated, in tx, and returns them
+// as they now are. Each must be pending and claimed by run; otherwise the
+// error is ErrClaimLost (and the caller rolls back).
+func (s *Store) consolidateFacts(ctx context.Context, tx *sql.Tx, bank, run string, ids []string, now time.Time) (map[string]consolidation.Fact, error) {
+	out := make(map[string]consolidation.Fact, len(ids))
 	if len(ids) == 0 {
 		return out, nil
 	}
-	args := []any{bank}
+	args := []any{bank, s.t(&now), run}
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	query, args := s.anyOf("SELECT "+factColumns+" FROM promptops_facts WHERE bank = $1 AND id @IN", 2, args)
+	query, args := s.anyOf("UPDATE promptops_facts SET status = 'consolidated', consolidated_at = $2, failure_reason = NULL, claimed_until = NULL WHERE bank = $1 AND status = 'pending' AND claimed_by = $3 AND id @IN RETURNING "+factColumns, 4, args)
 	rows, err := tx.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
@@ -129,7 +118,13 @@ func (s *Store) factsByID(ctx context.Context, tx *sql.Tx, bank string, ids []st
 		}
 		out[f.ID] = f
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if len(out) != len(ids) {
+		return nil, consolidation.ErrClaimLost
+	}
+	return out, nil
 }
 
 func (s *Store) history(ctx context.Context, tx *sql.Tx, bank, obsID, change, previous string, now time.Time) error {

@@ -21,8 +21,9 @@ func (s *Store) claimTime(t time.Time) any {
 }
 
 // ClaimFacts claims up to limit pending facts no live claim holds, oldest
-// first. PostgreSQL skips rows another transaction is claiming (FOR UPDATE
-// SKIP LOCKED); SQLite's immediate transactions serialise writers.
+// first, in one statement. PostgreSQL skips rows another transaction is
+// claiming (FOR UPDATE SKIP LOCKED); on SQLite a writing statement takes
+// the database's write lock before it reads, which serialises claims.
 func (s *Store) ClaimFacts(ctx context.Context, bank, run string, limit int, now, until time.Time) ([]consolidation.Fact, error) {
 	var query string
 	switch s.dialect {
@@ -40,12 +41,9 @@ func (s *Store) ClaimFacts(ctx context.Context, bank, run string, limit int, now
 			      ORDER BY created_at, id LIMIT ?2)
 			RETURNING ` + factColumns
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = tx.Rollback() }()
-	rows, err := tx.QueryContext(ctx, query, bank, limit, run, s.claimTime(now), s.claimTime(until))
+	// Atomic on its own: no transaction around it (on PostgreSQL a BEGIN
+	// and a COMMIT would be two more round trips per batch).
+	rows, err := s.db.QueryContext(ctx, query, bank, limit, run, s.claimTime(now), s.claimTime(until))
 	if err != nil {
 		return nil, err
 	}
@@ -60,9 +58,6 @@ func (s *Store) ClaimFacts(ctx context.Context, bank, run string, limit int, now
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	if err := tx.Commit(); err != nil {
 		return nil, err
 	}
 	sort.Slice(out, func(i, j int) bool {
