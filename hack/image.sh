@@ -79,7 +79,7 @@ ko_build() {
   digest="$(base_image "$kocache/img")"
   mkdir -p "$(dirname "$tarball")"
   (cd "$ROOT" && env KOCACHE="$kocache" KO_DEFAULTBASEIMAGE="local.invalid/empty@$digest" \
-    GOFLAGS="-trimpath -ldflags=-X=github.com/promptops/promptops/internal/cli.version=$VERSION" CGO_ENABLED=0 \
+    GOFLAGS="-trimpath -ldflags=-X=github.com/promptops/promptops/internal/cli.version=$VERSION" CGO_ENABLED=0 GOAMD64="${GOAMD64_IMAGE:-v2}" \
     KO_DOCKER_REPO="$repo" "$KO" build --bare --push=false --platform=linux/amd64 --sbom=none \
     --tags="$tag" --tarball="$tarball" "$pkg")
 }
@@ -109,7 +109,7 @@ case "${1:-}" in
   "")
     tool="$(engine)"
     if [[ -n "$tool" ]]; then
-      (cd "$ROOT" && "$tool" build --build-arg VERSION="$VERSION" -t "$IMAGE" .)
+      (cd "$ROOT" && "$tool" build --build-arg VERSION="$VERSION" --build-arg GOAMD64="${GOAMD64_IMAGE:-v2}" -t "$IMAGE" .)
       echo "make image: built $IMAGE with $tool"
       exit 0
     fi
