@@ -97,12 +97,13 @@ func fitMemory(enc lineCounter, items []MemoryItem, maxTokens int) MemoryFit {
 			continue
 		}
 		// The newline before a line is counted with the line before it.
-		n, over := enc.CountUpTo(line, maxTokens-fit.Tokens+1)
 		nl := 0
 		if len(fit.Items) > 0 {
 			nl = lineBreakTokens(enc, prev)
 		}
-		if over || fit.Tokens+nl+n > maxTokens {
+		// Read no further than the budget left: n is exact unless over.
+		n, over := enc.CountUpTo(line, maxTokens-fit.Tokens-nl)
+		if over {
 			fit.Omitted += len(items) - i
 			break
 		}
@@ -131,9 +132,6 @@ func fitMemory(enc lineCounter, items []MemoryItem, maxTokens int) MemoryFit {
 // pre-tokenizer, so only the line's last word matters (a space always
 // starts a pre-token).
 func lineBreakTokens(enc lineCounter, line string) int {
-	tail := line
-	if i := strings.LastIndexByte(line, ' '); i >= 0 {
-		tail = line[i:]
-	}
+	tail := line[max(strings.LastIndexByte(line, ' '), 0):]
 	return enc.Count(tail+"\n") - enc.Count(tail)
 }

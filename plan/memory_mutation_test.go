@@ -299,3 +299,38 @@ func TestFitRecalledBounds(t *testing.T) {
 		}
 	}
 }
+
+// joinedCounter counts how often a text of more than one line is counted.
+type joinedCounter struct {
+	*tokens.Encoder
+	joined int
+}
+
+func (c *joinedCounter) Count(text string) int {
+	if strings.Contains(strings.TrimSuffix(text, "\n"), "\n") {
+		c.joined++
+	}
+	return c.Encoder.Count(text)
+}
+
+// The kept lines are counted together once, by the final check: the fit
+// adds up each line's count exactly and never takes a line it must give
+// back (which would count the text again for each, quadratic in the
+// items).
+func TestFitMemoryCountsTheTextOnce(t *testing.T) {
+	list := items(12)
+	for i := range list {
+		if i%2 == 0 { // a line ending in a word: its line break is a token
+			list[i].Text = strings.TrimSuffix(list[i].Text, ".")
+		}
+	}
+	list[3].Text += " e.g. 42!!"
+	list[7].Text = "咖啡很好。 " + list[7].Text
+	for max := 0; max < 260; max++ {
+		c := &joinedCounter{Encoder: tokens.MustGet("cl100k_base")}
+		fit := fitMemory(c, list, max)
+		if c.joined > 1 || fit.Tokens != c.Encoder.Count(fit.Text) || fit.Tokens > max {
+			t.Fatalf("max %d: the joined text counted %d times; %d tokens, %d items", max, c.joined, fit.Tokens, len(fit.Items))
+		}
+	}
+}
