@@ -298,6 +298,14 @@ func TestFitRecalledBounds(t *testing.T) {
 			t.Errorf("maxItems %d minScore %v: kept %v, want %v", tc.maxItems, tc.minScore, got, tc.want)
 		}
 	}
+	// All below minScore: none kept.
+	low := items(3)
+	for i := range low {
+		low[i].Score = 0.1
+	}
+	if fit, err := p.fitRecalled(MemoryRequest{MaxTokens: 500, MinScore: 0.2}, low); err != nil || len(fit.Items) != 0 {
+		t.Errorf("all below minScore: kept %v (%v)", ids(fit), err)
+	}
 }
 
 // joinedCounter counts how often a text of more than one line is counted.
