@@ -673,9 +673,8 @@ func (p *Plan) assemble(ctx context.Context, e counter, pi *Intent, runtime map[
 			}
 			f := mem[pt.name]
 			r := f.result
-			if f.fit.Items != nil || pt.kept > 0 {
-				r.Items = pt.items[:pt.kept:pt.kept]
-			}
+			// nil when the recall filled nothing (pt.items is f.fit.Items).
+			r.Items = pt.items[:pt.kept:pt.kept]
 			r.Omitted = r.Recalled - len(r.Items)
 			a.Memory = append(a.Memory, r)
 		}
