@@ -146,29 +146,35 @@ func cutOrder(parts []part, keep func(p *part) bool) []int {
 // cut shrinks cuttable parts, in cutOrder, each down to its minimum, until
 // the total fits limit. It returns the names of the parts cut, in order, and
 // the total after the cuts. t is the total before; a total within limit cuts
-// nothing.
+// nothing and orders nothing.
 func cut(c cutter, parts []part, limit, t int) ([]string, int, error) {
 	var cutNames []string
-	for _, i := range cutOrder(parts, func(p *part) bool { return p.cuttable }) {
-		p := &parts[i]
-		for t > limit {
-			n, err := c.tokensOf(p)
-			if err != nil {
-				return nil, 0, err
-			}
-			if n <= p.minTokens {
-				break
-			}
-			// t > limit: the target is below n (the 1 only guards that).
-			if err := c.truncate(p, max(p.minTokens, n-max(t-limit, 1))); err != nil {
-				return nil, 0, err
-			}
-			if len(cutNames) == 0 || cutNames[len(cutNames)-1] != p.name {
-				cutNames = append(cutNames, p.name)
-			}
-			if t, err = c.total(); err != nil {
-				return nil, 0, err
-			}
+	var order []int
+	for k := 0; t > limit; {
+		if order == nil {
+			order = cutOrder(parts, func(p *part) bool { return p.cuttable })
+		}
+		if k == len(order) {
+			break
+		}
+		p := &parts[order[k]]
+		n, err := c.tokensOf(p)
+		if err != nil {
+			return nil, 0, err
+		}
+		if n <= p.minTokens {
+			k++ // at its minimum: the next part
+			continue
+		}
+		// t > limit: the target is below n (the 1 only guards that).
+		if err := c.truncate(p, max(p.minTokens, n-max(t-limit, 1))); err != nil {
+			return nil, 0, err
+		}
+		if len(cutNames) == 0 || cutNames[len(cutNames)-1] != p.name {
+			cutNames = append(cutNames, p.name)
+		}
+		if t, err = c.total(); err != nil {
+			return nil, 0, err
 		}
 	}
 	return cutNames, t, nil
