@@ -1,11 +1,11 @@
 package plan
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/promptops/promptops/internal/tokens"
@@ -128,51 +128,53 @@ type cutter interface {
 	truncate(p *part, target int) error
 }
 
-// cut shrinks cuttable parts, highest priority first (later sections first on
-// a tie), each down to its minimum, until the total fits limit. It returns the
-// names of the parts cut, in order, and the total after the cuts. t is the
-// total before.
-func cut(c cutter, parts []part, limit, t int) ([]string, int, error) {
+// cutOrder lists the parts keep takes in the order they are cut: highest
+// priority first, later sections first on a tie.
+func cutOrder(parts []part, keep func(p *part) bool) []int {
 	order := make([]int, 0, len(parts))
 	for i := range parts {
-		if parts[i].cuttable {
+		if keep(&parts[i]) {
 			order = append(order, i)
 		}
 	}
-	sort.SliceStable(order, func(a, b int) bool {
-		pa, pb := parts[order[a]], parts[order[b]]
-		if pa.priority != pb.priority {
-			return pa.priority > pb.priority
-		}
-		return order[a] > order[b]
+	slices.SortFunc(order, func(a, b int) int {
+		return cmp.Or(cmp.Compare(parts[b].priority, parts[a].priority), cmp.Compare(b, a))
 	})
+	return order
+}
+
+// cut shrinks cuttable parts, in cutOrder, each down to its minimum, until
+// the total fits limit. It returns the names of the parts cut, in order, and
+// the total after the cuts. t is the total before; a total within limit cuts
+// nothing and orders nothing.
+func cut(c cutter, parts []part, limit, t int) ([]string, int, error) {
 	var cutNames []string
-	for _, i := range order {
-		p := &parts[i]
-		for t > limit {
-			n, err := c.tokensOf(p)
-			if err != nil {
-				return nil, 0, err
-			}
-			if n <= p.minTokens {
-				break
-			}
-			target := max(p.minTokens, n-(t-limit))
-			if target >= n {
-				target = n - 1
-			}
-			if err := c.truncate(p, target); err != nil {
-				return nil, 0, err
-			}
-			if len(cutNames) == 0 || cutNames[len(cutNames)-1] != p.name {
-				cutNames = append(cutNames, p.name)
-			}
-			if t, err = c.total(); err != nil {
-				return nil, 0, err
-			}
+	var order []int
+	for k := 0; t > limit; {
+		if order == nil {
+			order = cutOrder(parts, func(p *part) bool { return p.cuttable })
 		}
-		if t <= limit {
+		if k == len(order) {
 			break
+		}
+		p := &parts[order[k]]
+		n, err := c.tokensOf(p)
+		if err != nil {
+			return nil, 0, err
+		}
+		if n <= p.minTokens {
+			k++ // at its minimum: the next part
+			continue
+		}
+		// t > limit: the target is below n (the 1 only guards that).
+		if err := c.truncate(p, max(p.minTokens, n-max(t-limit, 1))); err != nil {
+			return nil, 0, err
+		}
+		if len(cutNames) == 0 || cutNames[len(cutNames)-1] != p.name {
+			cutNames = append(cutNames, p.name)
+		}
+		if t, err = c.total(); err != nil {
+			return nil, 0, err
 		}
 	}
 	return cutNames, t, nil
@@ -205,11 +207,10 @@ func (c *counts) splits(p *part) {
 	b := p.body
 	p.f = 0
 	if !tokens.StartsPiece(b) {
-		p.f = nextSplit(b, 0)
+		p.f = nextSplit(b)
 	}
 	if p.f < 0 {
-		p.l = -1
-		return
+		return // l is not read
 	}
 	p.l = len(b)
 	if !tokens.EndsPiece(b) {
@@ -219,14 +220,14 @@ func (c *counts) splits(p *part) {
 
 // midOf is the count of the body between its split points; f >= 0.
 func (c *counts) midOf(p *part) (int, error) {
-	if p.mid >= 0 {
+	if p.mid != -1 {
 		return p.mid, nil
 	}
 	if err := c.ctx.Err(); err != nil {
 		return 0, err
 	}
 	switch {
-	case p.tokens >= 0:
+	case p.tokens != -1:
 		// A cut body: its count is known, its edges are short.
 		p.mid = p.tokens - c.e.CountUncached(p.body[:p.f]) - c.e.CountUncached(p.body[p.l:])
 	case p.f == 0 && p.l == len(p.body):
@@ -240,7 +241,7 @@ func (c *counts) midOf(p *part) (int, error) {
 
 // tokensOf is the count of the body alone.
 func (c *counts) tokensOf(p *part) (int, error) {
-	if p.tokens >= 0 {
+	if p.tokens != -1 {
 		return p.tokens, nil
 	}
 	c.splits(p)
@@ -255,7 +256,7 @@ func (c *counts) tokensOf(p *part) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if p.tokens < 0 {
+	if p.tokens == -1 {
 		p.tokens = c.e.CountUncached(p.body[:p.f]) + mid + c.e.CountUncached(p.body[p.l:])
 	}
 	return p.tokens, nil
@@ -351,10 +352,8 @@ func (c *counts) total() (int, error) {
 		n += mid
 		c.addGlue(i, p.ver, 't', p.body[p.l:])
 	}
-	if len(c.key) > 0 {
-		n += c.flush()
-	}
-	c.glue, c.key = c.glue[:0], c.key[:0]
+	// The last tail; with no body at all the glue is empty and counts 0.
+	n += c.flush()
 	return n, nil
 }
 
@@ -380,10 +379,10 @@ func (c *counts) blockTokens(p *part) (int, error) {
 	return c.e.CountUncached(p.heading+"\n"+p.body[:p.f]) + mid + c.e.CountUncached(p.body[p.l:]), nil
 }
 
-// nextSplit is the first offset i >= from, i > 0, where s[i-1] is a line feed
-// and s[i:] starts a piece, or -1.
-func nextSplit(s string, from int) int {
-	for i := from; i < len(s); {
+// nextSplit is the first offset i > 0 where s[i-1] is a line feed and
+// s[i:] starts a piece, or -1.
+func nextSplit(s string) int {
+	for i := 0; ; {
 		j := strings.IndexByte(s[i:], '\n')
 		if j < 0 {
 			return -1
@@ -393,22 +392,21 @@ func nextSplit(s string, from int) int {
 			return i
 		}
 	}
-	return -1
 }
 
-// lastSplit is the last split offset of s at or after from (a split point).
+// lastSplit is the last split offset of s after from (a split point, or 0),
+// or from when there is none.
 func lastSplit(s string, from int) int {
-	for end := len(s); end > from; {
-		j := strings.LastIndexByte(s[:end], '\n')
-		if j < 0 || j+1 <= from {
-			break
+	for end := len(s); ; {
+		j := from + strings.LastIndexByte(s[from:end], '\n')
+		if j < from {
+			return from
 		}
 		if tokens.StartsPiece(s[j+1:]) {
 			return j + 1
 		}
 		end = j
 	}
-	return from
 }
 
 // parts turns the plan's sections into parts; body gives a section's text
@@ -517,7 +515,8 @@ func (p *Plan) assembleStatic(ctx context.Context, e *tokens.Encoder, pi *Intent
 	if err != nil {
 		return nil, err
 	}
-	if truncate && t > p.MaxTokens {
+	if truncate {
+		// Within the budget this cuts nothing, and the static cuts are none.
 		if a.Cut, t, err = cut(sc, parts, p.MaxTokens, t); err != nil {
 			return nil, err
 		}
@@ -643,12 +642,11 @@ func (p *Plan) assemble(ctx context.Context, e counter, pi *Intent, runtime map[
 	if err != nil {
 		return nil, err
 	}
-	if t > p.MaxTokens {
-		if a.Cut, t, err = cut(c, parts, p.MaxTokens, t); err != nil {
-			return nil, err
-		}
+	// Within the budget neither cuts anything.
+	if a.Cut, t, err = cut(c, parts, p.MaxTokens, t); err != nil {
+		return nil, err
 	}
-	if t > p.MaxTokens && mem != nil {
+	if mem != nil {
 		if a.Cut, t, err = dropMemory(c, parts, p.MaxTokens, t, a.Cut); err != nil {
 			return nil, err
 		}
@@ -681,9 +679,8 @@ func (p *Plan) assemble(ctx context.Context, e counter, pi *Intent, runtime map[
 			}
 			f := mem[pt.name]
 			r := f.result
-			if f.fit.Items != nil || pt.kept > 0 {
-				r.Items = pt.items[:pt.kept:pt.kept]
-			}
+			// nil when the recall filled nothing (pt.items is f.fit.Items).
+			r.Items = pt.items[:pt.kept:pt.kept]
 			r.Omitted = r.Recalled - len(r.Items)
 			a.Memory = append(a.Memory, r)
 		}
@@ -695,19 +692,7 @@ func (p *Plan) assemble(ctx context.Context, e counter, pi *Intent, runtime map[
 // prompt is over budget after the cut: memory never keeps a prompt over
 // budget, whatever its minTokens.
 func dropMemory(c cutter, parts []part, limit, t int, cutNames []string) ([]string, int, error) {
-	order := make([]int, 0, len(parts))
-	for i := range parts {
-		if parts[i].kind == KindMemory && parts[i].body != "" {
-			order = append(order, i)
-		}
-	}
-	sort.SliceStable(order, func(a, b int) bool {
-		pa, pb := parts[order[a]], parts[order[b]]
-		if pa.priority != pb.priority {
-			return pa.priority > pb.priority
-		}
-		return order[a] > order[b]
-	})
+	order := cutOrder(parts, func(p *part) bool { return p.kind == KindMemory && p.body != "" })
 	for _, i := range order {
 		if t <= limit {
 			break

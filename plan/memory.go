@@ -35,12 +35,14 @@ type MemoryItem struct {
 func MemoryLine(it MemoryItem) string {
 	text := strings.Join(strings.Fields(it.Text), " ")
 	day := func(t *time.Time) string { return t.UTC().Format("2006-01-02") }
-	switch s, e := it.OccurredStart, it.OccurredEnd; {
-	case s != nil && e != nil && day(s) != day(e):
+	s, e := it.OccurredStart, it.OccurredEnd
+	if s != nil && e != nil && day(s) != day(e) {
 		return text + " (" + day(s) + " to " + day(e) + ")"
-	case s != nil:
+	}
+	if s != nil {
 		return text + " (" + day(s) + ")"
-	case e != nil:
+	}
+	if e != nil {
 		return text + " (until " + day(e) + ")"
 	}
 	return text
@@ -74,6 +76,17 @@ func FitMemory(encoding string, items []MemoryItem, maxTokens int) (MemoryFit, e
 	if maxTokens < 0 {
 		return MemoryFit{}, fmt.Errorf("maxTokens must not be negative, got %d", maxTokens)
 	}
+	return fitMemory(enc, items, maxTokens), nil
+}
+
+// lineCounter is what FitMemory asks of an encoder (*tokens.Encoder); tests
+// give it one whose counts do not add up line by line.
+type lineCounter interface {
+	Count(text string) int
+	CountUpTo(text string, limit int) (int, bool)
+}
+
+func fitMemory(enc lineCounter, items []MemoryItem, maxTokens int) MemoryFit {
 	var b strings.Builder
 	fit := MemoryFit{}
 	prev := ""
@@ -84,12 +97,13 @@ func FitMemory(encoding string, items []MemoryItem, maxTokens int) (MemoryFit, e
 			continue
 		}
 		// The newline before a line is counted with the line before it.
-		n, over := enc.CountUpTo(line, maxTokens-fit.Tokens+1)
 		nl := 0
 		if len(fit.Items) > 0 {
 			nl = lineBreakTokens(enc, prev)
 		}
-		if over || fit.Tokens+nl+n > maxTokens {
+		// Read no further than the budget left: n is exact unless over.
+		n, over := enc.CountUpTo(line, maxTokens-fit.Tokens-nl)
+		if over {
 			fit.Omitted += len(items) - i
 			break
 		}
@@ -103,36 +117,21 @@ func FitMemory(encoding string, items []MemoryItem, maxTokens int) (MemoryFit, e
 	}
 	fit.Text = b.String()
 	// The additive count above is exact for every encoding promptops has;
-	// this is the check, and the answer when it ever is not.
-	for exact := enc.Count(fit.Text); exact != fit.Tokens || exact > maxTokens; exact = enc.Count(fit.Text) {
-		if exact <= maxTokens {
-			fit.Tokens = exact
-			break
-		}
-		last := strings.LastIndexByte(fit.Text, '\n')
+	// this is the check, and the answer when it ever is not: the last items
+	// go until the text fits.
+	for fit.Tokens = enc.Count(fit.Text); fit.Tokens > maxTokens; fit.Tokens = enc.Count(fit.Text) {
 		fit.Items = fit.Items[:len(fit.Items)-1]
 		fit.Omitted++
-		if last < 0 {
-			fit.Text = ""
-		} else {
-			fit.Text = fit.Text[:last]
-		}
-		fit.Tokens = -1
+		fit.Text = fit.Text[:max(strings.LastIndexByte(fit.Text, '\n'), 0)]
 	}
-	if fit.Tokens < 0 {
-		fit.Tokens = 0
-	}
-	return fit, nil
+	return fit
 }
 
 // lineBreakTokens is what appending "\n" to a line adds to its count: the
 // newline may join the line's trailing run of punctuation in the
 // pre-tokenizer, so only the line's last word matters (a space always
 // starts a pre-token).
-func lineBreakTokens(enc *tokens.Encoder, line string) int {
-	tail := line
-	if i := strings.LastIndexByte(line, ' '); i >= 0 {
-		tail = line[i:]
-	}
+func lineBreakTokens(enc lineCounter, line string) int {
+	tail := line[max(strings.LastIndexByte(line, ' '), 0):]
 	return enc.Count(tail+"\n") - enc.Count(tail)
 }

@@ -71,19 +71,25 @@ func (p *Plan) HasMemory() bool {
 }
 
 func (p *Plan) validateMemory(s *Section) error {
+	// An if per rule, not a switch: gremlins v0.6.0 counts the conditions
+	// of case clauses as not covered.
 	m := s.Memory
-	switch {
-	case m == nil:
+	if m == nil {
 		return fmt.Errorf("memory section %s has no memory", s.Name)
-	case m.Bank.Name == "":
+	}
+	if m.Bank.Name == "" {
 		return fmt.Errorf("memory section %s names no bank", s.Name)
-	case (m.Query.FromRuntime != "") == m.Query.FromRequest:
+	}
+	if (m.Query.FromRuntime != "") == m.Query.FromRequest {
 		return fmt.Errorf("memory section %s needs exactly one of query.fromRuntime and query.fromRequest", s.Name)
-	case m.MaxItems < 0:
+	}
+	if m.MaxItems < 0 {
 		return fmt.Errorf("memory section %s has negative maxItems", s.Name)
-	case !(m.MinScore >= 0 && m.MinScore <= 1):
+	}
+	if !(m.MinScore >= 0 && m.MinScore <= 1) {
 		return fmt.Errorf("memory section %s has minScore %v, want 0 to 1", s.Name, m.MinScore)
-	case s.Policy == PolicyNever:
+	}
+	if s.Policy == PolicyNever {
 		return fmt.Errorf("memory section %s has policy Never: memory is always cut by priority", s.Name)
 	}
 	if q := m.Query.FromRuntime; q != "" {
@@ -233,11 +239,11 @@ func (p *Plan) recallAll(ctx context.Context, runtime map[string]string, o Memor
 		if s.Memory.Query.FromRuntime != "" {
 			q = runtime[s.Memory.Query.FromRuntime]
 		}
-		switch {
-		case o.Recall == nil:
+		if o.Recall == nil {
 			f.result.Code = MemoryNoRecall
 			continue
-		case q == "":
+		}
+		if q == "" {
 			f.result.Code = MemoryNoQuery
 			continue
 		}
@@ -272,11 +278,11 @@ func (p *Plan) recallAll(ctx context.Context, runtime map[string]string, o Memor
 			return nil, err
 		}
 		res := &w.fill.result
-		switch {
-		case r.err != nil && errors.Is(r.err, context.DeadlineExceeded):
+		if errors.Is(r.err, context.DeadlineExceeded) {
 			res.TimedOut, res.Code, res.Err = true, MemoryTimedOut, r.err
 			continue
-		case r.err != nil:
+		}
+		if r.err != nil {
 			res.Code, res.Err = MemoryRecallFailed, r.err
 			var re *RecallError
 			if errors.As(r.err, &re) && re.Code != "" {
@@ -310,8 +316,8 @@ func (p *Plan) fitRecalled(req MemoryRequest, items []MemoryItem) (MemoryFit, er
 			break
 		}
 	}
-	if req.MaxItems > 0 && len(kept) > req.MaxItems {
-		kept = kept[:req.MaxItems]
+	if req.MaxItems > 0 {
+		kept = kept[:min(len(kept), req.MaxItems)]
 	}
 	return FitMemory(p.Encoding, kept, req.MaxTokens)
 }
