@@ -30,13 +30,7 @@ func twoMemoryPlan(t *testing.T, prio1, prio2 int) *Plan {
 		Intents: []Intent{{Name: "chat", Instruction: "Answer briefly."}},
 		Runtime: RuntimeSummary{Placeholder: Placeholder("NAME"), MemoryPlaceholder: MemoryPlaceholder("NAME")},
 	}
-	if _, err := p.Seal(false); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return sealedPlan(t, p)
 }
 
 // assembleTwo fills m1 with four items and m2 with two, leaving out the

@@ -28,13 +28,7 @@ func memoryPlan(t *testing.T, maxTokens, reserve, memPrio, histPrio int) *Plan {
 		Intents: []Intent{{Name: "chat", Instruction: "Answer briefly."}},
 		Runtime: RuntimeSummary{Placeholder: Placeholder("NAME"), MemoryPlaceholder: MemoryPlaceholder("NAME")},
 	}
-	if _, err := p.Seal(false); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return sealedPlan(t, p)
 }
 
 func items(n int) []MemoryItem {
@@ -235,4 +229,16 @@ func TestValidateMemory(t *testing.T) {
 			t.Errorf("%s: valid", name)
 		}
 	}
+}
+
+// sealedPlan seals and validates a plan built in a test.
+func sealedPlan(t *testing.T, p *Plan) *Plan {
+	t.Helper()
+	if _, err := p.Seal(false); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
