@@ -79,7 +79,7 @@ func (e *Embeddings) Model() string { return e.cfg.Model }
 // arrays.
 type rawEmbeddings struct {
 	Data []struct {
-		Index     int             `json:"index"`
+		Index     *int            `json:"index"`
 		Embedding json.RawMessage `json:"embedding"`
 	} `json:"data"`
 	Usage struct {
@@ -131,33 +131,59 @@ func (e *Embeddings) embed(ctx context.Context, texts []string, out *consolidati
 	if _, err := e.svc.New(ctx, params, option.WithResponseBodyInto(&body)); err != nil {
 		return err
 	}
-	var raw rawEmbeddings
-	if err := json.Unmarshal(body, &raw); err != nil {
-		return fmt.Errorf("embeddings: the answer is not JSON: %w", err)
+	items, prompt, total, err := decodeAnswer(body)
+	if err != nil {
+		return err
 	}
-	if len(raw.Data) != len(texts) {
-		return fmt.Errorf("embeddings: the server returned %d vectors for %d inputs", len(raw.Data), len(texts))
+	if len(items) != len(texts) {
+		return fmt.Errorf("embeddings: the server returned %d vectors for %d inputs", len(items), len(texts))
 	}
-	for i, d := range raw.Data {
-		idx := d.Index
+	for i, it := range items {
+		idx := it.index
 		if idx < 0 || idx >= len(texts) {
 			idx = i
 		}
-		v, err := decodeEmbedding(d.Embedding)
-		if err != nil {
-			return fmt.Errorf("embeddings: vector %d: %w", i, err)
+		if e.cfg.Dimensions > 0 && len(it.vec) != e.cfg.Dimensions {
+			return fmt.Errorf("embeddings: asked for %d dimensions, the server returned %d", e.cfg.Dimensions, len(it.vec))
 		}
-		if e.cfg.Dimensions > 0 && len(v) != e.cfg.Dimensions {
-			return fmt.Errorf("embeddings: asked for %d dimensions, the server returned %d", e.cfg.Dimensions, len(v))
-		}
-		out.Vectors[offset+idx] = v
+		out.Vectors[offset+idx] = it.vec
 	}
-	t := raw.Usage.PromptTokens
+	t := prompt
 	if t == 0 {
-		t = raw.Usage.TotalTokens
+		t = total
 	}
 	out.Tokens += t
 	return nil
+}
+
+// decodeAnswer reads an embeddings answer: in one pass when it has the
+// common form (fastAnswer), else with encoding/json, which also reads
+// base64 vectors and gives the errors.
+func decodeAnswer(body []byte) (items []answerItem, prompt, total int64, err error) {
+	if items, prompt, total, ok := fastAnswer(body); ok {
+		return items, prompt, total, nil
+	}
+	return slowAnswer(body)
+}
+
+// slowAnswer is decodeAnswer with encoding/json.
+func slowAnswer(body []byte) (items []answerItem, prompt, total int64, err error) {
+	var raw rawEmbeddings
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return nil, 0, 0, fmt.Errorf("embeddings: the answer is not JSON: %w", err)
+	}
+	items = make([]answerItem, len(raw.Data))
+	for i, d := range raw.Data {
+		v, err := decodeEmbedding(d.Embedding)
+		if err != nil {
+			return nil, 0, 0, fmt.Errorf("embeddings: vector %d: %w", i, err)
+		}
+		items[i] = answerItem{index: -1, vec: v}
+		if d.Index != nil {
+			items[i].index = *d.Index
+		}
+	}
+	return items, raw.Usage.PromptTokens, raw.Usage.TotalTokens, nil
 }
 
 // decodeEmbedding reads a JSON array of numbers or a base64 string of
