@@ -127,17 +127,7 @@ func (p *jsonScan) peek() byte {
 // object reads an object, calling member for each key with the position
 // at its value; member reads the value.
 func (p *jsonScan) object(member func(key []byte) bool) bool {
-	if p.peek() != '{' {
-		return false
-	}
-	p.i++
-	p.ws()
-	if p.peek() == '}' {
-		p.i++
-		return true
-	}
-	for {
-		p.ws()
+	return p.list('{', '}', func() bool {
 		key, escaped, ok := p.str()
 		if !ok || escaped {
 			return false
@@ -148,30 +138,24 @@ func (p *jsonScan) object(member func(key []byte) bool) bool {
 		}
 		p.i++
 		p.ws()
-		if !member(key) {
-			return false
-		}
-		p.ws()
-		switch p.peek() {
-		case ',':
-			p.i++
-		case '}':
-			p.i++
-			return true
-		default:
-			return false
-		}
-	}
+		return member(key)
+	})
 }
 
 // array reads an array, calling elem at each element.
 func (p *jsonScan) array(elem func() bool) bool {
-	if p.peek() != '[' {
+	return p.list('[', ']', elem)
+}
+
+// list reads open, elements separated by commas, and close; elem reads an
+// element.
+func (p *jsonScan) list(open, close byte, elem func() bool) bool {
+	if p.peek() != open {
 		return false
 	}
 	p.i++
 	p.ws()
-	if p.peek() == ']' {
+	if p.peek() == close {
 		p.i++
 		return true
 	}
@@ -184,7 +168,7 @@ func (p *jsonScan) array(elem func() bool) bool {
 		switch p.peek() {
 		case ',':
 			p.i++
-		case ']':
+		case close:
 			p.i++
 			return true
 		default:
