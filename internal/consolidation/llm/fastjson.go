@@ -106,6 +106,10 @@ type jsonScan struct {
 
 const maxScanDepth = 64
 
+// maxPresize bounds the numbers a vector is sized for before they are read:
+// above any embedding model's dimensions.
+const maxPresize = 1 << 14
+
 func (p *jsonScan) ws() {
 	for p.i < len(p.b) {
 		switch p.b[p.i] {
@@ -277,12 +281,14 @@ func (p *jsonScan) numbers() ([]float32, bool) {
 	if p.peek() != '[' {
 		return nil, false
 	}
-	// About one comma per number: one allocation for a vector.
+	// About one comma per number: one allocation for a vector, but no
+	// more than maxPresize numbers on the commas' word (a body of commas
+	// must not allocate before it fails); a longer vector grows as read.
 	end := bytes.IndexByte(p.b[p.i:], ']')
 	if end < 0 {
 		return nil, false
 	}
-	fs := make([]float32, 0, bytes.Count(p.b[p.i:p.i+end], []byte{','})+1)
+	fs := make([]float32, 0, min(bytes.Count(p.b[p.i:p.i+end], []byte{','})+1, maxPresize))
 	ok := p.array(func() bool {
 		text, ok := p.number()
 		if !ok {

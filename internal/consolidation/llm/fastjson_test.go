@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"runtime"
 	"testing"
 )
 
@@ -84,6 +85,24 @@ func TestFastAnswerReadsWhatEncodingJSONReads(t *testing.T) {
 	deep := `{"data":[],"x":` + string(repeat('[', 10000)) + string(repeat(']', 10000)) + `}`
 	if _, _, _, ok := fastAnswer([]byte(deep)); ok {
 		t.Error("10,000 levels of nesting read in one pass")
+	}
+}
+
+// TestFastAnswerOfCommasAllocatesLittle: a body of 8 MB of commas where
+// a vector should be fails without sizing a vector for them.
+func TestFastAnswerOfCommasAllocatesLittle(t *testing.T) {
+	body := append([]byte(`{"data":[{"embedding":[`), repeat(',', 8<<20)...)
+	body = append(body, `]}]}`...)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, _, _, ok := fastAnswer(body)
+	runtime.ReadMemStats(&after)
+	if ok {
+		t.Fatal("read a vector of commas")
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 1<<20 {
+		t.Fatalf("allocated %d bytes for a failed answer of %d", got, len(body))
 	}
 }
 
