@@ -175,15 +175,11 @@ func (r *run) loop(ctx context.Context) error {
 			return nil
 		}
 		limit := min(s.BatchSize, s.MaxFacts-taken)
-		var facts []Fact
-		var err error
-		if next != nil {
-			facts, err = next.wait()
-			next = nil
-		} else {
-			now := r.now()
-			facts, err = r.Store.ClaimFacts(ctx, s.Bank, r.id, limit, now, now.Add(s.ClaimLease))
+		if next == nil {
+			next = r.claimNext(ctx, limit)
 		}
+		facts, err := next.wait()
+		next = nil
 		if err != nil {
 			return fmt.Errorf("store: claiming facts: %w", err)
 		}
@@ -221,8 +217,8 @@ type nextClaim struct {
 	err   error
 }
 
-// claimNext starts claiming up to limit facts (the Store is safe for
-// concurrent use).
+// claimNext starts claiming up to limit facts in its own goroutine (the
+// Store is safe for concurrent use); wait returns them.
 func (r *run) claimNext(ctx context.Context, limit int) *nextClaim {
 	c := &nextClaim{done: make(chan struct{})}
 	now := r.now()
