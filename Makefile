@@ -82,7 +82,7 @@ gremlins: ## Install gremlins, the mutation tester, into bin/.
 	@go version -m $(GREMLINS) 2>/dev/null | grep -q "mod.*go-gremlins/gremlins.*$(GREMLINS_VERSION)" || GOBIN=$(BIN) go install github.com/go-gremlins/gremlins/cmd/gremlins@$(GREMLINS_VERSION)
 
 .PHONY: mutation
-mutation: gremlins ## Mutation-test plan, tokens, assembler, consolidation and serve, each by its own tests (docs/mutation.md).
+mutation: gremlins envtest ## Mutation-test plan, tokens, assembler, consolidation and serve, each by its own tests (docs/mutation.md).
 	GREMLINS=$(GREMLINS) hack/mutation/run.sh
 
 BENCH_CLIENTS ?= 1,2,8

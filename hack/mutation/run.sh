@@ -38,7 +38,6 @@ envtest_tests() {
 test_flags() {
   case $1 in
     internal/tokens) echo "-count=1 -short" ;;  # -short: the 1 MiB differential runs shrink
-    internal/serve) echo "-count=1 -skip ^($(envtest_tests internal/serve))$" ;;
     *) echo "-count=1" ;;
   esac
 }
@@ -46,10 +45,19 @@ excludes() {
   case $1 in
     internal/tokens) echo "^unicode_tables\.go$" ;;
     internal/consolidation) echo "^(sqlstore|llm)/ ^(engine|lexical|semantic|vector|prompt|recall|types)\.go$" ;;
-    internal/serve) echo "^(watch|metrics)\.go$" ;;
   esac
 }
 
+# The tests that start a control plane run only for the mutants the other
+# tests miss (hack/mutation/go).
+slow_tests() {
+  case $1 in
+    internal/serve) echo "^($(envtest_tests internal/serve))$" ;;
+  esac
+}
+
+# The control plane's binaries from this checkout, not from gremlins' copy.
+export KUBEBUILDER_ASSETS=${KUBEBUILDER_ASSETS:-$PWD/bin/k8s}
 export MUTATION_REAL_GO=${MUTATION_REAL_GO:-$(command -v go)}
 export MUTATION_REAL_GIT=${MUTATION_REAL_GIT:-$(command -v git)}
 export PATH="$PWD/hack/mutation:$PATH"
@@ -81,7 +89,7 @@ for p in $PACKAGES; do
   echo "== mutation $p"
   start=$SECONDS
   rc=0
-  MUTATION_PKG=$p MUTATION_TEST_FLAGS=$(test_flags "$p") \
+  MUTATION_PKG=$p MUTATION_TEST_FLAGS=$(test_flags "$p") MUTATION_SLOW_TESTS=$(slow_tests "$p") \
     "${limit[@]}" "$GREMLINS" unleash --workers "$WORKERS" --timeout-coefficient 10 \
     "${ex[@]}" "${diff_args[@]}" ${MUTATION_FLAGS:-} -o "$OUT/$name.json" "./$p" >"$OUT/$name.log" 2>&1 || rc=$?
   if (( rc == 124 )); then echo "mutation: out of time, $p not judged ($((SECONDS - start)) s)"; continue; fi
