@@ -130,3 +130,26 @@ func TestGiantChunkMapBoundedOnNewText(t *testing.T) {
 	}
 	t.Logf("%d chunk merges missed, %d kept", g.misses, len(g.chunks))
 }
+
+// Chunks end a few tokens before their cut, so the tokens kept from a chunk
+// are those of the whole piece and a run of one letter, digit, sign or
+// emoji is merged with no junction to repair. Keeping a chunk's last tokens
+// too gives the same tokens, after repairs: about three times as many over
+// TestGiantMergeDifferential's pieces, and counts that fall back to the heap
+// merge of the whole piece. (Runs of spaces or of "=" do get a repair or two
+// with short chunks, so they are not listed.)
+func TestGiantRunsNeedNoRepair(t *testing.T) {
+	for _, name := range []string{CL100K, O200K} {
+		v := MustGet(name).vocab
+		for _, c := range []string{"a", "!", "7", "中", "😀"} {
+			for _, chunk := range []int{100, giantChunk} {
+				s := strings.Repeat(c, (5*chunk+7)/len(c))
+				g := giantMerge{v: v, chunk: chunk, chunks: map[string][]int{}, compat: map[[2]int32]bool{}}
+				got := g.run(nil, s)
+				if g.repairs != 0 || g.lost || !slices.Equal(got, v.mergeLong(nil, s)) {
+					t.Errorf("%s %q, chunk %d: %d junctions repaired (lost %v)", name, c, chunk, g.repairs, g.lost)
+				}
+			}
+		}
+	}
+}
