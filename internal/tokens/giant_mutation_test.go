@@ -153,3 +153,31 @@ func TestGiantRunsNeedNoRepair(t *testing.T) {
 		}
 	}
 }
+
+// Runs of spaces at short chunk lengths do need junction repairs (see
+// TestGiantRunsNeedNoRepair): the repair finds the heap merge's tokens within
+// a small window, so neither the merge nor a count that keeps only a few
+// tokens falls back to the heap merge of the whole piece.
+func TestGiantRepairsStayLocal(t *testing.T) {
+	for _, name := range []string{CL100K, O200K} {
+		v := MustGet(name).vocab
+		for _, chunk := range []int{64, 100} {
+			s := strings.Repeat(" ", 5*chunk+7)
+			want := v.mergeLong(nil, s)
+			g := giantMerge{v: v, chunk: chunk, chunks: map[string][]int{}, compat: map[[2]int32]bool{}}
+			got := g.run(nil, s)
+			if g.repairs < 1 || g.lost || !slices.Equal(got, want) {
+				t.Errorf("%s, chunk %d: %d junctions repaired (lost %v), equal %v, want some repaired and none lost",
+					name, chunk, g.repairs, g.lost, slices.Equal(got, want))
+			}
+			long := strings.Repeat(s, 8)
+			wantN := len(v.mergeLong(nil, long))
+			gc := giantMerge{v: v, chunk: chunk, chunks: map[string][]int{}, compat: map[[2]int32]bool{}, keep: 4}
+			kept := gc.merge(nil, long)
+			if gc.repairs < 1 || gc.dropped < 1 || gc.lost || gc.dropped+len(kept) != wantN {
+				t.Errorf("%s, chunk %d, keep 4: %d repaired, %d dropped, %d kept (lost %v), want some repaired and dropped, none lost, %d in all",
+					name, chunk, gc.repairs, gc.dropped, len(kept), gc.lost, wantN)
+			}
+		}
+	}
+}
