@@ -76,10 +76,9 @@ func freshVocab() *vocab {
 }
 
 // The fast paths give the same tokens as the heap merge, so a piece sent
-// down the slow path instead is still counted right, only much slower
-// (CJK text 2-3 times, a megabyte of one letter by minutes); tests do not
-// time it, so this one checks the paths by what they leave in their
-// caches: CJK pieces, also after one leading character, take the
+// down another path is still counted right, only with more work or
+// memory; tests do not time it, so this one checks the paths by what they
+// leave in their caches: CJK pieces, also after one leading character, take the
 // character merge, which learns their characters' tokens, and giant
 // pieces are merged in chunks, which go to the chunk cache.
 func TestFastPathsAreTaken(t *testing.T) {
