@@ -4,8 +4,11 @@ package tokens
 // try (issue 21, docs/mutation.md).
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // The count cache is keyed by the whole text: texts that share a long
@@ -31,6 +34,119 @@ func TestCountCacheKeysTheWholeText(t *testing.T) {
 					t.Errorf("%s round %d: Count of %d bytes ending %q = %d, want %d", name, round, len(s), s[len(s)-12:], got, want)
 				}
 			}
+		}
+	}
+}
+
+// A count cache holds about its Max entries, never many more (each shard
+// keeps its share, Max/cacheShards+1), and keeps what it was just given
+// even when Max is smaller than the number of shards.
+func TestCountCacheHoldsItsMax(t *testing.T) {
+	e := *MustGet(O200K) // an encoder of its own, with its own cache
+	for _, max := range []int{1, 15, 64} {
+		e.cache = newCountCache(max)
+		for i := 0; i < 300; i++ {
+			text := fmt.Sprintf("cache size probe %d of %d", i, max)
+			want := e.CountUncached(text)
+			before := e.CacheStats()
+			if got := e.Count(text); got != want {
+				t.Fatalf("max %d: Count %d, want %d", max, got, want)
+			}
+			if got := e.Count(text); got != want {
+				t.Fatalf("max %d: cached Count %d, want %d", max, got, want)
+			}
+			if after := e.CacheStats(); after.Hits != before.Hits+1 {
+				t.Fatalf("max %d, text %d: counted twice in a row, %d cache hits; want 1", max, i, after.Hits-before.Hits)
+			}
+		}
+		if st := e.CacheStats(); st.Entries > st.Max+cacheShards {
+			t.Errorf("max %d: the cache holds %d entries after 300 texts", max, st.Entries)
+		}
+	}
+}
+
+// freshVocab is a copy of the o200k_base vocabulary with empty character
+// tables and chunk cache, so that what a merge learns and caches can be
+// seen (the shared ones are filled by other tests).
+func freshVocab() *vocab {
+	v := *MustGet(O200K).vocab
+	v.chars = newCharTables(len(v.offs) - 1)
+	v.giantChunks = new(chunkCache)
+	return &v
+}
+
+// The fast paths give the same tokens as the heap merge, so a piece sent
+// down another path is still counted right, only with more work or
+// memory; tests do not time it, so this one checks the paths by what they
+// leave in their caches: CJK pieces, also after one leading character, take the
+// character merge, which learns their characters' tokens, and giant
+// pieces are merged in chunks, which go to the chunk cache.
+func TestFastPathsAreTaken(t *testing.T) {
+	v := freshVocab()
+	for _, s := range []string{
+		"统计分析数据变量均值标准差",   // starts with a three-byte character
+		"a置信区间检验用户研究结果方法", // after one leading character
+	} {
+		got := v.pureFast(nil, s)
+		if want := v.mergeLong(nil, s); !slices.Equal(got, want) {
+			t.Fatalf("%q: %v, heap merge %v", s, got, want)
+		}
+		r, _ := utf8.DecodeRuneInString(strings.TrimPrefix(s, "a"))
+		if v.chars.char3[r].Load() == 0 {
+			t.Errorf("%q: not merged from its characters' tokens (%q not learnt)", s, r)
+		}
+	}
+	giant := strings.Repeat("abcdefghij", giantPiece/10+100)
+	got := v.appendPiece(nil, giant)
+	if want := v.mergeLong(nil, giant); !slices.Equal(got, want) {
+		t.Fatalf("giant piece: %d tokens, heap merge %d", len(got), len(want))
+	}
+	chunked := false
+	for i := range v.giantChunks {
+		chunked = chunked || v.giantChunks[i].Load() != nil
+	}
+	if !chunked {
+		t.Errorf("a piece of %d bytes was not merged in chunks", len(giant))
+	}
+}
+
+// The checks of the character merge answer right from empty tables and
+// from their caches: the character of one token is that token, and the
+// tokens of a pure merge are reachable and adjacent ones compatible (the
+// theorem of giant.go). Wrong "no" answers would only send every piece to
+// the slower repair, with the same tokens; wrong "yes" answers would give
+// wrong tokens.
+func TestCharChecks(t *testing.T) {
+	v := freshVocab()
+	for pass := 0; pass < 2; pass++ { // empty tables, then cached answers
+		for _, c := range []string{"中", "文", "的"} {
+			id, ok := v.lookup(c)
+			if !ok {
+				t.Fatalf("%q is not a token of o200k_base", c)
+			}
+			r, _ := utf8.DecodeRuneInString(c)
+			if got := v.charToken(r, c); got != id {
+				t.Errorf("pass %d: charToken(%q) = %d, want %d", pass, c, got, id)
+			}
+		}
+		for _, s := range []string{"统计分析数据变量均值标准差置信区间", "Hello, world! 中文 text", "!!!???...,,,"} {
+			toks := v.mergeLong(nil, s)
+			for i, tok := range toks {
+				if !v.reachable(uint32(tok)) {
+					t.Errorf("pass %d, %q: token %d (%q) of its merge not reachable", pass, s, i, v.token(uint32(tok)))
+				}
+				if i == 0 {
+					continue
+				}
+				a, b := uint32(toks[i-1]), uint32(tok)
+				if !v.pairCompatible(a, b) || !v.unmergedCompatible(a, b) {
+					t.Errorf("pass %d, %q: adjacent tokens %q %q of its merge not compatible", pass, s, v.token(a), v.token(b))
+				}
+			}
+		}
+		// A pair that merges is not compatible.
+		if a, b := v.byteToken['a'], v.byteToken['b']; v.pairCompatible(a, b) {
+			t.Errorf("pass %d: pairCompatible(a, b) for a pair that merges", pass)
 		}
 	}
 }
