@@ -82,7 +82,8 @@ type giantMerge struct {
 	chunk  int               // chunk length in bytes
 	chunks map[string][]int  // pure merges of chunks by content
 	compat map[[2]int32]bool // compatibility of token pairs
-	misses int
+	misses int // chunk merges not found in chunks
+	hits   int // chunk merges found in chunks
 	buf    []byte
 	// keep, when not 0, bounds the tokens kept: older ones are only counted
 	// (dropped), for counts of pieces with millions of tokens. lost is set
@@ -176,10 +177,13 @@ func (g *giantMerge) merge(dst []int, piece string) []int {
 func runeStart(b byte) bool { return b&0xc0 != 0x80 }
 
 // merged is the pure merge of a chunk, from the chunk cache when the same
-// content was merged before. The cache stops growing when it does not hit,
-// so text that never repeats costs no more memory than its tokens.
+// content was merged before. The map keeps the first 64 chunks and grows
+// past them only while at least one lookup in four of its entries hits,
+// so a count of text that never repeats (a long run of CJK without
+// punctuation) holds 64 chunks, not one per chunk of the text.
 func (g *giantMerge) merged(s string) []int {
 	if toks, ok := g.chunks[s]; ok {
+		g.hits++
 		return toks
 	}
 	v := g.v
@@ -196,7 +200,7 @@ func (g *giantMerge) merged(s string) []int {
 		slot.Store(&chunkEntry{text: strings.Clone(s), toks: toks})
 	}
 	g.misses++
-	if g.misses < 64 || len(g.chunks) < 4*(g.misses-len(g.chunks)+1) {
+	if len(g.chunks) < 64 || len(g.chunks) < 4*g.hits {
 		g.chunks[s] = toks
 	}
 	return toks

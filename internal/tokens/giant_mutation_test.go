@@ -112,23 +112,42 @@ func TestGiantFullChunkCachedAcrossMerges(t *testing.T) {
 	}
 }
 
-// The per-merge chunk map grows with every miss only while a merge is young:
-// on text that never repeats it keeps at most about four in five of the
-// chunk merges (the admission rule in merged), not all of them.
+// A merge's own map of chunk merges keeps the first 64 chunks and then
+// grows only while at least one lookup in four of its entries hits: a
+// count of text that never repeats holds 64 chunks, not one per chunk.
 func TestGiantChunkMapBoundedOnNewText(t *testing.T) {
 	v := MustGet(O200K).vocab
 	freshChunkCache(t, v)
+	g := giantMerge{v: v, chunk: 64, chunks: map[string][]int{}, compat: map[[2]int32]bool{}}
+	chunk := func(i int) string { return fmt.Sprintf("chunk%04d", i) } // shorter than g.chunk: not cached process-wide
+	for i := range 100 {
+		g.merged(chunk(i))
+	}
+	if len(g.chunks) != 64 || g.misses != 100 || g.hits != 0 {
+		t.Fatalf("100 new chunks: %d kept, %d missed, %d hit; want 64, 100, 0", len(g.chunks), g.misses, g.hits)
+	}
+	for i := range 20 { // 20 hits: room for 80
+		if got, want := g.merged(chunk(i)), v.pureFast(nil, chunk(i)); !slices.Equal(got, want) {
+			t.Fatalf("chunk %d from the map: %v, want %v", i, got, want)
+		}
+	}
+	for i := 100; i < 200; i++ {
+		g.merged(chunk(i))
+	}
+	if len(g.chunks) != 80 || g.hits != 20 {
+		t.Fatalf("after 20 hits and 100 more new chunks: %d kept, %d hit; want 80, 20", len(g.chunks), g.hits)
+	}
+	// A long text of random letters: chunk merges miss, 64 are kept.
 	r := rand.New(rand.NewPCG(21, 1))
 	var b strings.Builder
 	for b.Len() < 20_000 {
 		b.WriteByte(byte('a' + r.IntN(26)))
 	}
-	g := giantMerge{v: v, chunk: 64, chunks: map[string][]int{}, compat: map[[2]int32]bool{}}
+	g = giantMerge{v: v, chunk: 64, chunks: map[string][]int{}, compat: map[[2]int32]bool{}}
 	g.merge(nil, b.String())
-	if g.misses < 200 || 5*len(g.chunks) > 4*g.misses+9 {
-		t.Fatalf("%d chunk merges missed, %d kept: want at least 200 missed, at most about four in five kept", g.misses, len(g.chunks))
+	if g.misses < 200 || len(g.chunks) != 64 {
+		t.Fatalf("%d chunk merges missed, %d kept: want at least 200 missed, 64 kept", g.misses, len(g.chunks))
 	}
-	t.Logf("%d chunk merges missed, %d kept", g.misses, len(g.chunks))
 }
 
 // Chunks end a few tokens before their cut, so the tokens kept from a chunk
