@@ -125,3 +125,16 @@ func TestCharMergeLearnsWhereTokensSplitCharacters(t *testing.T) {
 		t.Errorf("%q: %d guesses repaired again on the second encoding", s, again)
 	}
 }
+
+// A repair whose window reaches the end of a piece that ends in the first
+// two bytes of a character: in cl100k_base † ("\xe2\x80\xa0") is a token
+// and "\xa0\xed" merges first, so the guess †, "\xed\x81" is merged again as
+// "\xe2\x80", "\xa0\xed", "\x81", whose last boundary falls inside the
+// truncated "\xed\x81". Learning from it must not read past the piece.
+func TestCharMergeRepairAtATruncatedEnd(t *testing.T) {
+	e := MustGet(CL100K)
+	for _, s := range []string{"。。。。†\xed\x81", "†††††\xed\x81"} {
+		cmFreshChars(e)
+		cmCheckEncode(t, CL100K, e, s)
+	}
+}
