@@ -138,3 +138,30 @@ func TestCharMergeRepairAtATruncatedEnd(t *testing.T) {
 		cmCheckEncode(t, CL100K, e, s)
 	}
 }
+
+// The ASCII-letter shortcuts of the pre-tokenizers test (b|0x20)-'a' < 26
+// in wrapping byte arithmetic, which holds for the 52 letters only; with the
+// sign wrong it would hold for the continuation bytes 0x80-0x98 and
+// 0xa0-0xb8. Those, like DEL, are [^\s\p{L}\p{N}] and run on with the
+// punctuation after them instead of starting a letter run.
+func TestPreTokenizerASCIILetterShortcuts(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		split splitFunc
+		in    string
+		want  []string
+	}{
+		{"cl100k DEL", splitCL100K, "\x7f!!", []string{"\x7f!!"}},
+		{"cl100k continuation byte", splitCL100K, "\x80!!x", []string{"\x80!!", "x"}},
+		{"cl100k space, DEL", splitCL100K, " \x7f!!", []string{" \x7f!!"}},
+		{"cl100k space, continuation byte", splitCL100K, " \xb8!!", []string{" \xb8!!"}},
+		{"cl100k letters", splitCL100K, "Ab Cd", []string{"Ab", " Cd"}},
+		{"o200k DEL", splitO200K, "\x7f!!", []string{"\x7f!!"}},
+		{"o200k continuation byte", splitO200K, "\x80!!x", []string{"\x80!!", "x"}},
+		{"o200k space, DEL", splitO200K, " \x7f!!", []string{" \x7f!!"}},
+	} {
+		if got := pieces(c.split, c.in); !slices.Equal(got, c.want) {
+			t.Errorf("%s %q: pieces %q, want %q", c.name, c.in, got, c.want)
+		}
+	}
+}
