@@ -165,3 +165,24 @@ func TestPreTokenizerASCIILetterShortcuts(t *testing.T) {
 		}
 	}
 }
+
+// asciiWord, o200k_base's shortcut for ASCII words, must give way where the
+// pattern's letter alternatives do not match as it would: a lower-case
+// letter is not an optional leading character of the word after it, a line
+// break is never one, and '[' (just after 'Z') is no upper-case letter.
+func TestPreTokenizerASCIIWordShortcut(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want []string
+	}{
+		{"aBc", []string{"a", "Bc"}},
+		{"\rabc", []string{"\r", "abc"}},
+		{"\nabc", []string{"\n", "abc"}},
+		{"A[b", []string{"A", "[b"}},
+		{"Z[b", []string{"Z", "[b"}},
+	} {
+		if got := pieces(splitO200K, c.in); !slices.Equal(got, c.want) {
+			t.Errorf("o200k %q: pieces %q, want %q", c.in, got, c.want)
+		}
+	}
+}
