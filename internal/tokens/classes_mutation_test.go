@@ -186,3 +186,24 @@ func TestPreTokenizerASCIIWordShortcut(t *testing.T) {
 		}
 	}
 }
+
+// \p{N}{1,3} takes ASCII digits only up to '9': ':' (just after it) is
+// punctuation and starts the next piece.
+func TestPreTokenizerDigitsStopBeforeColon(t *testing.T) {
+	for _, sp := range []struct {
+		name  string
+		split splitFunc
+	}{{"cl100k", splitCL100K}, {"o200k", splitO200K}} {
+		for _, c := range []struct {
+			in   string
+			want []string
+		}{
+			{"1:2", []string{"1", ":", "2"}},
+			{"12:30", []string{"12", ":", "30"}},
+		} {
+			if got := pieces(sp.split, c.in); !slices.Equal(got, c.want) {
+				t.Errorf("%s %q: pieces %q, want %q", sp.name, c.in, got, c.want)
+			}
+		}
+	}
+}
