@@ -194,14 +194,14 @@ func (v *vocab) repairGuess(dst []int, base int, piece string, guess []int) []in
 			checked = false
 			continue
 		}
-		left := dst[base:]
+		left, rest := dst[base:], guess[i:]
 		for j := 1; ; j *= 2 {
-			jl, jr := min(j, len(left)), min(j, len(guess)-i)
+			jl, jr := min(j, len(left)), min(j, len(rest))
 			from, to := pos, pos
 			for _, t := range left[len(left)-jl:] {
 				from -= v.tokenLen(uint32(t))
 			}
-			for _, t := range guess[i : i+jr] {
+			for _, t := range rest[:jr] {
 				to += v.tokenLen(uint32(t))
 			}
 			var arr [16]int
@@ -209,7 +209,7 @@ func (v *vocab) repairGuess(dst []int, base int, piece string, guess []int) []in
 			if jl < len(left) && !v.pairCompatible(uint32(left[len(left)-jl-1]), uint32(w[0])) {
 				continue
 			}
-			if i+jr < len(guess) && !v.pairCompatible(uint32(w[len(w)-1]), uint32(guess[i+jr])) {
+			if jr < len(rest) && !v.pairCompatible(uint32(w[len(w)-1]), uint32(rest[jr])) {
 				continue
 			}
 			dst = append(dst[:len(dst)-jl], w...)
