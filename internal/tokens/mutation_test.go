@@ -150,3 +150,19 @@ func TestCharChecks(t *testing.T) {
 		}
 	}
 }
+
+// CountUpTo stops soon after the count passes limit (a budget check on a
+// long text costs about limit tokens of work), also at a limit of 0: n is
+// then the count up to the first piece past the limit, not the whole text.
+func TestCountUpToStopsPastTheLimit(t *testing.T) {
+	text := strings.Repeat("one two three four five six seven eight nine ten ", 1000)
+	for _, name := range []string{CL100K, O200K} {
+		e := MustGet(name)
+		for _, limit := range []int{-1, 0, 1, 5, 100} {
+			n, over := e.CountUpTo(text, limit)
+			if !over || n < max(limit, 0)+1 || n > max(limit, 0)+1 {
+				t.Errorf("%s: CountUpTo(10,000 words, %d) = %d, %v; want one past the limit (each word is one token), over", name, limit, n, over)
+			}
+		}
+	}
+}

@@ -81,13 +81,11 @@ func (e *Encoder) Encode(text string) []int {
 	if text == "" {
 		return nil
 	}
-	toks, _ := e.encode(make([]int, 0, len(text)/4+1), text, -1)
-	return toks
+	return e.encode(make([]int, 0, len(text)/4+1), text)
 }
 
-// encode appends the tokens of text to dst. With limit >= 0 it stops after
-// the piece that takes the count past limit and reports over.
-func (e *Encoder) encode(dst []int, text string, limit int) (toks []int, over bool) {
+// encode appends the tokens of text to dst.
+func (e *Encoder) encode(dst []int, text string) []int {
 	v, split := e.vocab, e.split
 	// last is the previous piece, whose tokens are dst[lastAt:]: a run of
 	// one piece is merged once.
@@ -104,11 +102,8 @@ func (e *Encoder) encode(dst []int, text string, limit int) (toks []int, over bo
 			last = piece
 		}
 		lastAt = start
-		if limit >= 0 && len(dst) > limit {
-			return dst, true
-		}
 	}
-	return dst, false
+	return dst
 }
 
 // countBufs recycles the token buffers of counts, which keep no tokens.
