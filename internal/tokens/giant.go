@@ -82,8 +82,8 @@ type giantMerge struct {
 	chunk  int               // chunk length in bytes
 	chunks map[string][]int  // pure merges of chunks by content
 	compat map[[2]int32]bool // compatibility of token pairs
-	misses int // chunk merges not found in chunks
-	hits   int // chunk merges found in chunks
+	misses int               // chunk merges not found in chunks
+	hits   int               // chunk merges found in chunks
 	buf    []byte
 	// keep, when not 0, bounds the tokens kept: older ones are only counted
 	// (dropped), for counts of pieces with millions of tokens. lost is set
