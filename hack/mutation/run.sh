@@ -43,7 +43,7 @@ test_flags() {
 }
 excludes() {
   case $1 in
-    internal/tokens) echo "^unicode_tables\.go$" ;;
+    internal/tokens) echo "^unicode_tables\.go$ ^corpus/" ;;
     internal/consolidation) echo "^(sqlstore|llm)/ ^(engine|lexical|semantic|vector|prompt|recall|types)\.go$" ;;
   esac
 }
