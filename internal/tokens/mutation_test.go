@@ -166,3 +166,18 @@ func TestCountUpToStopsPastTheLimit(t *testing.T) {
 		}
 	}
 }
+
+// Every token's text looks up to that token: the longest token of each
+// first byte included, and long tokens that share a home slot in the
+// table of pieces (the probe goes the way the insertion went).
+func TestLookupFindsEveryToken(t *testing.T) {
+	for _, name := range []string{CL100K, O200K} {
+		v := MustGet(name).vocab
+		n := len(v.offs) - 1
+		for id := 0; id < n; id++ {
+			if got, ok := v.lookup(v.token(uint32(id))); !ok || got != uint32(id) {
+				t.Fatalf("%s: lookup(token %d, %q) = %d, %v", name, id, v.token(uint32(id)), got, ok)
+			}
+		}
+	}
+}
