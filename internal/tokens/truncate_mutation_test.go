@@ -18,6 +18,9 @@ var truncateFragments = []string{
 	"a", "b", "Zy", "word", " ", "  ", "   ", "\n", "\n\n", "\t", "\r\n", " \n",
 	"\u00a0", "\u3000", "的", "文本", "😀", "👨‍👩‍👧", "🎉", "e\u0301", "\u0301",
 	"1", "123", "4567", "'s", "'T", ".", "!?", "...", "ǅ", "Привет", "x",
+	// Bytes that are not UTF-8: a stray continuation byte, a cut
+	// character, a byte that never starts one.
+	"\x80", "\x80\x80", "\xe7\x9a", "\xff",
 }
 
 // truncateTexts returns deterministic random texts of a few fragments.
