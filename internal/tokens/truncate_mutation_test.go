@@ -5,6 +5,7 @@ package tokens
 
 import (
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -114,6 +115,28 @@ func TestDecodeForeignIDs(t *testing.T) {
 			if got := e.Decode(append(append([]int{}, hi...), id, size-1, id)); got != want {
 				t.Errorf("%s: Decode(hi, %d, %d, %d) = %q, want %q", name, id, size-1, id, got, want)
 			}
+		}
+	}
+}
+
+// TestTruncateReadsOnlyWhatCanFit: a megabyte-long piece (one word, no
+// space) costs what its kept part costs, as Truncate promises for hostile
+// input. Measured in bytes allocated, not time: encoding the whole piece
+// needs a token buffer of megabytes, the kept part a few hundred bytes.
+func TestTruncateReadsOnlyWhatCanFit(t *testing.T) {
+	text := strings.Repeat("ab", 1<<19)
+	for _, name := range []string{CL100K, O200K} {
+		e := MustGet(name)
+		e.Truncate(text, 4) // warm the buffer pool
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		got, n := e.Truncate(text, 4)
+		runtime.ReadMemStats(&after)
+		if n != 4 || !strings.HasPrefix(text, got) || len(got) == 0 {
+			t.Fatalf("%s: Truncate = %d bytes, %d tokens", name, len(got), n)
+		}
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 256<<10 {
+			t.Errorf("%s: Truncate(1 MB piece, 4) allocated %d bytes; it should read only the first 4 tokens' worth", name, alloc)
 		}
 	}
 }
