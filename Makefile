@@ -64,7 +64,9 @@ envtest: ## Build kube-apiserver and etcd from the Go module proxy into bin/k8s.
 
 .PHONY: test
 test: envtest lint helm ## Run every test against a real kube-apiserver, PostgreSQL and SQLite.
-	go test $(GO_TEST_FLAGS) -race -count=1 ./...
+	# -timeout: under -race on 2 busy cores internal/tokens' differential
+	# tests alone take minutes, near go test's 10-minute default.
+	go test $(GO_TEST_FLAGS) -race -count=1 -timeout 30m ./...
 
 .PHONY: readme-check
 readme-check: ## Run the README's checked blocks (<!-- readme-check -->) and compare their documented output.
