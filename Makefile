@@ -63,9 +63,9 @@ envtest: ## Build kube-apiserver and etcd from the Go module proxy into bin/k8s.
 	hack/build-envtest-binaries.sh
 
 .PHONY: test
+# -timeout: under -race on 2 busy cores internal/tokens' differential tests
+# alone take minutes, near go test's 10-minute default.
 test: envtest lint helm ## Run every test against a real kube-apiserver, PostgreSQL and SQLite.
-	# -timeout: under -race on 2 busy cores internal/tokens' differential
-	# tests alone take minutes, near go test's 10-minute default.
 	go test $(GO_TEST_FLAGS) -race -count=1 -timeout 30m ./...
 
 .PHONY: readme-check
