@@ -140,9 +140,10 @@ func (g *giantMerge) merge(dst []int, piece string) []int {
 	for pos < len(piece) {
 		end := len(piece)
 		if len(piece)-pos >= 2*g.chunk {
-			// A chunk may end inside a character: its last tokens are
-			// dropped and merged again with the next chunk (keep below).
 			end = pos + g.chunk
+			for end < len(piece) && !runeStart(piece[end]) && end < pos+g.chunk+3 {
+				end++
+			}
 		}
 		toks := g.merged(piece[pos:end])
 		keep := len(toks)
