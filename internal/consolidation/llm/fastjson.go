@@ -24,34 +24,29 @@ type answerItem struct {
 func fastAnswer(body []byte) (items []answerItem, prompt, total int64, ok bool) {
 	p := &jsonScan{b: body}
 	p.ws()
-	seen := map[string]bool{}
+	// A repeated key the answer is read from goes to the general path
+	// (encoding/json keeps the last); other keys are skipped, as there.
+	var dataSeen, usageSeen bool
 	ok = p.object(func(key []byte) bool {
 		k := string(key)
-		if seen[k] {
-			return false
-		}
-		seen[k] = true
 		switch {
-		case k == "data":
+		case k == "data" && !dataSeen:
+			dataSeen = true
 			return p.array(func() bool {
 				it := answerItem{index: -1}
-				var hasVec bool
-				itemSeen := map[string]bool{}
+				var hasVec, indexSeen bool
 				if !p.object(func(key []byte) bool {
 					k := string(key)
-					if itemSeen[k] {
-						return false
-					}
-					itemSeen[k] = true
 					switch {
-					case k == "embedding":
+					case k == "embedding" && !hasVec:
 						it.vec, hasVec = p.numbers()
 						return hasVec
-					case k == "index":
+					case k == "index" && !indexSeen:
+						indexSeen = true
 						n, ok := p.integer()
 						it.index = int(n)
 						return ok && n >= 0 && n <= 1<<31
-					case foldEq(key, "embedding"), foldEq(key, "index"):
+					case k == "embedding", k == "index", foldEq(key, "embedding"), foldEq(key, "index"):
 						return false
 					}
 					return p.skip(1)
@@ -61,7 +56,8 @@ func fastAnswer(body []byte) (items []answerItem, prompt, total int64, ok bool) 
 				items = append(items, it)
 				return true
 			})
-		case k == "usage":
+		case k == "usage" && !usageSeen:
+			usageSeen = true
 			var pSeen, tSeen bool
 			return p.object(func(key []byte) bool {
 				k := string(key)
@@ -75,12 +71,12 @@ func fastAnswer(body []byte) (items []answerItem, prompt, total int64, ok bool) 
 					tSeen = true
 					total, ok = p.integer()
 					return ok
-				case foldEq(key, "prompt_tokens"), foldEq(key, "total_tokens"):
+				case k == "prompt_tokens", k == "total_tokens", foldEq(key, "prompt_tokens"), foldEq(key, "total_tokens"):
 					return false
 				}
 				return p.skip(1)
 			})
-		case foldEq(key, "data"), foldEq(key, "usage"):
+		case k == "data", k == "usage", foldEq(key, "data"), foldEq(key, "usage"):
 			return false
 		}
 		return p.skip(1)
