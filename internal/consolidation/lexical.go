@@ -122,6 +122,17 @@ func (x *LexIndex) compact() {
 // above Rank's floor, and up to limit more that share one of its entities,
 // best first. Ties go to the smaller id.
 func (x *LexIndex) Search(fact Fact, limit int) []string {
+	hits := x.search(fact, limit)
+	out := make([]string, len(hits))
+	for i, h := range hits {
+		out[i] = h.id
+	}
+	return out
+}
+
+// search is Search with each hit's RelatedScore (its trigram similarity
+// plus 0.25 per shared entity), as Search ranked it.
+func (x *LexIndex) search(fact Fact, limit int) []lexHit {
 	if limit <= 0 || len(x.byID) == 0 {
 		return nil
 	}
@@ -213,13 +224,10 @@ func (x *LexIndex) Search(fact Fact, limit int) []string {
 	for _, n := range x.touched {
 		counts[n] = 0
 	}
-	out := make([]string, 0, len(text)+len(ent))
-	for _, h := range text {
-		out = append(out, h.id)
-	}
+	out := append(make([]lexHit, 0, len(text)+len(ent)), text...)
 	for _, h := range ent {
-		if !slices.Contains(out[:len(text)], h.id) {
-			out = append(out, h.id)
+		if !slices.ContainsFunc(out[:len(text)], func(t lexHit) bool { return t.id == h.id }) {
+			out = append(out, h)
 		}
 	}
 	return out

@@ -343,12 +343,12 @@ func (r *Recaller) Recall(ctx context.Context, q Query) (items []Recalled, seman
 		}
 	}
 	m.lexMu.Lock()
-	ids := m.lex.Search(Fact{Text: q.Text, Entities: ents}, k)
+	hits := m.lex.search(Fact{Text: q.Text, Entities: ents}, k)
 	m.lexMu.Unlock()
-	for _, id := range ids {
-		if o, ok := m.obs[id]; ok {
+	for _, h := range hits {
+		if o, ok := m.obs[h.id]; ok {
 			lex = append(lex, Candidate{Observation: o.Observation})
-			score[id] = max(score[id], lexScore(o.Text, o.Entities))
+			score[h.id] = max(score[h.id], min(1, h.s))
 		}
 	}
 	keep := func(s float64, tags []string) bool {

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -52,6 +53,8 @@ type Store struct {
 
 	mu  sync.Mutex           // guards lex
 	lex map[string]*lexCache // per bank, for Recall
+
+	gen atomic.Pointer[sql.Stmt] // reads a bank's generation
 }
 
 var _ consolidation.Store = (*Store)(nil)
@@ -126,7 +129,11 @@ func redact(err error, storeURL string) error {
 
 // Close closes the database.
 func (s *Store) Close() error {
-	err := s.db.Close()
+	var err error
+	if st := s.gen.Swap(nil); st != nil {
+		err = st.Close()
+	}
+	err = errors.Join(err, s.db.Close())
 	if s.scan != s.db {
 		err = errors.Join(err, s.scan.Close())
 	}
