@@ -13,7 +13,7 @@ import (
 type LexIndex struct {
 	docs     []lexDoc
 	byID     map[string]int32
-	gramID   map[string]int32 // gram -> index in posts
+	gramID   map[uint64]int32 // gram (eachGramKey) -> index in posts
 	posts    [][]int32
 	entities map[string][]int32
 	dead     int
@@ -31,7 +31,7 @@ type lexDoc struct {
 
 // NewLexIndex returns an empty index.
 func NewLexIndex() *LexIndex {
-	return &LexIndex{byID: map[string]int32{}, gramID: map[string]int32{}, entities: map[string][]int32{}}
+	return &LexIndex{byID: map[string]int32{}, gramID: map[uint64]int32{}, entities: map[string][]int32{}}
 }
 
 // Len is the number of observations indexed.
@@ -42,11 +42,11 @@ func (x *LexIndex) Put(id, text string, entities []string) {
 	x.Delete(id)
 	n := int32(len(x.docs))
 	var ngrams int32
-	eachGram(text, func(g []byte) {
-		p, ok := x.gramID[string(g)]
+	eachGramKey(text, func(g uint64) {
+		p, ok := x.gramID[g]
 		if !ok {
 			p = int32(len(x.posts))
-			x.gramID[string(g)] = p
+			x.gramID[g] = p
 			x.posts = append(x.posts, nil)
 		}
 		post := x.posts[p]
@@ -141,8 +141,11 @@ func (x *LexIndex) search(fact Fact, limit int) []lexHit {
 	}
 	counts := x.counts[:len(x.docs)]
 	x.touched = x.touched[:0]
-	g := Trigrams(fact.Text)
-	for k := range g {
+	var g []uint64 // the text's distinct grams
+	eachGramKey(fact.Text, func(k uint64) { g = append(g, k) })
+	slices.Sort(g)
+	g = slices.Compact(g)
+	for _, k := range g {
 		p, ok := x.gramID[k]
 		if !ok {
 			continue

@@ -52,6 +52,50 @@ func eachGram(s string, fn func(g []byte)) {
 	}
 }
 
+// gramPad fills a gram key's places past a gram's last rune: above
+// every rune, so no rune can stand for it.
+const gramPad = 0x1fffff
+
+// eachGramKey calls fn with every gram of eachGram (repeats included) as
+// a key: its up to three runes in 21 bits each, padded with gramPad. Two
+// grams have the same key exactly when they have the same runes.
+func eachGramKey(s string, fn func(k uint64)) {
+	var r []rune
+	key := func(rs []rune) uint64 {
+		k := uint64(0)
+		for i := 0; i < 3; i++ {
+			c := uint64(gramPad)
+			if i < len(rs) {
+				c = uint64(rs[i])
+			}
+			k = k<<21 | c
+		}
+		return k
+	}
+	for _, w := range strings.Fields(Normalize(s)) {
+		r = append(r[:0], ' ')
+		for _, c := range w {
+			r = append(r, c)
+		}
+		r = append(r, ' ')
+		if isHan(r[1]) {
+			r = r[1 : len(r)-1]
+		}
+		if len(r) < 3 {
+			fn(key(r))
+			continue
+		}
+		for i := 0; i+3 <= len(r); i++ {
+			fn(key(r[i : i+3]))
+		}
+		if isHan(r[0]) {
+			for i := 0; i+2 <= len(r); i++ {
+				fn(key(r[i : i+2]))
+			}
+		}
+	}
+}
+
 func isHan(r rune) bool { return unicode.Is(unicode.Han, r) }
 
 // Similarity is the Jaccard similarity of two texts' trigram sets.

@@ -3,8 +3,10 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -41,7 +43,12 @@ func (s *Store) Apply(ctx context.Context, bank, run string, ops consolidation.O
 		}
 		lex.touch(d.ObservationID)
 	}
-	if err := s.updateObservations(ctx, tx, bank, ops.Updates, ops.Space, facts, now, lex); err != nil {
+	// Writes whose results nothing reads are gathered in last and run
+	// after the rest, with the generation's bump: on PostgreSQL in one
+	// statement. Merges (which keep an observation's text) write neither
+	// history nor vectors, so none of theirs comes before an update's.
+	var last []insert
+	if err := s.updateObservations(ctx, tx, bank, ops.Updates, ops.Space, facts, now, lex, &last); err != nil {
 		return nil, err
 	}
 	for _, m := range ops.Merges {
@@ -49,14 +56,9 @@ func (s *Store) Apply(ctx context.Context, bank, run string, ops consolidation.O
 			return nil, err
 		}
 	}
-	created, err := s.createObservations(ctx, tx, bank, ops.Creates, ops.Space, facts, now, lex)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.insertFactVectors(ctx, tx, bank, ops.Space, ops.FactVectors, facts); err != nil {
-		return nil, err
-	}
-	gen, err := s.bumpGeneration(ctx, tx, bank)
+	created := s.createObservations(bank, ops.Creates, ops.Space, facts, now, lex, &last)
+	s.insertFactVectors(bank, ops.Space, ops.FactVectors, facts, &last)
+	gen, err := s.finishApply(ctx, tx, bank, last)
 	if err != nil {
 		return nil, err
 	}
@@ -79,18 +81,122 @@ func (l lexChanges) put(id, text string, entities []string) {
 	l[id] = &consolidation.Observation{ID: id, Text: text, Entities: entities}
 }
 
-// insertFactVectors stores the vectors of the batch's consolidated facts
-// (read in tx, so they exist) in one statement per chunk.
-func (s *Store) insertFactVectors(ctx context.Context, tx *sql.Tx, bank string, sp consolidation.Space, vecs map[string][]float32, facts map[string]consolidation.Fact) error {
+// insert is an INSERT of rows of equal width: head VALUES (..), (..) tail;
+// or, with raw set, the statement raw writes, which gets the placeholder
+// of each of its arguments from arg.
+type insert struct {
+	head, tail string
+	rows       [][]any
+	raw        func(arg func(v any) string) string
+}
+
+// exec runs in on its own.
+func (s *Store) exec(ctx context.Context, tx *sql.Tx, in insert) error {
+	if in.raw == nil {
+		return s.insertRows(ctx, tx, in.head, in.tail, in.rows)
+	}
+	var args []any
+	query := in.raw(func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	})
+	_, err := tx.ExecContext(ctx, s.q(query), args...)
+	return err
+}
+
+// finishApply runs the inserts and bumps the bank's generation, which it
+// returns (-1 for an unknown bank). PostgreSQL runs them as one statement
+// (each insert a data-modifying CTE: one round trip instead of one per
+// insert) when their parameters fit one; otherwise, and on SQLite, they
+// run one by one.
+func (s *Store) finishApply(ctx context.Context, tx *sql.Tx, bank string, ins []insert) (int64, error) {
+	if s.dialect == postgres {
+		if query, args, ok := withInserts(ins, "UPDATE promptops_banks SET generation = generation + 1 WHERE id = $%d RETURNING generation", bank); ok {
+			var g int64
+			err := tx.QueryRowContext(ctx, query, args...).Scan(&g)
+			if errors.Is(err, sql.ErrNoRows) {
+				return -1, nil
+			}
+			return g, err
+		}
+	}
+	for _, in := range ins {
+		if err := s.exec(ctx, tx, in); err != nil {
+			return 0, err
+		}
+	}
+	return s.bumpGeneration(ctx, tx, bank)
+}
+
+// withInserts is a PostgreSQL statement that runs the inserts as CTEs of
+// main, whose one parameter (%d in main) is arg; ok is false when there is
+// no insert or their parameters do not fit one statement.
+func withInserts(ins []insert, main string, arg any) (query string, args []any, ok bool) {
+	var b strings.Builder
+	k := 0
+	for _, in := range ins {
+		if in.raw != nil {
+			if k == 0 {
+				b.WriteString("WITH ")
+			} else {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "i%d AS (%s)", k, in.raw(func(v any) string {
+				args = append(args, v)
+				return "$" + strconv.Itoa(len(args))
+			}))
+			k++
+			continue
+		}
+		if len(in.rows) == 0 {
+			continue
+		}
+		width := len(in.rows[0])
+		if len(args)+len(in.rows)*width >= maxParams {
+			return "", nil, false
+		}
+		if k == 0 {
+			b.WriteString("WITH ")
+		} else {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "i%d AS (%s", k, in.head)
+		k++
+		for i, r := range in.rows {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("(")
+			b.WriteString(placeholders(len(args)+1, width))
+			b.WriteString(")")
+			args = append(args, r...)
+		}
+		b.WriteString(in.tail)
+		b.WriteString(")")
+	}
+	if k == 0 || len(args) >= maxParams {
+		return "", nil, false
+	}
+	args = append(args, arg)
+	fmt.Fprintf(&b, " "+main, len(args))
+	return b.String(), args, true
+}
+
+// insertFactVectors adds to out the insert of the vectors of the batch's
+// consolidated facts (read in tx, so they exist).
+func (s *Store) insertFactVectors(bank string, sp consolidation.Space, vecs map[string][]float32, facts map[string]consolidation.Fact, out *[]insert) {
 	var rows [][]any
+	var ids []string
 	for id, v := range vecs {
 		if _, ok := facts[id]; ok && len(v) > 0 {
 			rows = append(rows, []any{bank, id, sp.Model, len(v), encodeVec(v)})
+			ids = append(ids, id)
 		}
 	}
+	s.storedVectors(bank, ids)
 	sort.Slice(rows, func(i, j int) bool { return rows[i][1].(string) < rows[j][1].(string) })
-	return s.insertRows(ctx, tx, "INSERT INTO promptops_fact_vectors (bank, fact_id, model, dims, vec) VALUES ",
-		" ON CONFLICT (bank, fact_id) DO UPDATE SET model = excluded.model, dims = excluded.dims, vec = excluded.vec", rows)
+	*out = append(*out, insert{head: "INSERT INTO promptops_fact_vectors (bank, fact_id, model, dims, vec) VALUES ",
+		tail: " ON CONFLICT (bank, fact_id) DO UPDATE SET model = excluded.model, dims = excluded.dims, vec = excluded.vec", rows: rows})
 }
 
 // consolidateFacts marks the facts consolidated, in tx, and returns them
@@ -248,7 +354,7 @@ func (s *Store) mergeObservation(ctx context.Context, tx *sql.Tx, bank string, m
 // one after the other, with one statement per kind of write for all of them
 // (but the UPDATE of each row); updates that name an observation twice go
 // one by one.
-func (s *Store) updateObservations(ctx context.Context, tx *sql.Tx, bank string, updates []consolidation.Update, sp consolidation.Space, facts map[string]consolidation.Fact, now time.Time, lex lexChanges) error {
+func (s *Store) updateObservations(ctx context.Context, tx *sql.Tx, bank string, updates []consolidation.Update, sp consolidation.Space, facts map[string]consolidation.Fact, now time.Time, lex lexChanges, last *[]insert) error {
 	ids := make([]string, 0, len(updates))
 	seen := map[string]bool{}
 	for _, u := range updates {
@@ -298,6 +404,9 @@ func (s *Store) updateObservations(ctx context.Context, tx *sql.Tx, bank string,
 				srcRows = append(srcRows, []any{bank, o.ID, fid})
 			}
 		}
+	}
+	if s.dialect == postgres {
+		return s.updateObservationsPG(ctx, tx, bank, updates, byID, facts, now, lex, histRows, vecRows, unvector, srcRows, last)
 	}
 	if len(histRows) > 0 {
 		if err := s.insertRows(ctx, tx, "INSERT INTO promptops_observation_history (bank, observation_id, change, previous_text, changed_at) VALUES ", "", histRows); err != nil {
@@ -351,25 +460,6 @@ func (s *Store) updateObservations(ctx context.Context, tx *sql.Tx, bank string,
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	if s.dialect == postgres {
-		// All rows in one UPDATE from a list of typed values.
-		args := []any{bank}
-		var vals []string
-		for _, u := range updates {
-			o := byID[u.ObservationID]
-			src := pick(facts, u.SourceFactIDs)
-			start, end := bounds(o.OccurredStart, o.OccurredEnd, src)
-			ents := entitySet(o.Entities, src)
-			lex.put(o.ID, u.Text, ents)
-			n := len(args)
-			vals = append(vals, fmt.Sprintf("($%d::text, $%d::text, $%d::text, $%d::integer, $%d::timestamptz, $%d::timestamptz, $%d::text, $%d::timestamptz)", n+1, n+2, n+3, n+4, n+5, n+6, n+7, n+8))
-			args = append(args, o.ID, u.Text, consolidation.Normalize(u.Text), counts[o.ID], s.t(start), s.t(end), toJSON(ents), s.t(&now))
-		}
-		_, err := tx.ExecContext(ctx, `UPDATE promptops_observations o SET text = v.text, text_norm = v.text_norm, proof_count = v.proof_count, occurred_start = v.occurred_start, occurred_end = v.occurred_end, entities_norm = v.entities_norm, updated_at = v.updated_at
-		FROM (VALUES `+strings.Join(vals, ", ")+`) AS v(id, text, text_norm, proof_count, occurred_start, occurred_end, entities_norm, updated_at)
-		WHERE o.bank = $1 AND o.id = v.id`, args...)
-		return err
-	}
 	for _, u := range updates {
 		o := byID[u.ObservationID]
 		src := pick(facts, u.SourceFactIDs)
@@ -382,6 +472,86 @@ func (s *Store) updateObservations(ctx context.Context, tx *sql.Tx, bank string,
 		}
 	}
 	return nil
+}
+
+// updateObservationsPG is updateObservations' writes on PostgreSQL: the
+// sources, the proof counts and the rows in one statement; the history
+// (trimmed to HistoryLimit) and the vectors into last. A text that changed
+// without a new vector loses its old one at once.
+func (s *Store) updateObservationsPG(ctx context.Context, tx *sql.Tx, bank string, updates []consolidation.Update, byID map[string]consolidation.Observation, facts map[string]consolidation.Fact, now time.Time, lex lexChanges, histRows, vecRows [][]any, unvector []string, srcRows [][]any, last *[]insert) error {
+	if len(histRows) > 0 {
+		// The newest HistoryLimit-1 rows kept, then one added per
+		// observation (an observation is updated once here): the
+		// newest HistoryLimit, as inserting then trimming would keep.
+		ids := make([]any, len(histRows))
+		for i, r := range histRows {
+			ids[i] = r[1]
+		}
+		*last = append(*last, insert{raw: func(arg func(any) string) string {
+			b := arg(bank)
+			in := make([]string, len(ids))
+			for i, id := range ids {
+				in[i] = arg(id)
+			}
+			return fmt.Sprintf(`DELETE FROM promptops_observation_history WHERE bank = %s AND observation_id IN (%s) AND seq NOT IN (
+			SELECT h.seq FROM promptops_observation_history h WHERE h.bank = %s AND h.observation_id = promptops_observation_history.observation_id ORDER BY h.seq DESC LIMIT %d)`,
+				b, strings.Join(in, ", "), b, HistoryLimit-1)
+		}}, insert{head: "INSERT INTO promptops_observation_history (bank, observation_id, change, previous_text, changed_at) VALUES ", rows: histRows})
+	}
+	*last = append(*last, insert{head: "INSERT INTO promptops_observation_vectors (bank, observation_id, model, dims, vec, qvec) VALUES ",
+		tail: " ON CONFLICT (bank, observation_id) DO UPDATE SET model = excluded.model, dims = excluded.dims, vec = excluded.vec, qvec = excluded.qvec", rows: vecRows})
+	if len(unvector) > 0 {
+		args := []any{bank}
+		for _, id := range unvector {
+			args = append(args, id)
+		}
+		if _, err := tx.ExecContext(ctx, "DELETE FROM promptops_observation_vectors WHERE bank = $1 AND observation_id IN ("+placeholders(2, len(unvector))+")", args...); err != nil {
+			return err
+		}
+	}
+	// The proof count is the sources the statement's snapshot holds
+	// (without those it inserts) plus those it inserted (RETURNING
+	// leaves out the conflicts: sources held already).
+	args := []any{bank}
+	var b strings.Builder
+	b.WriteString("WITH ")
+	if len(srcRows) > 0 {
+		b.WriteString("ins AS (INSERT INTO promptops_observation_sources (bank, observation_id, fact_id) VALUES ")
+		for i, r := range srcRows {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "($1, $%d, $%d)", len(args)+1, len(args)+2)
+			args = append(args, r[1], r[2])
+		}
+		b.WriteString(" ON CONFLICT DO NOTHING RETURNING observation_id), ")
+	} else {
+		b.WriteString("ins AS (SELECT NULL::text AS observation_id WHERE false), ")
+	}
+	b.WriteString("added AS (SELECT observation_id, count(*) AS n FROM ins GROUP BY observation_id)\n")
+	var vals []string
+	for _, u := range updates {
+		o := byID[u.ObservationID]
+		src := pick(facts, u.SourceFactIDs)
+		start, end := bounds(o.OccurredStart, o.OccurredEnd, src)
+		ents := entitySet(o.Entities, src)
+		lex.put(o.ID, u.Text, ents)
+		n := len(args)
+		vals = append(vals, fmt.Sprintf("($%d::text, $%d::text, $%d::text, $%d::timestamptz, $%d::timestamptz, $%d::text, $%d::timestamptz)", n+1, n+2, n+3, n+4, n+5, n+6, n+7))
+		args = append(args, o.ID, u.Text, consolidation.Normalize(u.Text), s.t(start), s.t(end), toJSON(ents), s.t(&now))
+	}
+	b.WriteString(`UPDATE promptops_observations o SET text = v.text, text_norm = v.text_norm,
+		proof_count = (SELECT count(*) FROM promptops_observation_sources c WHERE c.bank = o.bank AND c.observation_id = o.id) + COALESCE((SELECT a.n FROM added a WHERE a.observation_id = o.id), 0),
+		occurred_start = v.occurred_start, occurred_end = v.occurred_end, entities_norm = v.entities_norm, updated_at = v.updated_at
+		FROM (VALUES `)
+	b.WriteString(strings.Join(vals, ", "))
+	b.WriteString(`) AS v(id, text, text_norm, occurred_start, occurred_end, entities_norm, updated_at)
+		WHERE o.bank = $1 AND o.id = v.id`)
+	if len(args) >= maxParams {
+		return fmt.Errorf("a batch of %d updates is too large for one statement", len(updates))
+	}
+	_, err := tx.ExecContext(ctx, b.String(), args...)
+	return err
 }
 
 func (s *Store) updateObservation(ctx context.Context, tx *sql.Tx, bank string, u consolidation.Update, sp consolidation.Space, facts map[string]consolidation.Fact, now time.Time, lex lexChanges) error {
@@ -425,9 +595,9 @@ func (s *Store) updateObservation(ctx context.Context, tx *sql.Tx, bank string, 
 
 // createObservations inserts a batch's new observations, their sources and
 // their vectors: one multi-row statement each per chunk of rows.
-func (s *Store) createObservations(ctx context.Context, tx *sql.Tx, bank string, creates []consolidation.Create, sp consolidation.Space, facts map[string]consolidation.Fact, now time.Time, lex lexChanges) ([]string, error) {
+func (s *Store) createObservations(bank string, creates []consolidation.Create, sp consolidation.Space, facts map[string]consolidation.Fact, now time.Time, lex lexChanges, out *[]insert) []string {
 	if len(creates) == 0 {
-		return nil, nil
+		return nil
 	}
 	ids := make([]string, len(creates))
 	var obsRows, srcRows, vecRows [][]any
@@ -450,18 +620,17 @@ func (s *Store) createObservations(ctx context.Context, tx *sql.Tx, bank string,
 			vecRows = append(vecRows, []any{bank, id, sp.Model, len(c.Vector), encodeVec(c.Vector), encodeQuantized(c.Vector)})
 		}
 	}
-	if err := s.insertRows(ctx, tx, "INSERT INTO promptops_observations (bank, id, text, text_norm, proof_count, occurred_start, occurred_end, entities_norm, created_at, updated_at) VALUES ", "", obsRows); err != nil {
-		return nil, err
-	}
-	if err := s.insertRows(ctx, tx, "INSERT INTO promptops_observation_sources (bank, observation_id, fact_id) VALUES ", " ON CONFLICT DO NOTHING", srcRows); err != nil {
-		return nil, err
-	}
-	if err := s.insertRows(ctx, tx, "INSERT INTO promptops_observation_vectors (bank, observation_id, model, dims, vec, qvec) VALUES ",
-		" ON CONFLICT (bank, observation_id) DO UPDATE SET model = excluded.model, dims = excluded.dims, vec = excluded.vec, qvec = excluded.qvec", vecRows); err != nil {
-		return nil, err
-	}
-	return ids, nil
+	*out = append(*out,
+		insert{head: "INSERT INTO promptops_observations (bank, id, text, text_norm, proof_count, occurred_start, occurred_end, entities_norm, created_at, updated_at) VALUES ", rows: obsRows},
+		insert{head: "INSERT INTO promptops_observation_sources (bank, observation_id, fact_id) VALUES ", tail: " ON CONFLICT DO NOTHING", rows: srcRows},
+		insert{head: "INSERT INTO promptops_observation_vectors (bank, observation_id, model, dims, vec, qvec) VALUES ",
+			tail: " ON CONFLICT (bank, observation_id) DO UPDATE SET model = excluded.model, dims = excluded.dims, vec = excluded.vec, qvec = excluded.qvec", rows: vecRows})
+	return ids
 }
+
+// maxParams bounds the parameters of one statement: well under either
+// dialect's limit (PostgreSQL 65,535; SQLite 32,766).
+const maxParams = 30000
 
 // insertRows runs head VALUES (..), (..) tail for rows of equal width, in
 // chunks that stay well under either dialect's limit on parameters.
@@ -470,7 +639,7 @@ func (s *Store) insertRows(ctx context.Context, tx *sql.Tx, head, tail string, r
 		return nil
 	}
 	width := len(rows[0])
-	per := max(1, 30000/width)
+	per := max(1, maxParams/width)
 	for start := 0; start < len(rows); start += per {
 		chunk := rows[start:min(start+per, len(rows))]
 		var b strings.Builder

@@ -28,12 +28,14 @@ func (s *Store) ClaimFacts(ctx context.Context, bank, run string, limit int, now
 	var query string
 	switch s.dialect {
 	case postgres:
+		// Each fact comes with whether it has a stored vector, so that
+		// FactVectors need not ask for those that have none (most).
 		query = `UPDATE promptops_facts f SET claimed_by = $3, claimed_until = $5
 			FROM (SELECT bank, id FROM promptops_facts
 			      WHERE bank = $1 AND status = 'pending' AND (claimed_until IS NULL OR claimed_until <= $4)
 			      ORDER BY created_at, id LIMIT $2 FOR UPDATE SKIP LOCKED) c
 			WHERE f.bank = c.bank AND f.id = c.id
-			RETURNING ` + factColumnsOf("f")
+			RETURNING EXISTS (SELECT 1 FROM promptops_fact_vectors v WHERE v.bank = f.bank AND v.fact_id = f.id), ` + factColumnsOf("f")
 	default:
 		query = `UPDATE promptops_facts SET claimed_by = ?3, claimed_until = ?5
 			WHERE bank = ?1 AND id IN (SELECT id FROM promptops_facts
@@ -48,18 +50,29 @@ func (s *Store) ClaimFacts(ctx context.Context, bank, run string, limit int, now
 		return nil, err
 	}
 	var out []consolidation.Fact
+	var noVector []string
 	for rows.Next() {
-		f, err := scanFact(rows)
+		var f consolidation.Fact
+		var hasVector bool
+		if s.dialect == postgres {
+			f, err = scanFact(rows, &hasVector)
+		} else {
+			f, err = scanFact(rows)
+		}
 		if err != nil {
 			rows.Close()
 			return nil, err
 		}
 		out = append(out, f)
+		if s.dialect == postgres && !hasVector {
+			noVector = append(noVector, f.ID)
+		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
+	s.claimedWithoutVector(bank, noVector)
 	sort.Slice(out, func(i, j int) bool {
 		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
 			return out[i].CreatedAt.Before(out[j].CreatedAt)

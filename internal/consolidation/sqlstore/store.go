@@ -54,10 +54,15 @@ type Store struct {
 	mu  sync.Mutex           // guards lex
 	lex map[string]*lexCache // per bank, for Recall
 
-	gen atomic.Pointer[sql.Stmt] // reads a bank's generation
+	gen   atomic.Pointer[sql.Stmt] // reads a bank's generation
+	noVec noVector
 }
 
 var _ consolidation.Store = (*Store)(nil)
+
+// pgIdleConns is how many PostgreSQL connections a Store keeps open
+// while idle: more than a run or a served bank uses at once.
+const pgIdleConns = 8
 
 // Open opens a store URL: postgres://... (or postgresql://) or
 // sqlite:///absolute/path.db, and migrates it. Errors never contain the
@@ -74,6 +79,11 @@ func Open(ctx context.Context, storeURL string) (*Store, error) {
 		if err != nil {
 			return nil, fmt.Errorf("opening PostgreSQL: %w", redact(err, storeURL))
 		}
+		// database/sql keeps 2 idle connections by default: a run's
+		// overlapping reads (the next claim, the lexical and the semantic
+		// recall, a load) use more, and each one past 2 was closed on
+		// release and opened again (a new PostgreSQL backend) next time.
+		db.SetMaxIdleConns(pgIdleConns)
 		s = &Store{db: db, scan: db, dialect: postgres, lex: map[string]*lexCache{}}
 	case "sqlite":
 		path := u.Path

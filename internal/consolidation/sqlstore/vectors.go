@@ -5,8 +5,11 @@ import (
 	"database/sql"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"sort"
+	"sync"
 	"unsafe"
 
 	"github.com/promptops/promptops/internal/consolidation"
@@ -37,10 +40,68 @@ func decodeVec(b []byte, dst []float32) []float32 {
 	return dst
 }
 
+// noVector remembers facts this store claimed that had no stored vector
+// then, so that FactVectors, asked for them next, need not query: one
+// round trip less per batch. A vector stored since (by this run, or by
+// another after this run's lease ran out) is missed and the fact is
+// embedded again: tokens, not facts.
+type noVector struct {
+	mu  sync.Mutex
+	ids map[[2]string]struct{} // bank, fact id
+}
+
+// maxNoVector bounds what noVector holds (facts claimed and never asked
+// for, as in runs without embeddings); past it, it starts again.
+const maxNoVector = 1 << 16
+
+func (s *Store) claimedWithoutVector(bank string, ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	n := &s.noVec
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.ids == nil || len(n.ids)+len(ids) > maxNoVector {
+		n.ids = map[[2]string]struct{}{}
+	}
+	for _, id := range ids {
+		n.ids[[2]string{bank, id}] = struct{}{}
+	}
+}
+
+// storedVectors forgets what noVector held of facts whose vectors this
+// store writes.
+func (s *Store) storedVectors(bank string, ids []string) {
+	n := &s.noVec
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, id := range ids {
+		delete(n.ids, [2]string{bank, id})
+	}
+}
+
+// withVectorMaybe returns the ids not known to have no vector, and
+// forgets those known.
+func (s *Store) withVectorMaybe(bank string, ids []string) []string {
+	n := &s.noVec
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var out []string
+	for _, id := range ids {
+		k := [2]string{bank, id}
+		if _, ok := n.ids[k]; ok {
+			delete(n.ids, k)
+			continue
+		}
+		out = append(out, id)
+	}
+	return out
+}
+
 // FactVectors returns the vectors in sp of the given facts that have one.
 func (s *Store) FactVectors(ctx context.Context, bank string, sp consolidation.Space, ids []string) (map[string][]float32, error) {
 	out := map[string][]float32{}
-	if len(ids) == 0 {
+	if ids = s.withVectorMaybe(bank, ids); len(ids) == 0 {
 		return out, nil
 	}
 	args := []any{bank, sp.Model, sp.Dims}
@@ -66,6 +127,7 @@ func (s *Store) FactVectors(ctx context.Context, bank string, sp consolidation.S
 
 // PutFactVectors stores facts' vectors in sp, replacing older ones.
 func (s *Store) PutFactVectors(ctx context.Context, bank string, sp consolidation.Space, vecs map[string][]float32) error {
+	s.storedVectors(bank, slices.Collect(maps.Keys(vecs)))
 	return s.putVectors(ctx, "promptops_fact_vectors", "fact_id", bank, sp, vecs)
 }
 

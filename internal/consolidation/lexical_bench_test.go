@@ -1,0 +1,39 @@
+package consolidation
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// BenchmarkLexIndexLoad is loading a bank's lexical index: 10,000
+// observations of a person and six made-up words each, as a run or a
+// served bank loads it before its first recall.
+func BenchmarkLexIndexLoad(b *testing.B) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	words := make([]string, 3000)
+	for i := range words {
+		w := make([]byte, 4+rng.IntN(6))
+		for k := range w {
+			w[k] = byte('a' + rng.IntN(26))
+		}
+		words[i] = string(w)
+	}
+	const n = 10000
+	ids, texts, ents := make([]string, n), make([]string, n), make([][]string, n)
+	for i := range texts {
+		person := fmt.Sprintf("Person%d", i%2000)
+		t := person
+		for w := 0; w < 6; w++ {
+			t += " " + words[rng.IntN(len(words))]
+		}
+		ids[i], texts[i], ents[i] = fmt.Sprintf("%08d-0000-4000-8000-000000000000", i), t, []string{person}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		x := NewLexIndex()
+		for i := range texts {
+			x.Put(ids[i], texts[i], ents[i])
+		}
+	}
+}
