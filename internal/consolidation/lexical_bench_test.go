@@ -11,14 +11,7 @@ import (
 // served bank loads it before its first recall.
 func BenchmarkLexIndexLoad(b *testing.B) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	words := make([]string, 3000)
-	for i := range words {
-		w := make([]byte, 4+rng.IntN(6))
-		for k := range w {
-			w[k] = byte('a' + rng.IntN(26))
-		}
-		words[i] = string(w)
-	}
+	words := madeUpWords(rng, 3000)
 	const n = 10000
 	ids, texts, ents := make([]string, n), make([]string, n), make([][]string, n)
 	for i := range texts {

@@ -42,13 +42,10 @@ func (e benchEmbedder) Embed(_ context.Context, texts []string) (Embeddings, err
 	return out, nil
 }
 
-// BenchmarkRecall is one recall of the bank API over 10,000 observations
-// of eight made-up words and a person each, with 1,536-dimension vectors:
-// what a recall costs the server besides HTTP and the query's embedding.
-func BenchmarkRecall(b *testing.B) {
-	const n, d = 10000, 1536
-	rng := rand.New(rand.NewPCG(7, 8))
-	words := make([]string, 3000)
+// madeUpWords are n words of 4 to 9 random letters, so that texts share
+// trigrams about as real words do.
+func madeUpWords(rng *rand.Rand, n int) []string {
+	words := make([]string, n)
 	for i := range words {
 		w := make([]byte, 4+rng.IntN(6))
 		for k := range w {
@@ -56,6 +53,16 @@ func BenchmarkRecall(b *testing.B) {
 		}
 		words[i] = string(w)
 	}
+	return words
+}
+
+// BenchmarkRecall is one recall of the bank API over 10,000 observations
+// of eight made-up words and a person each, with 1,536-dimension vectors:
+// what a recall costs the server besides HTTP and the query's embedding.
+func BenchmarkRecall(b *testing.B) {
+	const n, d = 10000, 1536
+	rng := rand.New(rand.NewPCG(7, 8))
+	words := madeUpWords(rng, 3000)
 	st := &benchStore{vecs: map[string][]float32{}}
 	emb := benchEmbedder{vecs: map[string][]float32{}}
 	var queries []string

@@ -19,15 +19,20 @@ func Trigrams(s string) map[string]struct{} {
 // eachGram calls fn with every gram of Trigrams, repeats included; g is
 // valid only during the call.
 func eachGram(s string, fn func(g []byte)) {
-	var r []rune
 	var buf []byte
-	emit := func(rs []rune) {
+	eachGramRunes(s, func(rs []rune) {
 		buf = buf[:0]
 		for _, c := range rs {
 			buf = utf8.AppendRune(buf, c)
 		}
 		fn(buf)
-	}
+	})
+}
+
+// eachGramRunes calls fn with the runes of every gram of Trigrams,
+// repeats included; rs is valid only during the call.
+func eachGramRunes(s string, fn func(rs []rune)) {
+	var r []rune
 	for _, w := range strings.Fields(Normalize(s)) {
 		r = append(r[:0], ' ')
 		for _, c := range w {
@@ -38,15 +43,15 @@ func eachGram(s string, fn func(g []byte)) {
 			r = r[1 : len(r)-1]
 		}
 		if len(r) < 3 {
-			emit(r)
+			fn(r)
 			continue
 		}
 		for i := 0; i+3 <= len(r); i++ {
-			emit(r[i : i+3])
+			fn(r[i : i+3])
 		}
 		if isHan(r[0]) {
 			for i := 0; i+2 <= len(r); i++ {
-				emit(r[i : i+2]) // bigrams help short CJK words
+				fn(r[i : i+2]) // bigrams help short CJK words
 			}
 		}
 	}
@@ -60,8 +65,7 @@ const gramPad = 0x1fffff
 // a key: its up to three runes in 21 bits each, padded with gramPad. Two
 // grams have the same key exactly when they have the same runes.
 func eachGramKey(s string, fn func(k uint64)) {
-	var r []rune
-	key := func(rs []rune) uint64 {
+	eachGramRunes(s, func(rs []rune) {
 		k := uint64(0)
 		for i := 0; i < 3; i++ {
 			c := uint64(gramPad)
@@ -70,30 +74,8 @@ func eachGramKey(s string, fn func(k uint64)) {
 			}
 			k = k<<21 | c
 		}
-		return k
-	}
-	for _, w := range strings.Fields(Normalize(s)) {
-		r = append(r[:0], ' ')
-		for _, c := range w {
-			r = append(r, c)
-		}
-		r = append(r, ' ')
-		if isHan(r[1]) {
-			r = r[1 : len(r)-1]
-		}
-		if len(r) < 3 {
-			fn(key(r))
-			continue
-		}
-		for i := 0; i+3 <= len(r); i++ {
-			fn(key(r[i : i+3]))
-		}
-		if isHan(r[0]) {
-			for i := 0; i+2 <= len(r); i++ {
-				fn(key(r[i : i+2]))
-			}
-		}
-	}
+		fn(k)
+	})
 }
 
 func isHan(r rune) bool { return unicode.Is(unicode.Han, r) }

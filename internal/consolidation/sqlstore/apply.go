@@ -162,15 +162,7 @@ func withInserts(ins []insert, main string, arg any) (query string, args []any, 
 		}
 		fmt.Fprintf(&b, "i%d AS (%s", k, in.head)
 		k++
-		for i, r := range in.rows {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString("(")
-			b.WriteString(placeholders(len(args)+1, width))
-			b.WriteString(")")
-			args = append(args, r...)
-		}
+		args = writeValues(&b, in.rows, width, args)
 		b.WriteString(in.tail)
 		b.WriteString(")")
 	}
@@ -462,16 +454,23 @@ func (s *Store) updateObservations(ctx context.Context, tx *sql.Tx, bank string,
 	}
 	for _, u := range updates {
 		o := byID[u.ObservationID]
-		src := pick(facts, u.SourceFactIDs)
-		start, end := bounds(o.OccurredStart, o.OccurredEnd, src)
-		ents := entitySet(o.Entities, src)
-		lex.put(o.ID, u.Text, ents)
+		start, end, ents := updatedFields(o, u, facts, lex)
 		if _, err := tx.ExecContext(ctx, s.q(`UPDATE promptops_observations SET text = $3, text_norm = $4, proof_count = $5, occurred_start = $6, occurred_end = $7, entities_norm = $8, updated_at = $9
 		WHERE bank = $1 AND id = $2`), bank, o.ID, u.Text, consolidation.Normalize(u.Text), counts[o.ID], s.t(start), s.t(end), toJSON(ents), s.t(&now)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// updatedFields are the dates and entities o has after u (its own and
+// its new sources'), recorded in lex with u's text.
+func updatedFields(o consolidation.Observation, u consolidation.Update, facts map[string]consolidation.Fact, lex lexChanges) (start, end *time.Time, ents []string) {
+	src := pick(facts, u.SourceFactIDs)
+	start, end = bounds(o.OccurredStart, o.OccurredEnd, src)
+	ents = entitySet(o.Entities, src)
+	lex.put(o.ID, u.Text, ents)
+	return start, end, ents
 }
 
 // updateObservationsPG is updateObservations' writes on PostgreSQL: the
@@ -532,10 +531,7 @@ func (s *Store) updateObservationsPG(ctx context.Context, tx *sql.Tx, bank strin
 	var vals []string
 	for _, u := range updates {
 		o := byID[u.ObservationID]
-		src := pick(facts, u.SourceFactIDs)
-		start, end := bounds(o.OccurredStart, o.OccurredEnd, src)
-		ents := entitySet(o.Entities, src)
-		lex.put(o.ID, u.Text, ents)
+		start, end, ents := updatedFields(o, u, facts, lex)
 		n := len(args)
 		vals = append(vals, fmt.Sprintf("($%d::text, $%d::text, $%d::text, $%d::timestamptz, $%d::timestamptz, $%d::text, $%d::timestamptz)", n+1, n+2, n+3, n+4, n+5, n+6, n+7))
 		args = append(args, o.ID, u.Text, consolidation.Normalize(u.Text), s.t(start), s.t(end), toJSON(ents), s.t(&now))
@@ -628,6 +624,22 @@ func (s *Store) createObservations(bank string, creates []consolidation.Create, 
 	return ids
 }
 
+// writeValues writes rows of width values as (..), (..), numbering their
+// placeholders after the args already taken, and returns args with the
+// rows' values added.
+func writeValues(b *strings.Builder, rows [][]any, width int, args []any) []any {
+	for i, r := range rows {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("(")
+		b.WriteString(placeholders(len(args)+1, width))
+		b.WriteString(")")
+		args = append(args, r...)
+	}
+	return args
+}
+
 // maxParams bounds the parameters of one statement: well under either
 // dialect's limit (PostgreSQL 65,535; SQLite 32,766).
 const maxParams = 30000
@@ -644,16 +656,7 @@ func (s *Store) insertRows(ctx context.Context, tx *sql.Tx, head, tail string, r
 		chunk := rows[start:min(start+per, len(rows))]
 		var b strings.Builder
 		b.WriteString(head)
-		args := make([]any, 0, len(chunk)*width)
-		for i, r := range chunk {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString("(")
-			b.WriteString(placeholders(len(args)+1, width))
-			b.WriteString(")")
-			args = append(args, r...)
-		}
+		args := writeValues(&b, chunk, width, make([]any, 0, len(chunk)*width))
 		b.WriteString(tail)
 		if _, err := tx.ExecContext(ctx, s.q(b.String()), args...); err != nil {
 			return err
