@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -110,13 +112,13 @@ type scriptedEmbedder struct {
 	vecs  map[string][]float32
 	err   error
 	errs  []error // when set, the answer's Errs
-	calls int
+	calls atomic.Int64
 	block chan struct{} // when set, Embed waits for it or the context
 }
 
 func (e *scriptedEmbedder) Model() string { return "scripted" }
 func (e *scriptedEmbedder) Embed(ctx context.Context, texts []string) (Embeddings, error) {
-	e.calls++
+	e.calls.Add(1)
 	if e.block != nil {
 		select {
 		case <-e.block:
@@ -268,7 +270,9 @@ func TestRecallConcurrentLoadsShareOne(t *testing.T) {
 			waitFor(t, func() bool { st.mu.Lock(); defer st.mu.Unlock(); return st.scans == 1 })
 		}
 	}
-	time.Sleep(50 * time.Millisecond) // the second waits for the first's load
+	// The second has its query's vector: it goes on to wait for the
+	// first's load.
+	waitFor(t, func() bool { return emb.calls.Load() == 2 })
 	close(release)
 	wg.Wait()
 	if errs[0] != nil || errs[1] != nil {
@@ -461,7 +465,9 @@ func TestRecallCancelledWhileEmbedding(t *testing.T) {
 	emb := &scriptedEmbedder{block: make(chan struct{})}
 	r := &Recaller{Store: st, Bank: "b", Embedder: emb}
 	go func() {
-		time.Sleep(20 * time.Millisecond)
+		for emb.calls.Load() == 0 {
+			runtime.Gosched()
+		}
 		cancel()
 	}()
 	if _, _, err := r.Recall(ctx, Query{Text: "alpha", Limit: 5}); !errors.Is(err, context.Canceled) {
