@@ -128,6 +128,16 @@ var errBudget = errors.New("maxTokensPerRun reached")
 func (e *Engine) Run(ctx context.Context) (Summary, error) {
 	e.Settings.Defaults()
 	s := e.Settings
+	if w, ok := e.Store.(RecallWarmer); ok {
+		// The first recall waits for this load instead of starting its
+		// own; a failure is left for that recall to report.
+		warmed := make(chan struct{})
+		go func() {
+			defer close(warmed)
+			_ = w.WarmRecall(ctx, s.Bank)
+		}()
+		defer func() { <-warmed }()
+	}
 	enc, err := tokens.Get(s.Encoding)
 	if err != nil {
 		return Summary{}, err

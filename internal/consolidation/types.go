@@ -118,6 +118,14 @@ type SourceLoader interface {
 	CandidateSources(ctx context.Context, bank string, ids []string) (map[string][]string, map[string][]Fact, error)
 }
 
+// RecallWarmer is a Store that can load what its Recall needs for a bank
+// ahead of the first call (its lexical index), so that a run does it while
+// it starts (loading the tokenizer, claiming its first batch) rather than
+// in its first batch. Safe to call alongside Recall, which waits for it.
+type RecallWarmer interface {
+	WarmRecall(ctx context.Context, bank string) error
+}
+
 // Store is where a bank lives. Banks are keyed "namespace/name". A Store
 // is safe for concurrent use: a run claims its next batch, and renews its
 // claims, while it works on the current one.

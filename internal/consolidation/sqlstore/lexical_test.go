@@ -95,3 +95,33 @@ func TestRecallFollowsOtherStores(t *testing.T) {
 		})
 	}
 }
+
+// WarmRecall loads the bank's lexical index ahead of the first Recall,
+// which then uses it; an unknown bank is not held.
+func TestWarmRecall(t *testing.T) {
+	eachStore(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		if err := s.WarmRecall(ctx, "ns/unknown"); err != nil || s.lex["ns/unknown"] != nil {
+			t.Fatalf("unknown bank: %v, held %v", err, s.lex["ns/unknown"])
+		}
+		if err := s.EnsureBank(ctx, bank); err != nil {
+			t.Fatal(err)
+		}
+		ids, err := s.Apply(ctx, bank, "run", consolidation.Ops{Creates: []consolidation.Create{{Text: "Alice moved to Bergen"}}}, nil, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		delete(s.lex, bank)
+		if err := s.WarmRecall(ctx, bank); err != nil {
+			t.Fatal(err)
+		}
+		held := s.lex[bank]
+		if held == nil || held.idx.Len() != 1 {
+			t.Fatalf("the index is not held after WarmRecall: %+v", held)
+		}
+		got, err := s.Recall(ctx, bank, []consolidation.Fact{{ID: "f", Text: "Alice moved to Bergen"}}, 5)
+		if err != nil || len(got["f"]) != 1 || got["f"][0].ID != ids[0] || s.lex[bank] != held {
+			t.Fatalf("recall after WarmRecall: %v %+v, index reloaded: %v", err, got, s.lex[bank] != held)
+		}
+	})
+}

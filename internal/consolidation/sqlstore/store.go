@@ -544,6 +544,16 @@ func (s *Store) Recall(ctx context.Context, bank string, facts []consolidation.F
 	return s.recall(ctx, bank, facts, limit, true)
 }
 
+var _ consolidation.RecallWarmer = (*Store)(nil)
+
+// WarmRecall loads the bank's lexical index, as Recall's first call would.
+func (s *Store) WarmRecall(ctx context.Context, bank string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, err := s.lexIndex(ctx, bank)
+	return err
+}
+
 // RecallBare is Recall without the candidates' sources.
 func (s *Store) RecallBare(ctx context.Context, bank string, facts []consolidation.Fact, limit int) (map[string][]consolidation.Candidate, error) {
 	return s.recall(ctx, bank, facts, limit, false)
