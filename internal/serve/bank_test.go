@@ -238,6 +238,13 @@ func TestBankRetainLimits(t *testing.T) {
 		if r, err := http.DefaultClient.Do(req); err != nil || r.StatusCode != http.StatusNotFound {
 			t.Fatalf("another bank: %v %v", r, err)
 		}
+		// Exactly the limit is accepted.
+		if code, resp := b.post(t, "facts", "", []byte(`{"facts": [{"text": "one"}, {"text": "two"}, {"text": "three"}]}`)); code != http.StatusOK {
+			t.Fatalf("3 facts at a limit of 3: %d %s", code, resp)
+		}
+		if n := b.factCount(t); n != 3 {
+			t.Fatalf("%d facts stored, want 3", n)
+		}
 	})
 }
 
