@@ -1,0 +1,46 @@
+package serve
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/promptops/promptops/internal/consolidation"
+)
+
+// A fact at every bound passes; one past any of them is refused naming
+// the field.
+func TestFactBoundsAtTheirEdges(t *testing.T) {
+	labels := func(n, size int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = strings.Repeat("l", size)
+		}
+		return out
+	}
+	at := func() consolidation.Fact {
+		return consolidation.Fact{
+			Text: strings.Repeat("t", MaxFactTextBytes), ID: strings.Repeat("i", MaxFactIDBytes),
+			Entities: labels(MaxFactLabels, MaxLabelBytes), Tags: labels(MaxFactLabels, MaxLabelBytes),
+		}
+	}
+	if msg := factBounds(at()); msg != "" {
+		t.Fatalf("a fact at every bound: %s", msg)
+	}
+	for _, tc := range []struct {
+		past func(f *consolidation.Fact)
+		want string
+	}{
+		{func(f *consolidation.Fact) { f.Text += "t" }, "text: 65537 bytes, at most 65536"},
+		{func(f *consolidation.Fact) { f.ID += "i" }, "id: 129 bytes, at most 128"},
+		{func(f *consolidation.Fact) { f.Entities = append(f.Entities, "e") }, "entities: 65 items, at most 64"},
+		{func(f *consolidation.Fact) { f.Tags = append(f.Tags, "t") }, "tags: 65 items, at most 64"},
+		{func(f *consolidation.Fact) { f.Entities[3] += "e" }, "entities[3]: 257 bytes, at most 256"},
+		{func(f *consolidation.Fact) { f.Tags[63] += "t" }, "tags[63]: 257 bytes, at most 256"},
+	} {
+		f := at()
+		tc.past(&f)
+		if msg := factBounds(f); msg != tc.want {
+			t.Errorf("got %q, want %q", msg, tc.want)
+		}
+	}
+}
