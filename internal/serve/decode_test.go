@@ -30,6 +30,11 @@ func FuzzDecodeFast(f *testing.F) {
 		`{"runtime":{"a":1}}`,
 		`[]`,
 		``,
+		// Cut short inside a key, a string, an escape and after null.
+		`{"nam`,
+		`{"runtime":{"a":"b`,
+		`{"runtime":{"a":"b\`,
+		`{"runtime":{"a":null`,
 	} {
 		f.Add([]byte(s))
 	}

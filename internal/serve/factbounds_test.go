@@ -44,3 +44,16 @@ func TestFactBoundsAtTheirEdges(t *testing.T) {
 		}
 	}
 }
+
+// A recall's tag may be MaxLabelBytes long, not one byte more.
+func TestRecallTagBound(t *testing.T) {
+	maxTokens := 10
+	req := RecallRequest{Query: "q", MaxTokens: &maxTokens, Tags: []string{strings.Repeat("t", MaxLabelBytes)}}
+	if _, msg := recallQuery(&req); msg != "" {
+		t.Fatalf("a tag of %d bytes: %s", MaxLabelBytes, msg)
+	}
+	req.Tags[0] += "t"
+	if _, msg := recallQuery(&req); msg != "tags[0]: 257 bytes, want 1..256" {
+		t.Fatalf("a tag of 257 bytes: %q", msg)
+	}
+}
