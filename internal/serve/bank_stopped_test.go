@@ -100,6 +100,23 @@ func TestAssembleWithTheStoreStopped(t *testing.T) {
 	check("store frozen", false)
 	recallCode("store frozen", 503, CodeTimeout)
 	thaw()
+	// The bank recovers: its recall answers again (on a busy machine the
+	// first query after the thaw may still pass the memory timeout).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Post(bankTS.URL+"/v1/banks/shop/customers/recall", "application/json", strings.NewReader(`{"query": "email", "maxTokens": 50}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("store thawed: recall still answers %d after 10 s", resp.StatusCode)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	check("store thawed", true)
 
 	pg.Stop()

@@ -35,6 +35,10 @@ func FuzzDecodeFast(f *testing.F) {
 		`{"runtime":{"a":"b`,
 		`{"runtime":{"a":"b\`,
 		`{"runtime":{"a":null`,
+		`{"runtime":{"a":"\nb`,
+		`{"runtime":{"a":"\ud83d`,
+		`{"runtime":{"a":"\ud83d\u`,
+		`{"runtime":{"a":"\udc00\udc00"}}`,
 	} {
 		f.Add([]byte(s))
 	}
