@@ -116,21 +116,15 @@ func pooled(k, n int) int {
 	return k % queryPool * (n / queryPool)
 }
 
-// vectorFunc scripts the embeddings server. A query's vector is computed
-// once and kept, as an embeddings server on its own machine costs the
-// machine under test nothing to compute.
+// vectorFunc scripts the embeddings server: a query "what about q<i> ..."
+// lands near observation i. The server remembers its answers (Remember),
+// so each query of the pool is computed once.
 func vectorFunc(dims int) llmtest.VectorFunc {
-	var asked sync.Map
 	return func(t string, _ int) ([]float32, error) {
 		if rest, ok := strings.CutPrefix(t, "what about q"); ok {
-			if v, ok := asked.Load(t); ok {
-				return v.([]float32), nil
-			}
 			i, _ := strconv.Atoi(strings.Fields(rest)[0])
 			_, target := text(i)
-			v := llmtest.TopicVector(dims, []string{target, "asked"}, []float64{1, 0.5})
-			asked.Store(t, v)
-			return v, nil
+			return llmtest.TopicVector(dims, []string{target, "asked"}, []float64{1, 0.5}), nil
 		}
 		return llmtest.TopicVector(dims, []string{t}, []float64{1}), nil
 	}

@@ -38,7 +38,8 @@ type EmbedServer struct {
 	// Remember answers a request seen before with the bytes it answered
 	// then (up to maxRemembered requests), as a benchmark's server on a
 	// machine of its own would cost the machine under test nothing to
-	// compute or encode. Set it before the first request.
+	// compute or encode. Set it, and Base64, before the first request:
+	// a remembered answer is sent as it was.
 	Remember   bool
 	remembered map[string][]byte
 }
