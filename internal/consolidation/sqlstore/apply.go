@@ -181,14 +181,13 @@ func (s *Store) insertFactVectors(bank string, sp consolidation.Space, vecs map[
 	var ids []string
 	for id, v := range vecs {
 		if _, ok := facts[id]; ok && len(v) > 0 {
-			rows = append(rows, []any{bank, id, sp.Model, len(v), encodeVec(v)})
+			rows = append(rows, vecRow(bank, id, sp, v))
 			ids = append(ids, id)
 		}
 	}
 	s.storedVectors(bank, ids)
 	sort.Slice(rows, func(i, j int) bool { return rows[i][1].(string) < rows[j][1].(string) })
-	*out = append(*out, insert{head: "INSERT INTO promptops_fact_vectors (bank, fact_id, model, dims, vec) VALUES ",
-		tail: " ON CONFLICT (bank, fact_id) DO UPDATE SET model = excluded.model, dims = excluded.dims, vec = excluded.vec", rows: rows})
+	*out = append(*out, insert{head: vecInsert("promptops_fact_vectors", "fact_id"), tail: vecUpsert("fact_id"), rows: rows})
 }
 
 // consolidateFacts marks the facts consolidated, in tx, and returns them
@@ -385,7 +384,7 @@ func (s *Store) updateObservations(ctx context.Context, tx *sql.Tx, bank string,
 		}
 		switch {
 		case u.Vector != nil:
-			vecRows = append(vecRows, []any{bank, o.ID, sp.Model, len(u.Vector), encodeVec(u.Vector), encodeQuantized(u.Vector)})
+			vecRows = append(vecRows, vecRow(bank, o.ID, sp, u.Vector))
 		case o.Text != u.Text:
 			// The old vector no longer says what the text says.
 			unvector = append(unvector, o.ID)
@@ -413,8 +412,7 @@ func (s *Store) updateObservations(ctx context.Context, tx *sql.Tx, bank string,
 			return err
 		}
 	}
-	if err := s.insertRows(ctx, tx, "INSERT INTO promptops_observation_vectors (bank, observation_id, model, dims, vec, qvec) VALUES ",
-		" ON CONFLICT (bank, observation_id) DO UPDATE SET model = excluded.model, dims = excluded.dims, vec = excluded.vec, qvec = excluded.qvec", vecRows); err != nil {
+	if err := s.insertRows(ctx, tx, obsVecInsert, obsVecUpsert, vecRows); err != nil {
 		return err
 	}
 	if len(unvector) > 0 {
@@ -497,8 +495,7 @@ func (s *Store) updateObservationsPG(ctx context.Context, tx *sql.Tx, bank strin
 				b, strings.Join(in, ", "), b, HistoryLimit-1)
 		}}, insert{head: "INSERT INTO promptops_observation_history (bank, observation_id, change, previous_text, changed_at) VALUES ", rows: histRows})
 	}
-	*last = append(*last, insert{head: "INSERT INTO promptops_observation_vectors (bank, observation_id, model, dims, vec, qvec) VALUES ",
-		tail: " ON CONFLICT (bank, observation_id) DO UPDATE SET model = excluded.model, dims = excluded.dims, vec = excluded.vec, qvec = excluded.qvec", rows: vecRows})
+	*last = append(*last, insert{head: obsVecInsert, tail: obsVecUpsert, rows: vecRows})
 	if len(unvector) > 0 {
 		args := []any{bank}
 		for _, id := range unvector {
@@ -613,14 +610,13 @@ func (s *Store) createObservations(bank string, creates []consolidation.Create, 
 			}
 		}
 		if c.Vector != nil {
-			vecRows = append(vecRows, []any{bank, id, sp.Model, len(c.Vector), encodeVec(c.Vector), encodeQuantized(c.Vector)})
+			vecRows = append(vecRows, vecRow(bank, id, sp, c.Vector))
 		}
 	}
 	*out = append(*out,
 		insert{head: "INSERT INTO promptops_observations (bank, id, text, text_norm, proof_count, occurred_start, occurred_end, entities_norm, created_at, updated_at) VALUES ", rows: obsRows},
 		insert{head: "INSERT INTO promptops_observation_sources (bank, observation_id, fact_id) VALUES ", tail: " ON CONFLICT DO NOTHING", rows: srcRows},
-		insert{head: "INSERT INTO promptops_observation_vectors (bank, observation_id, model, dims, vec, qvec) VALUES ",
-			tail: " ON CONFLICT (bank, observation_id) DO UPDATE SET model = excluded.model, dims = excluded.dims, vec = excluded.vec, qvec = excluded.qvec", rows: vecRows})
+		insert{head: obsVecInsert, tail: obsVecUpsert, rows: vecRows})
 	return ids
 }
 

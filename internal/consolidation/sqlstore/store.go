@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"net/url"
 	"regexp"
 	"sort"
@@ -206,6 +207,11 @@ func (st *scanTime) parse(s string) error {
 }
 
 func (s *Store) migrate(ctx context.Context) error {
+	return s.migrateTo(ctx, math.MaxInt)
+}
+
+// migrateTo applies the migrations not yet applied up to version last.
+func (s *Store) migrateTo(ctx context.Context, last int) error {
 	dir := "migrations/postgres"
 	if s.dialect == sqlite {
 		dir = "migrations/sqlite"
@@ -242,7 +248,7 @@ func (s *Store) migrate(ctx context.Context) error {
 		if err := tx.QueryRowContext(ctx, s.q("SELECT count(*) FROM promptops_schema_migrations WHERE version = $1"), v).Scan(&n); err != nil {
 			return err
 		}
-		if n > 0 {
+		if n > 0 || v > last {
 			continue
 		}
 		body, err := fs.ReadFile(migrations, dir+"/"+name)

@@ -17,17 +17,35 @@ import (
 
 var _ consolidation.VectorStore = (*Store)(nil)
 
-// encodeVec is a vector as little-endian float32, the column's format in
-// both dialects.
-func encodeVec(v []float32) []byte {
-	b := make([]byte, 4*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
-	}
-	return b
+// Vectors are written as Quantize makes them (qvec: the scale as
+// little-endian float32, then one int8 a dimension), the form the run
+// compares in: a quarter of the bytes of float32, so a batch writes and a
+// run loads a quarter as much, and cosines stay within 1e-3 of the float
+// vectors' (TestStoredVectorsKeepTheirCosines). vec, little-endian
+// float32, is what rows written before migration 6 (PostgreSQL) or 7
+// (SQLite) hold; they are still read, and a row written again loses it.
+
+// vecRow is the row (bank, id, model, dims, qvec) of v.
+func vecRow(bank, id string, sp consolidation.Space, v []float32) []any {
+	return []any{bank, id, sp.Model, len(v), encodeQuantized(v)}
 }
 
-// decodeVec decodes into dst (reused when large enough).
+// vecInsert and vecUpsert are the multi-row upsert of vecRow rows into
+// table, keyed by (bank, key).
+func vecInsert(table, key string) string {
+	return fmt.Sprintf("INSERT INTO %s (bank, %s, model, dims, qvec) VALUES ", table, key)
+}
+
+func vecUpsert(key string) string {
+	return fmt.Sprintf(" ON CONFLICT (bank, %s) DO UPDATE SET model = excluded.model, dims = excluded.dims, qvec = excluded.qvec, vec = NULL", key)
+}
+
+var (
+	obsVecInsert = vecInsert("promptops_observation_vectors", "observation_id")
+	obsVecUpsert = vecUpsert("observation_id")
+)
+
+// decodeVec decodes a float32 vec into dst (reused when large enough).
 func decodeVec(b []byte, dst []float32) []float32 {
 	n := len(b) / 4
 	if cap(dst) < n {
@@ -38,6 +56,27 @@ func decodeVec(b []byte, dst []float32) []float32 {
 		dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
 	}
 	return dst
+}
+
+// decodeStored decodes a row's qvec (unit length, as quantized) or, for a
+// row without one, its vec, into dst; ok is false when neither holds a
+// vector of dims dimensions.
+func decodeStored(qvec, vec []byte, dims int, dst []float32) ([]float32, bool) {
+	if cap(dst) < dims {
+		dst = make([]float32, dims)
+	}
+	dst = dst[:dims]
+	switch {
+	case len(qvec) == 4+dims:
+		scale := math.Float32frombits(binary.LittleEndian.Uint32(qvec))
+		for i, b := range qvec[4:] {
+			dst[i] = float32(int8(b)) * scale
+		}
+		return dst, true
+	case qvec == nil && len(vec) == 4*dims:
+		return decodeVec(vec, dst), true
+	}
+	return dst, false
 }
 
 // noVector remembers facts this store claimed that had no stored vector
@@ -108,7 +147,7 @@ func (s *Store) FactVectors(ctx context.Context, bank string, sp consolidation.S
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	query, args := s.anyOf("SELECT fact_id, vec FROM promptops_fact_vectors WHERE bank = $1 AND model = $2 AND dims = $3 AND fact_id @IN", 4, args)
+	query, args := s.anyOf("SELECT fact_id, qvec, CASE WHEN qvec IS NULL THEN vec END FROM promptops_fact_vectors WHERE bank = $1 AND model = $2 AND dims = $3 AND fact_id @IN", 4, args)
 	rows, err := s.db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
@@ -116,11 +155,15 @@ func (s *Store) FactVectors(ctx context.Context, bank string, sp consolidation.S
 	defer rows.Close()
 	for rows.Next() {
 		var id string
-		var b []byte
-		if err := rows.Scan(&id, &b); err != nil {
+		var q, v []byte
+		if err := rows.Scan(&id, &q, &v); err != nil {
 			return nil, err
 		}
-		out[id] = decodeVec(b, nil)
+		// A vector that does not decode is left out: the fact is
+		// embedded again.
+		if vec, ok := decodeStored(q, v, sp.Dims, nil); ok {
+			out[id] = vec
+		}
 	}
 	return out, rows.Err()
 }
@@ -184,40 +227,25 @@ func (s *Store) putVectors(ctx context.Context, table, key, bank string, sp cons
 	}
 	var rows [][]any
 	for _, id := range ids {
-		if !exists[id] {
-			continue
-		}
-		v := vecs[id]
-		if parent == "promptops_observations" {
-			rows = append(rows, []any{bank, id, sp.Model, len(v), encodeVec(v), encodeQuantized(v)})
-		} else {
-			rows = append(rows, []any{bank, id, sp.Model, len(v), encodeVec(v)})
+		if exists[id] {
+			rows = append(rows, vecRow(bank, id, sp, vecs[id]))
 		}
 	}
-	head := fmt.Sprintf("INSERT INTO %s (bank, %s, model, dims, vec) VALUES ", table, key)
-	tail := fmt.Sprintf(" ON CONFLICT (bank, %s) DO UPDATE SET model = excluded.model, dims = excluded.dims, vec = excluded.vec", key)
-	if parent == "promptops_observations" {
-		head = fmt.Sprintf("INSERT INTO %s (bank, %s, model, dims, vec, qvec) VALUES ", table, key)
-		tail += ", qvec = excluded.qvec"
-	}
-	if err := s.insertRows(ctx, tx, head, tail, rows); err != nil {
+	if err := s.insertRows(ctx, tx, vecInsert(table, key), vecUpsert(key), rows); err != nil {
 		return err
 	}
 	return tx.Commit()
 }
 
-// upsertVector writes a vector, for an observation only while it exists (one
-// deleted meanwhile gets none).
+// upsertVector writes a vector, only while its fact or observation exists
+// (one deleted meanwhile gets none).
 func (s *Store) upsertVector(ctx context.Context, tx *sql.Tx, table, key, bank, id string, sp consolidation.Space, v []float32) error {
+	parent := "promptops_facts"
 	if table == "promptops_observation_vectors" {
-		_, err := tx.ExecContext(ctx, s.q(`INSERT INTO promptops_observation_vectors (bank, observation_id, model, dims, vec, qvec)
-			SELECT $1, $2, $3, $4, $5, $6 WHERE EXISTS (SELECT 1 FROM promptops_observations WHERE bank = $1 AND id = $2)
-			ON CONFLICT (bank, observation_id) DO UPDATE SET model = excluded.model, dims = excluded.dims, vec = excluded.vec, qvec = excluded.qvec`),
-			bank, id, sp.Model, len(v), encodeVec(v), encodeQuantized(v))
-		return err
+		parent = "promptops_observations"
 	}
-	_, err := tx.ExecContext(ctx, s.q(fmt.Sprintf(`INSERT INTO %[1]s (bank, %[2]s, model, dims, vec) SELECT $1, $2, $3, $4, $5 WHERE EXISTS (SELECT 1 FROM promptops_facts WHERE bank = $1 AND id = $2)
-		ON CONFLICT (bank, %[2]s) DO UPDATE SET model = excluded.model, dims = excluded.dims, vec = excluded.vec`, table, key)), bank, id, sp.Model, len(v), encodeVec(v))
+	_, err := tx.ExecContext(ctx, s.q(fmt.Sprintf(`INSERT INTO %[1]s (bank, %[2]s, model, dims, qvec) SELECT $1, $2, $3, $4, $5 WHERE EXISTS (SELECT 1 FROM %[3]s WHERE bank = $1 AND id = $2)
+		ON CONFLICT (bank, %[2]s) DO UPDATE SET model = excluded.model, dims = excluded.dims, qvec = excluded.qvec, vec = NULL`, table, key, parent)), vecRow(bank, id, sp, v)...)
 	return err
 }
 
@@ -273,20 +301,22 @@ func (s *Store) deleteVector(ctx context.Context, tx *sql.Tx, bank, id string) e
 // ScanObservationVectors streams the bank's observation vectors in sp,
 // decoding each into one reused buffer.
 func (s *Store) ScanObservationVectors(ctx context.Context, bank string, sp consolidation.Space, fn func(id string, vec []float32)) error {
-	rows, err := s.db.QueryContext(ctx, s.q("SELECT observation_id, vec FROM promptops_observation_vectors WHERE bank = $1 AND model = $2 AND dims = $3"), bank, sp.Model, sp.Dims)
+	rows, err := s.db.QueryContext(ctx, s.q("SELECT observation_id, qvec, CASE WHEN qvec IS NULL THEN vec END FROM promptops_observation_vectors WHERE bank = $1 AND model = $2 AND dims = $3"), bank, sp.Model, sp.Dims)
 	if err != nil {
 		return err
 	}
 	defer rows.Close()
 	var buf []float32
-	var raw sql.RawBytes
+	var rawQ, rawV sql.RawBytes
 	for rows.Next() {
 		var id string
-		if err := rows.Scan(&id, &raw); err != nil {
+		if err := rows.Scan(&id, &rawQ, &rawV); err != nil {
 			return err
 		}
-		buf = decodeVec(raw, buf)
-		fn(id, buf)
+		var ok bool
+		if buf, ok = decodeStored(rawQ, rawV, sp.Dims, buf); ok {
+			fn(id, buf)
+		}
 	}
 	return rows.Err()
 }

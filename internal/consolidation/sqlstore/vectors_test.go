@@ -2,9 +2,14 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
+	"encoding/binary"
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,8 +17,8 @@ import (
 )
 
 // TestQuantizedVectorsLoadLikeFloats: a bank loaded from qvec (and from
-// vec for a row written before qvec) searches exactly as one loaded from
-// the float vectors.
+// vec for a row written before vectors were stored quantized only)
+// searches exactly as one built from the float vectors.
 func TestQuantizedVectorsLoadLikeFloats(t *testing.T) {
 	eachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
@@ -42,12 +47,12 @@ func TestQuantizedVectorsLoadLikeFloats(t *testing.T) {
 		if err := s.PutObservationVectors(ctx, bank, sp, vecs); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.db.ExecContext(ctx, s.q("UPDATE promptops_observation_vectors SET qvec = NULL WHERE observation_id = $1"), "o2"); err != nil {
+		if _, err := s.db.ExecContext(ctx, s.q("UPDATE promptops_observation_vectors SET qvec = NULL, vec = $2 WHERE observation_id = $1"), "o2", floatBytes(vecs["o2"])); err != nil {
 			t.Fatal(err)
 		}
 		fromFloats, fromStore := consolidation.NewMemIndex(dims), consolidation.NewMemIndex(dims)
-		if err := s.ScanObservationVectors(ctx, bank, sp, fromFloats.Put); err != nil {
-			t.Fatal(err)
+		for id, v := range vecs {
+			fromFloats.Put(id, v)
 		}
 		var quantized, floats []string
 		err := s.ScanObservationQuantized(ctx, bank, sp,
@@ -68,4 +73,181 @@ func TestQuantizedVectorsLoadLikeFloats(t *testing.T) {
 			t.Fatalf("loaded from qvec %v, from vec %v", got, want)
 		}
 	})
+}
+
+// floatBytes is v as vec held it before vectors were stored quantized
+// only: little-endian float32.
+func floatBytes(v []float32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return b
+}
+
+// TestStoredVectorsKeepTheirCosines: vectors are stored quantized; what
+// FactVectors and ScanObservationVectors give back points where the
+// vector did (cosine at least 0.9999 at 1,536 dimensions) and keeps the
+// cosines between vectors to within 1e-3 (the duplicate guard's 0.97 is
+// compared in the same int8 form), and a row written before, float32 in
+// vec, is read back as it was.
+func TestStoredVectorsKeepTheirCosines(t *testing.T) {
+	eachStore(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		const dims = 1536
+		sp := consolidation.Space{Model: "m", Dims: dims}
+		rng := rand.New(rand.NewPCG(5, 6))
+		base := make([]float32, dims)
+		for i := range base {
+			base[i] = float32(rng.NormFloat64())
+		}
+		// Vectors around one direction (cosines near 0.97, the guard's
+		// range) and one far from it, of lengths other than 1.
+		vecs := map[string][]float32{}
+		var ids []string
+		for k := 0; k < 6; k++ {
+			v := make([]float32, dims)
+			for i := range v {
+				v[i] = float32(float64(k+1) * (float64(base[i]) + 0.17*float64(k)*rng.NormFloat64()))
+			}
+			id := fid(k + 1)
+			vecs[id], ids = v, append(ids, id)
+		}
+		var facts []consolidation.Fact
+		for _, id := range ids {
+			facts = append(facts, consolidation.Fact{ID: id, Text: "fact " + id})
+		}
+		importFacts(t, s, facts...)
+		if err := s.PutFactVectors(ctx, bank, sp, vecs); err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now()
+		for _, id := range ids {
+			if _, err := s.db.ExecContext(ctx, s.q(`INSERT INTO promptops_observations (bank, id, text, text_norm, proof_count, created_at, updated_at) VALUES ($1, $2, $2, $2, 1, $3, $3)`), bank, id, s.t(&now)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.PutObservationVectors(ctx, bank, sp, vecs); err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		if err := s.db.QueryRowContext(ctx, "SELECT count(*) FROM promptops_fact_vectors WHERE vec IS NULL AND length(qvec) = 1540").Scan(&n); err != nil || n != len(ids) {
+			t.Fatalf("fact vectors stored quantized only: %d of %d (%v)", n, len(ids), err)
+		}
+		if err := s.db.QueryRowContext(ctx, "SELECT count(*) FROM promptops_observation_vectors WHERE vec IS NULL AND length(qvec) = 1540").Scan(&n); err != nil || n != len(ids) {
+			t.Fatalf("observation vectors stored quantized only: %d of %d (%v)", n, len(ids), err)
+		}
+		// A fact vector written before: float32 in vec, no qvec.
+		legacy := ids[len(ids)-1]
+		if _, err := s.db.ExecContext(ctx, s.q("UPDATE promptops_fact_vectors SET qvec = NULL, vec = $2 WHERE fact_id = $1"), legacy, floatBytes(vecs[legacy])); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.FactVectors(ctx, bank, sp, ids)
+		if err != nil || len(got) != len(ids) {
+			t.Fatalf("%d fact vectors of %d: %v", len(got), len(ids), err)
+		}
+		if !slices.Equal(got[legacy], vecs[legacy]) {
+			t.Fatal("a float32 vec written before is read back as it was")
+		}
+		scanned := map[string][]float32{}
+		if err := s.ScanObservationVectors(ctx, bank, sp, func(id string, v []float32) { scanned[id] = slices.Clone(v) }); err != nil || len(scanned) != len(ids) {
+			t.Fatalf("%d observation vectors of %d: %v", len(scanned), len(ids), err)
+		}
+		worst, worstPair := 1.0, 0.0
+		for _, back := range []map[string][]float32{got, scanned} {
+			for _, a := range ids {
+				worst = min(worst, consolidation.Cosine(back[a], vecs[a]))
+				for _, b := range ids {
+					worstPair = max(worstPair, math.Abs(consolidation.Cosine(back[a], back[b])-consolidation.Cosine(vecs[a], vecs[b])))
+				}
+			}
+		}
+		t.Logf("worst cosine to the float vector %.6f; worst change of a cosine between two %.2e", worst, worstPair)
+		if worst < 0.9999 || worstPair > 1e-3 {
+			t.Fatalf("worst cosine to the float vector %.6f, worst change of a cosine between two %.2e", worst, worstPair)
+		}
+	})
+}
+
+// TestUpgradeKeepsFloatVectors: a store written before vectors were stored
+// quantized only (float32 vec, and qvec for observations) is migrated with
+// its rows as they were and read from them; a vector written again is
+// quantized only.
+func TestUpgradeKeepsFloatVectors(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct{ name, driver, url string }{
+		{"postgres", "pgx", ""},
+		{"sqlite", "sqlite", "sqlite://" + filepath.Join(t.TempDir(), "bank.db")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const dims = 64
+			sp := consolidation.Space{Model: "m", Dims: dims}
+			url, raw, d, before := tc.url, "", dialect(sqlite), 6
+			if tc.name == "postgres" {
+				dsn, err := pg.NewDatabase(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				url, raw, d, before = dsn, dsn, postgres, 5
+			} else {
+				raw = "file:" + strings.TrimPrefix(url, "sqlite://")
+			}
+			db, err := sql.Open(tc.driver, raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			old := &Store{db: db, scan: db, dialect: d, lex: map[string]*lexCache{}}
+			if err := old.migrateTo(ctx, before); err != nil {
+				t.Fatal(err)
+			}
+			rng := rand.New(rand.NewPCG(9, 10))
+			v := make([]float32, dims)
+			for i := range v {
+				v[i] = float32(rng.NormFloat64())
+			}
+			importFacts(t, old, consolidation.Fact{ID: fid(1), Text: "a fact"})
+			now := time.Now()
+			for _, q := range []struct {
+				query string
+				args  []any
+			}{
+				{`INSERT INTO promptops_observations (bank, id, text, text_norm, proof_count, created_at, updated_at) VALUES ($1, 'o1', 'o1', 'o1', 1, $2, $2)`, []any{bank, old.t(&now)}},
+				{`INSERT INTO promptops_observations (bank, id, text, text_norm, proof_count, created_at, updated_at) VALUES ($1, 'o2', 'o2', 'o2', 1, $2, $2)`, []any{bank, old.t(&now)}},
+				{`INSERT INTO promptops_fact_vectors (bank, fact_id, model, dims, vec) VALUES ($1, $2, 'm', $3, $4)`, []any{bank, fid(1), dims, floatBytes(v)}},
+				{`INSERT INTO promptops_observation_vectors (bank, observation_id, model, dims, vec, qvec) VALUES ($1, 'o1', 'm', $2, $3, $4)`, []any{bank, dims, floatBytes(v), encodeQuantized(v)}},
+				{`INSERT INTO promptops_observation_vectors (bank, observation_id, model, dims, vec) VALUES ($1, 'o2', 'm', $2, $3)`, []any{bank, dims, floatBytes(v)}},
+			} {
+				if _, err := db.ExecContext(ctx, old.q(q.query), q.args...); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_ = db.Close()
+
+			s, err := Open(ctx, url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			fv, err := s.FactVectors(ctx, bank, sp, []string{fid(1)})
+			if err != nil || !slices.Equal(fv[fid(1)], v) {
+				t.Fatalf("the fact's float vector after the upgrade: %v %v", fv, err)
+			}
+			fromStore, want := consolidation.NewMemIndex(dims), consolidation.NewMemIndex(dims)
+			want.Put("o1", v)
+			want.Put("o2", v)
+			if err := s.ScanObservationQuantized(ctx, bank, sp, fromStore.PutQuantized, fromStore.Put); err != nil {
+				t.Fatal(err)
+			}
+			if got, w := fromStore.Nearest([][]float32{v}, 5, -1), want.Nearest([][]float32{v}, 5, -1); fromStore.Len() != 2 || !slices.EqualFunc(got, w, slices.Equal) {
+				t.Fatalf("observations after the upgrade: %v, want %v", got, w)
+			}
+			if err := s.PutObservationVectors(ctx, bank, sp, map[string][]float32{"o2": v}); err != nil {
+				t.Fatal(err)
+			}
+			var n int
+			if err := s.db.QueryRowContext(ctx, s.q("SELECT count(*) FROM promptops_observation_vectors WHERE observation_id = 'o2' AND vec IS NULL AND qvec IS NOT NULL")).Scan(&n); err != nil || n != 1 {
+				t.Fatalf("a vector written again is quantized only: %d %v", n, err)
+			}
+		})
+	}
 }
