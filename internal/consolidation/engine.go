@@ -379,8 +379,10 @@ func (r *run) recall(ctx context.Context, facts []Fact) ([]Candidate, map[string
 		return nil, nil, fmt.Errorf("store: %w", err)
 	}
 	for _, f := range facts {
-		cands := lex[f.ID]
-		ranked := Rank(f, cands, len(cands))
+		ranked := lex[f.ID]
+		if !lazy {
+			ranked = Rank(f, ranked, len(ranked))
+		}
 		if s := sem[f.ID]; len(s) > 0 {
 			ranked = fuse(s, ranked)
 		}

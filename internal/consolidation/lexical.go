@@ -130,6 +130,27 @@ func (x *LexIndex) Search(fact Fact, limit int) []string {
 	return out
 }
 
+// SearchRanked is Search's hits ranked as Rank ranks them as candidates:
+// by RelatedScore, best first, ties to the smaller id (every hit is above
+// Rank's floor), so that a caller need not score their texts again.
+func (x *LexIndex) SearchRanked(fact Fact, limit int) []string {
+	hits := x.search(fact, limit)
+	slices.SortFunc(hits, func(a, b lexHit) int {
+		if a.s != b.s {
+			if a.s > b.s {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.id, b.id)
+	})
+	out := make([]string, len(hits))
+	for i, h := range hits {
+		out[i] = h.id
+	}
+	return out
+}
+
 // search is Search with each hit's RelatedScore (its trigram similarity
 // plus 0.25 per shared entity), as Search ranked it.
 func (x *LexIndex) search(fact Fact, limit int) []lexHit {

@@ -81,8 +81,21 @@ func TestLexIndexMatchesBruteForce(t *testing.T) {
 		for k := 0; k < 50; k++ {
 			s, ents := text()
 			f := Fact{Text: s, Entities: ents}
-			if got, want := x.Search(f, 20), bruteSearch(docs, f, 20); !slices.Equal(got, want) {
+			want := bruteSearch(docs, f, 20)
+			if got := x.Search(f, 20); !slices.Equal(got, want) {
 				t.Fatalf("round %d, %q %v:\n got %v\nwant %v", round, s, ents, got, want)
+			}
+			// SearchRanked is the same hits as Rank orders them.
+			cands := make([]Candidate, len(want))
+			for i, id := range want {
+				cands[i] = Candidate{Observation: docs[id]}
+			}
+			var ranked []string
+			for _, c := range Rank(f, cands, len(cands)) {
+				ranked = append(ranked, c.ID)
+			}
+			if got := x.SearchRanked(f, 20); !slices.Equal(got, ranked) || len(ranked) != len(want) {
+				t.Fatalf("round %d, %q %v: ranked\n got %v\nwant %v (of %d hits)", round, s, ents, got, ranked, len(want))
 			}
 		}
 	}
@@ -109,3 +122,24 @@ func TestLexIndexChineseAndReplace(t *testing.T) {
 }
 
 func normEntity(e string) string { return strings.ToLower(strings.TrimSpace(e)) }
+
+// TestSearchRankedMergesTheArms: an observation found only by a shared
+// entity (0.25) outranks one whose text shares a few trigrams, as Rank
+// orders them; Search lists the text hits first.
+func TestSearchRankedMergesTheArms(t *testing.T) {
+	x := NewLexIndex()
+	x.Put("a", "Alice moved to Bergen in the spring", nil)
+	x.Put("b", "plays the cello on sundays", []string{"Bob"})
+	f := Fact{Text: "Alice left for Oslo", Entities: []string{"Bob"}}
+	if got := x.Search(f, 5); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("Search %v", got)
+	}
+	docs := []Candidate{{Observation: Observation{ID: "a", Text: "Alice moved to Bergen in the spring"}}, {Observation: Observation{ID: "b", Text: "plays the cello on sundays", Entities: []string{"bob"}}}}
+	var want []string
+	for _, c := range Rank(f, docs, 2) {
+		want = append(want, c.ID)
+	}
+	if got := x.SearchRanked(f, 5); !slices.Equal(want, []string{"b", "a"}) || !slices.Equal(got, want) {
+		t.Fatalf("SearchRanked %v, Rank %v", got, want)
+	}
+}

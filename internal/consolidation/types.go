@@ -108,7 +108,8 @@ type TextChecker interface {
 // safe for concurrent use: the engine runs its lexical recall alongside the
 // semantic one.
 type SourceLoader interface {
-	// RecallBare is Recall without the candidates' sources.
+	// RecallBare is Recall without the candidates' sources, each fact's
+	// ranked as Rank ranks them (the engine does not rank them again).
 	RecallBare(ctx context.Context, bank string, facts []Fact, limit int) (map[string][]Candidate, error)
 	// CandidatesBare is VectorStore.Candidates without the sources.
 	CandidatesBare(ctx context.Context, bank string, ids []string) ([]Candidate, error)

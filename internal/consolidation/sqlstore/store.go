@@ -573,7 +573,7 @@ func (s *Store) recall(ctx context.Context, bank string, facts []consolidation.F
 	if err == nil {
 		seen := map[string]bool{}
 		for i, f := range facts {
-			perFact[i] = idx.Search(f, limit)
+			perFact[i] = idx.SearchRanked(f, limit)
 			for _, id := range perFact[i] {
 				if !seen[id] {
 					seen[id] = true
