@@ -1,6 +1,7 @@
 package consolidation
 
 import (
+	"cmp"
 	"slices"
 	"sort"
 	"strings"
@@ -135,15 +136,7 @@ func (x *LexIndex) Search(fact Fact, limit int) []string {
 // Rank's floor), so that a caller need not score their texts again.
 func (x *LexIndex) SearchRanked(fact Fact, limit int) []string {
 	hits := x.search(fact, limit)
-	slices.SortFunc(hits, func(a, b lexHit) int {
-		if a.s != b.s {
-			if a.s > b.s {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(a.id, b.id)
-	})
+	slices.SortFunc(hits, lexHit.compare)
 	out := make([]string, len(hits))
 	for i, h := range hits {
 		out[i] = h.id
@@ -202,12 +195,7 @@ func (x *LexIndex) search(fact Fact, limit int) []lexHit {
 	}
 	// The best limit hits, kept sorted as they come (most are worse than
 	// the last kept and cost one comparison).
-	better := func(a, b lexHit) bool {
-		if a.s != b.s {
-			return a.s > b.s
-		}
-		return a.id < b.id
-	}
+	better := func(a, b lexHit) bool { return a.compare(b) < 0 }
 	keep := func(top []lexHit, h lexHit) []lexHit {
 		if len(top) == limit && !better(h, top[len(top)-1]) {
 			return top
@@ -260,4 +248,10 @@ func (x *LexIndex) search(fact Fact, limit int) []lexHit {
 type lexHit struct {
 	id string
 	s  float64
+}
+
+// compare orders hits as Rank orders candidates: the higher score first,
+// ties to the smaller id.
+func (h lexHit) compare(o lexHit) int {
+	return cmp.Or(cmp.Compare(o.s, h.s), strings.Compare(h.id, o.id))
 }

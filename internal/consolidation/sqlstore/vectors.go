@@ -40,6 +40,14 @@ func vecUpsert(key string) string {
 	return fmt.Sprintf(" ON CONFLICT (bank, %s) DO UPDATE SET model = excluded.model, dims = excluded.dims, qvec = excluded.qvec, vec = NULL", key)
 }
 
+// vectorParent is the table of what a vector table's rows belong to.
+func vectorParent(table string) string {
+	if table == "promptops_observation_vectors" {
+		return "promptops_observations"
+	}
+	return "promptops_facts"
+}
+
 var (
 	obsVecInsert = vecInsert("promptops_observation_vectors", "observation_id")
 	obsVecUpsert = vecUpsert("observation_id")
@@ -191,10 +199,7 @@ func (s *Store) putVectors(ctx context.Context, table, key, bank string, sp cons
 	defer func() { _ = tx.Rollback() }()
 	// Only rows whose fact or observation exists (one deleted meanwhile
 	// gets none): one look for all, then one multi-row upsert.
-	parent := "promptops_facts"
-	if table == "promptops_observation_vectors" {
-		parent = "promptops_observations"
-	}
+	parent := vectorParent(table)
 	ids := make([]string, 0, len(vecs))
 	for id := range vecs {
 		ids = append(ids, id)
@@ -240,10 +245,7 @@ func (s *Store) putVectors(ctx context.Context, table, key, bank string, sp cons
 // upsertVector writes a vector, only while its fact or observation exists
 // (one deleted meanwhile gets none).
 func (s *Store) upsertVector(ctx context.Context, tx *sql.Tx, table, key, bank, id string, sp consolidation.Space, v []float32) error {
-	parent := "promptops_facts"
-	if table == "promptops_observation_vectors" {
-		parent = "promptops_observations"
-	}
+	parent := vectorParent(table)
 	_, err := tx.ExecContext(ctx, s.q(fmt.Sprintf(`INSERT INTO %[1]s (bank, %[2]s, model, dims, qvec) SELECT $1, $2, $3, $4, $5 WHERE EXISTS (SELECT 1 FROM %[3]s WHERE bank = $1 AND id = $2)
 		ON CONFLICT (bank, %[2]s) DO UPDATE SET model = excluded.model, dims = excluded.dims, qvec = excluded.qvec, vec = NULL`, table, key, parent)), vecRow(bank, id, sp, v)...)
 	return err
