@@ -86,6 +86,10 @@ export KUBEBUILDER_ASSETS=${KUBEBUILDER_ASSETS:-$PWD/bin/k8s}
 export MUTATION_REAL_GO=${MUTATION_REAL_GO:-$(command -v go)}
 export MUTATION_REAL_GIT=${MUTATION_REAL_GIT:-$(command -v git)}
 export PATH="$PWD/hack/mutation:$PATH"
+# hack/mutation/go completes the coverage profile with it (docs/mutation.md).
+go build -o "$OUT/casecover" ./hack/mutation/casecover
+MUTATION_CASECOVER=$(cd "$OUT" && pwd)/casecover
+export MUTATION_CASECOVER
 
 diff_args=()
 if [[ -n ${MUTATION_DIFF:-} ]]; then

@@ -304,8 +304,13 @@ func factBounds(f consolidation.Fact) string {
 	return ""
 }
 
-// strictDecode decodes one JSON object of known fields.
+// strictDecode decodes one JSON object of known fields. Other JSON (null
+// above all, which encoding/json takes as an empty request) is refused, as
+// decodeRequest refuses it for /v1/assemble.
 func strictDecode(body []byte, v any) error {
+	if b := bytes.TrimLeft(body, " \t\r\n"); len(b) > 0 && b[0] != '{' {
+		return errors.New("not a JSON object")
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {

@@ -233,6 +233,16 @@ func TestBankRetainLimits(t *testing.T) {
 				t.Errorf("%s: %d %s, want %s", body, code, resp, field)
 			}
 		}
+		for _, body := range []string{`[]`, `null`, `{"query": 1, "maxTokens": 10}`, `{"query": "x", "maxTokens": 10} {}`} {
+			code, resp := b.post(t, "recall", "", []byte(body))
+			if c, msg := errorCode(t, resp); code != http.StatusBadRequest || c != CodeMalformed || !strings.HasPrefix(msg, "the body must be one JSON object") {
+				t.Errorf("recall %s: %d %s, want %s", body, code, resp, CodeMalformed)
+			}
+			code, resp = b.post(t, "facts", "", []byte(body))
+			if c, msg := errorCode(t, resp); code != http.StatusBadRequest || c != CodeMalformed || !strings.HasPrefix(msg, "the body must be one JSON object") {
+				t.Errorf("facts %s: %d %s, want %s", body, code, resp, CodeMalformed)
+			}
+		}
 		// A bank not served here.
 		req, _ = http.NewRequest(http.MethodPost, b.ts.URL+"/v1/banks/team-a/other/recall", strings.NewReader(`{"query": "x", "maxTokens": 10}`))
 		if r, err := http.DefaultClient.Do(req); err != nil || r.StatusCode != http.StatusNotFound {

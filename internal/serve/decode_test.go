@@ -71,3 +71,25 @@ func TestDecodeFastTakesOrdinaryRequests(t *testing.T) {
 		}
 	}
 }
+
+// A \u escape's hex digits, upper and lower case, at each end of their
+// ranges, decode as encoding/json decodes them.
+func TestDecodeFastHexDigits(t *testing.T) {
+	body := `{"runtime":{"a":"\u09AF\u0A9F\uFA90\u09af\u0a9f\ufa90\u00C9\u00e9"}}`
+	got, ok := decodeFast([]byte(body))
+	if !ok {
+		t.Fatalf("decodeFast left %q to encoding/json", body)
+	}
+	var want AssembleRequest
+	if err := json.Unmarshal([]byte(body), &want); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("decodeFast %q, encoding/json %q", got.Runtime["a"], want.Runtime["a"])
+	}
+	for _, bad := range []string{`\u00G9`, `\u00g9`, `\u00@9`, "\\u00`9", `\u00/9`, `\u00:9`} {
+		if _, ok := decodeFast([]byte(`{"runtime":{"a":"` + bad + `"}}`)); ok {
+			t.Errorf("decodeFast took the escape %s", bad)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -55,5 +56,21 @@ func TestRecallTagBound(t *testing.T) {
 	req.Tags[0] += "t"
 	if _, msg := recallQuery(&req); msg != "tags[0]: 257 bytes, want 1..256" {
 		t.Fatalf("a tag of 257 bytes: %q", msg)
+	}
+}
+
+// A recall may name MaxRecallTags tags, not one more.
+func TestRecallTagCount(t *testing.T) {
+	maxTokens := 10
+	req := RecallRequest{Query: "q", MaxTokens: &maxTokens, Tags: make([]string, MaxRecallTags)}
+	for i := range req.Tags {
+		req.Tags[i] = "t"
+	}
+	if _, msg := recallQuery(&req); msg != "" {
+		t.Fatalf("%d tags: %s", MaxRecallTags, msg)
+	}
+	req.Tags = append(req.Tags, "t")
+	if _, msg := recallQuery(&req); msg != fmt.Sprintf("tags: %d items, at most %d", MaxRecallTags+1, MaxRecallTags) {
+		t.Fatalf("%d tags: %q", MaxRecallTags+1, msg)
 	}
 }
