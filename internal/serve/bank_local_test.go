@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"errors"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -120,5 +121,30 @@ func seedObservations(t *testing.T, store *sqlstore.Store, bank string, facts ..
 	}
 	if _, err := store.Apply(ctx, bank, "t", ops, consolidated, now); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A recall in-process that fails because the request's context ended
+// reports the context's error (the section timed out), not the store as
+// unavailable.
+func TestLocalRecallerReportsTheEndedContext(t *testing.T) {
+	store, err := sqlstore.Open(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "bank.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	const bank = "shop/customers"
+	seedObservations(t, store, bank, consolidation.Fact{ID: "f0", Text: "The customer prefers email"})
+	s := New(Options{Log: logr.Discard(), Banks: []*Bank{{Namespace: "shop", Name: "customers", Store: store,
+		Recaller: &consolidation.Recaller{Store: store, Bank: bank}, Encoding: "cl100k_base"}}})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	req := plan.MemoryRequest{Bank: plan.BankRef{Namespace: "shop", Name: "customers"}, Query: "email", MaxTokens: 100}
+	items, err := s.recaller.Recall(ctx, req)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("with the context ended: %v, %v; want context.Canceled", items, err)
+	}
+	if items, err := s.recaller.Recall(context.Background(), req); err != nil || len(items) != 1 {
+		t.Fatalf("then with a live context: %v, %v", items, err)
 	}
 }

@@ -233,7 +233,7 @@ func TestBankRetainLimits(t *testing.T) {
 				t.Errorf("%s: %d %s, want %s", body, code, resp, field)
 			}
 		}
-		for _, body := range []string{`[]`, `null`, `{"query": 1, "maxTokens": 10}`, `{"query": "x", "maxTokens": 10} {}`} {
+		for _, body := range []string{``, " \n", `[]`, `null`, `{"query": 1, "maxTokens": 10}`, `{"query": "x", "maxTokens": 10} {}`} {
 			code, resp := b.post(t, "recall", "", []byte(body))
 			if c, msg := errorCode(t, resp); code != http.StatusBadRequest || c != CodeMalformed || !strings.HasPrefix(msg, "the body must be one JSON object") {
 				t.Errorf("recall %s: %d %s, want %s", body, code, resp, CodeMalformed)

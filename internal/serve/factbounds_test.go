@@ -74,3 +74,36 @@ func TestRecallTagCount(t *testing.T) {
 		t.Fatalf("%d tags: %q", MaxRecallTags+1, msg)
 	}
 }
+
+// A recall at every bound of recallQuery passes; one past any of them is
+// refused naming the field.
+func TestRecallQueryBounds(t *testing.T) {
+	ptr := func(n int) *int { return &n }
+	score := func(f float64) *float64 { return &f }
+	ok := func() RecallRequest { return RecallRequest{Query: "q", MaxTokens: ptr(10)} }
+	for _, tc := range []struct {
+		past func(*RecallRequest)
+		want string
+	}{
+		{func(r *RecallRequest) { r.Query = strings.Repeat("q", MaxQueryBytes) }, ""},
+		{func(r *RecallRequest) { r.Query = strings.Repeat("q", MaxQueryBytes+1) }, fmt.Sprintf("query: %d bytes, at most %d", MaxQueryBytes+1, MaxQueryBytes)},
+		{func(r *RecallRequest) { r.MaxTokens = ptr(1) }, ""},
+		{func(r *RecallRequest) { r.MaxTokens = ptr(0) }, fmt.Sprintf("maxTokens: 0, want 1..%d", MaxRecallTokens)},
+		{func(r *RecallRequest) { r.MaxTokens = ptr(MaxRecallTokens) }, ""},
+		{func(r *RecallRequest) { r.MaxTokens = ptr(MaxRecallTokens + 1) }, fmt.Sprintf("maxTokens: %d, want 1..%d", MaxRecallTokens+1, MaxRecallTokens)},
+		{func(r *RecallRequest) { r.MaxItems = ptr(1) }, ""},
+		{func(r *RecallRequest) { r.MaxItems = ptr(0) }, fmt.Sprintf("maxItems: 0, want 1..%d", MaxRecallItems)},
+		{func(r *RecallRequest) { r.MaxItems = ptr(MaxRecallItems) }, ""},
+		{func(r *RecallRequest) { r.MaxItems = ptr(MaxRecallItems + 1) }, fmt.Sprintf("maxItems: %d, want 1..%d", MaxRecallItems+1, MaxRecallItems)},
+		{func(r *RecallRequest) { r.MinScore = score(0) }, ""},
+		{func(r *RecallRequest) { r.MinScore = score(-0.001) }, "minScore: -0.001, want 0..1"},
+		{func(r *RecallRequest) { r.MinScore = score(1) }, ""},
+		{func(r *RecallRequest) { r.MinScore = score(1.001) }, "minScore: 1.001, want 0..1"},
+	} {
+		req := ok()
+		tc.past(&req)
+		if _, msg := recallQuery(&req); msg != tc.want {
+			t.Errorf("got %q, want %q", msg, tc.want)
+		}
+	}
+}

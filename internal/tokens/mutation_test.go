@@ -167,6 +167,27 @@ func TestCountUpToStopsPastTheLimit(t *testing.T) {
 	}
 }
 
+// A giant piece (giantPiece bytes or more) under a limit is first judged by
+// its lower bound, ceil(bytes / longest token): over only when the bound
+// passes the limit, and counted when it reaches it. 4,096 spaces are
+// exactly 32 tokens of 128 spaces, the longest token of both encodings, so
+// the bound is the count; 4,096 letters have more tokens than their bound.
+func TestCountUpToGiantPieceBound(t *testing.T) {
+	for _, name := range []string{CL100K, O200K} {
+		e := MustGet(name)
+		for _, text := range []string{strings.Repeat(" ", giantPiece), strings.Repeat("x", giantPiece), "a " + strings.Repeat(" ", giantPiece)} {
+			count := e.Count(text)
+			bound := (len(text) + e.vocab.maxLen - 1) / e.vocab.maxLen
+			for _, limit := range []int{bound - 1, bound, bound + 1, count - 1, count, count + 1} {
+				n, over := e.CountUpTo(text, limit)
+				if over != (count > limit) || !over && n != count || over && n <= limit {
+					t.Errorf("%s: CountUpTo(%d bytes of %q, %d) = %d, %v; the count is %d", name, len(text), text[:2], limit, n, over, count)
+				}
+			}
+		}
+	}
+}
+
 // Every token's text looks up to that token: the longest token of each
 // first byte included, and long tokens that share a home slot in the
 // table of pieces (the probe goes the way the insertion went).
