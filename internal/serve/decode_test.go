@@ -93,3 +93,23 @@ func TestDecodeFastHexDigits(t *testing.T) {
 		}
 	}
 }
+
+// A body cut short inside an escape or after null is refused, read from a
+// slice with no spare capacity (as a body can be), where a read past its
+// end panics.
+func TestDecodeFastCutShort(t *testing.T) {
+	for _, s := range []string{
+		`{"runtime":{"a":"\ud83d\u`,
+		`{"runtime":{"a":"\ud83d\u12`,
+		`{"runtime":{"a":"\u`,
+		`{"runtime":{"a":"\u00`,
+		`{"runtime":{"a":"\`,
+		`{"runtime":{"a":nul`,
+		`{"runtime":{"a":null`,
+	} {
+		b := []byte(s)
+		if _, ok := decodeFast(b[:len(b):len(b)]); ok {
+			t.Errorf("decodeFast took %q", s)
+		}
+	}
+}
