@@ -157,15 +157,17 @@ func (h *HTTPRecaller) Recall(ctx context.Context, r plan.MemoryRequest) ([]plan
 	if limit <= 0 {
 		limit = DefaultMaxRecallBytes
 	}
+	// One byte past the limit is read to tell an answer over it (one
+	// whose JSON ends at that byte decodes, so N is checked either way).
 	lr := &io.LimitedReader{R: resp.Body, N: limit + 1}
 	var out recallResponse
-	if err := json.NewDecoder(lr).Decode(&out); err != nil {
-		switch {
-		case ctx.Err() != nil:
-			return nil, ctx.Err()
-		case lr.N <= 0:
-			return nil, &plan.RecallError{Code: CodeRecallTooLarge, Message: fmt.Sprintf("bank %s answered more than %d bytes", r.Bank, limit)}
-		}
+	err = json.NewDecoder(lr).Decode(&out)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return nil, ctx.Err()
+	case lr.N <= 0:
+		return nil, &plan.RecallError{Code: CodeRecallTooLarge, Message: fmt.Sprintf("bank %s answered more than %d bytes", r.Bank, limit)}
+	case err != nil:
 		return nil, &plan.RecallError{Code: CodeRecallMalformed, Message: fmt.Sprintf("bank %s answered no recall JSON", r.Bank)}
 	}
 	return out.Items, nil

@@ -3,6 +3,7 @@ package serve
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -211,4 +212,67 @@ func TestAssembleMemoryInProcessRecaller(t *testing.T) {
 	if v := testutilValue(s.metrics.recalls.WithLabelValues("shop", "customers", "ok")); v != 1 {
 		t.Errorf("recalls metric %v", v)
 	}
+}
+
+// HTTPRecaller at its edges: an https endpoint with the default answer
+// bound, other schemes refused, a failed call and an ended context told
+// apart, a bank's error code kept up to 64 bytes, and an answer of exactly
+// MaxBytes taken.
+func TestHTTPRecallerEdges(t *testing.T) {
+	answer, _ := json.Marshal(recallResponse{Items: recalled[:1]})
+	var code atomic.Value
+	code.Store("")
+	handler := func(w http.ResponseWriter, r *http.Request) {
+		if c := code.Load().(string); c != "" {
+			w.WriteHeader(http.StatusConflict)
+			fmt.Fprintf(w, `{"error":{"code":%q,"message":"m"}}`, c)
+			return
+		}
+		w.Write(answer)
+	}
+	tlsBank := httptest.NewTLSServer(http.HandlerFunc(handler))
+	defer tlsBank.Close()
+	req := func(endpoint string) plan.MemoryRequest {
+		return plan.MemoryRequest{Bank: plan.BankRef{Namespace: "shop", Name: "customers"}, Endpoint: endpoint, Query: "q", MaxTokens: 100}
+	}
+	rc := NewHTTPRecaller("")
+	rc.Client = tlsBank.Client() // MaxBytes unset: DefaultMaxRecallBytes
+	if items, err := rc.Recall(context.Background(), req(tlsBank.URL)); err != nil || len(items) != 1 || items[0].ID != "o1" {
+		t.Fatalf("https: %v, %v", items, err)
+	}
+	wantCode := func(what string, err error, want string) {
+		t.Helper()
+		var re *plan.RecallError
+		if !errors.As(err, &re) || re.Code != want {
+			t.Errorf("%s: %v, want code %s", what, err, want)
+		}
+	}
+	_, err := rc.Recall(context.Background(), req("ftp://"+tlsBank.Listener.Addr().String()))
+	wantCode("ftp", err, CodeNotServed)
+
+	closed := httptest.NewServer(http.HandlerFunc(handler))
+	closed.Close()
+	_, err = rc.Recall(context.Background(), req(closed.URL))
+	wantCode("a closed port", err, plan.MemoryRecallFailed)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := rc.Recall(ctx, req(tlsBank.URL)); !errors.Is(err, context.Canceled) {
+		t.Errorf("an ended context: %v", err)
+	}
+
+	code.Store(strings.Repeat("C", 64))
+	_, err = rc.Recall(context.Background(), req(tlsBank.URL))
+	wantCode("a 64-byte code", err, strings.Repeat("C", 64))
+	code.Store(strings.Repeat("C", 65))
+	_, err = rc.Recall(context.Background(), req(tlsBank.URL))
+	wantCode("a 65-byte code", err, fmt.Sprintf("%s%d", CodeRecallHTTP, http.StatusConflict))
+	code.Store("")
+
+	rc.MaxBytes = int64(len(answer))
+	if items, err := rc.Recall(context.Background(), req(tlsBank.URL)); err != nil || len(items) != 1 {
+		t.Fatalf("an answer of exactly MaxBytes: %v, %v", items, err)
+	}
+	rc.MaxBytes--
+	_, err = rc.Recall(context.Background(), req(tlsBank.URL))
+	wantCode("an answer one byte over MaxBytes", err, CodeRecallTooLarge)
 }
