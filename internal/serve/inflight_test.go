@@ -161,3 +161,27 @@ func waitHeld(t *testing.T, s *Server, n int64) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// A body that cannot be read (a broken chunked encoding) is answered 400,
+// not 408: it arrived in time.
+func TestUnreadableBodyIsMalformed(t *testing.T) {
+	s := New(Options{Log: logr.Discard()})
+	ts := httptest.NewServer(s.Handler())
+	t.Cleanup(ts.Close)
+	loadSamples(t, s)
+	conn, err := net.Dial("tcp", ts.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprint(conn, "POST /v1/assemble HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(resp.Body)
+	if c, _ := errorCode(t, out); resp.StatusCode != http.StatusBadRequest || c != CodeMalformed {
+		t.Fatalf("got %d %s", resp.StatusCode, out)
+	}
+	waitHeld(t, s, 0)
+}
