@@ -2,6 +2,7 @@ package serve
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -184,4 +185,27 @@ func TestUnreadableBodyIsMalformed(t *testing.T) {
 		t.Fatalf("got %d %s", resp.StatusCode, out)
 	}
 	waitHeld(t, s, 0)
+}
+
+// A body of exactly the limit is read, with its length known or not; one
+// byte more is refused.
+func TestBodyAtTheLimit(t *testing.T) {
+	const limit = 100 << 10 // more than the first chunk, so the buffer grows
+	budget := &byteBudget{max: DefaultMaxInflightBytes}
+	for _, known := range []bool{true, false} {
+		for _, n := range []int{limit, limit + 1} {
+			r := httptest.NewRequest(http.MethodPost, "/v1/assemble", io.LimitReader(zeros{}, int64(n)))
+			r.ContentLength = -1
+			if known {
+				r.ContentLength = int64(n)
+			}
+			held := &reservation{budget: budget}
+			body, err := readBody(httptest.NewRecorder(), r, limit, held)
+			var tooLarge *http.MaxBytesError
+			if n == limit && (err != nil || len(body) != limit) || n > limit && !errors.As(err, &tooLarge) {
+				t.Errorf("length known %v, %d bytes at a limit of %d: %d bytes, %v", known, n, limit, len(body), err)
+			}
+			held.release()
+		}
+	}
 }

@@ -231,6 +231,11 @@ func TestTemplatesAndMetrics(t *testing.T) {
 			t.Errorf("metrics lack %s", want)
 		}
 	}
+	// A section that was not cut has no truncated series (no series of 0
+	// for every section of every intent).
+	if bytes.Contains(metrics, []byte(`promptops_serve_truncated_tokens_total{intent="analyze",name="ssa-pro",namespace="default",section="base_system"}`)) {
+		t.Error("a truncated series for base_system, which is never cut")
+	}
 }
 
 func jsonString(s string) string {
