@@ -209,3 +209,25 @@ func TestBodyAtTheLimit(t *testing.T) {
 		}
 	}
 }
+
+// A request of exactly smallRequest bytes is small: it may use the last
+// quarter of the budget; one byte more may not.
+func TestSmallRequestBound(t *testing.T) {
+	b := &byteBudget{max: 4 << 20}
+	large := &reservation{budget: b}
+	if !large.grow(3 << 20) {
+		t.Fatal("a large request takes three quarters")
+	}
+	small := &reservation{budget: b}
+	if !small.grow(smallRequest) {
+		t.Fatalf("a request of %d bytes is small and fits in the last quarter", smallRequest)
+	}
+	small.release()
+	if over := (&reservation{budget: b}); over.grow(smallRequest + 1) {
+		t.Fatalf("a request of %d bytes is large: the first three quarters are full", smallRequest+1)
+	}
+	large.release()
+	if b.used.Load() != 0 {
+		t.Fatalf("%d bytes still held", b.used.Load())
+	}
+}
