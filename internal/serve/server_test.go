@@ -273,6 +273,7 @@ func TestUnknownField(t *testing.T) {
 		`{"\u006eame":"b","intents":null}`:                                       "intents",
 		`{"namespace":null,"name":true,"intent":12.5e3,"runtime":{},"extra":[]}`: "extra",
 		`{}`: "",
+		" {\n\t\"namespace\" : \"a\" ,\r\n \"nmae\" : 1 } ": "nmae",
 	} {
 		got, _ := unknownField([]byte(body))
 		if got != want {
