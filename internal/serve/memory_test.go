@@ -118,12 +118,14 @@ func TestAssembleFillsMemoryByRecall(t *testing.T) {
 			t.Errorf("recall request %+v", gotReq)
 		}
 	}
-	// A rotated token is read again.
-	os.WriteFile(tokenFile, []byte("token-two-longer"), 0o600)
+	// A rotated token is read again by the same recaller.
 	ts := memoryServer(t, memoryPlanJSON(t, bank.URL, false), tokenFile, 0)
-	assembleMemory(t, ts.URL, `{"namespace":"shop","name":"support","intent":"chat","runtime":{"question":"q"}}`)
-	if gotAuth.Load() != "Bearer token-two-longer" {
-		t.Errorf("token after rotation %q", gotAuth.Load())
+	for _, token := range []string{"token-one", "token-two-longer", "token-three-longest"} {
+		os.WriteFile(tokenFile, []byte(token), 0o600)
+		assembleMemory(t, ts.URL, `{"namespace":"shop","name":"support","intent":"chat","runtime":{"question":"q"}}`)
+		if gotAuth.Load() != "Bearer "+token {
+			t.Errorf("token after rotation to %s: %q", token, gotAuth.Load())
+		}
 	}
 }
 

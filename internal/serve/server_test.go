@@ -236,6 +236,11 @@ func TestTemplatesAndMetrics(t *testing.T) {
 	if bytes.Contains(metrics, []byte(`promptops_serve_truncated_tokens_total{intent="analyze",name="ssa-pro",namespace="default",section="base_system"}`)) {
 		t.Error("a truncated series for base_system, which is never cut")
 	}
+	// Nor a section series for a section that was empty (data_context,
+	// not sent).
+	if bytes.Contains(metrics, []byte(`promptops_serve_section_tokens_total{intent="analyze",name="ssa-pro",namespace="default",section="data_context"}`)) {
+		t.Error("a section series for data_context, which was empty")
+	}
 }
 
 func jsonString(s string) string {
