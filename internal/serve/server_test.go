@@ -211,6 +211,15 @@ func TestTemplatesAndMetrics(t *testing.T) {
 		strings.Join(list.Templates[0].Intents, ",") != "chat,explore,consult,analyze,discuss,feedback" || !strings.HasPrefix(list.Templates[0].Revision, "sha256:") {
 		t.Fatalf("templates %+v", list.Templates)
 	}
+	// HEAD is GET without the body; other methods are refused.
+	if resp, err := http.Head(ts.URL + "/v1/templates"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("HEAD /v1/templates: %v %v", resp, err)
+	}
+	if resp, err := http.Post(ts.URL+"/v1/templates", "application/json", strings.NewReader("{}")); err != nil || resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "GET, HEAD" {
+		t.Fatalf("POST /v1/templates: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	resp, err = http.Get(ts.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
