@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
+
 	"github.com/promptops/promptops/plan"
 )
 
@@ -180,5 +182,22 @@ func TestReloadUnderLoadIsAtomic(t *testing.T) {
 		if _, ok := seen.Load(rev); !ok {
 			t.Errorf("revision %s never answered", rev)
 		}
+	}
+}
+
+// "Plan loaded" is logged when a source's plan is new or its revision
+// changed, not again for the same plan.
+func TestPlanLoadedLoggedOnChange(t *testing.T) {
+	logs := &syncBuffer{}
+	s := New(Options{Log: funcr.New(logs.add, funcr.Options{})})
+	ssa := fixture(t, "ssa-pro")
+	s.Apply(map[string][]byte{"ssa": ssa})
+	s.Apply(map[string][]byte{"ssa": ssa})
+	if n := strings.Count(logs.String(), `"Plan loaded"`); n != 1 {
+		t.Fatalf("%d Plan loaded after loading one plan twice:\n%s", n, logs.String())
+	}
+	s.Apply(map[string][]byte{"ssa": withInstruction(t, ssa, "Be brief.")})
+	if n := strings.Count(logs.String(), `"Plan loaded"`); n != 2 {
+		t.Fatalf("%d Plan loaded after a new revision:\n%s", n, logs.String())
 	}
 }
