@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 
 	"github.com/promptops/promptops/plan"
@@ -199,5 +200,24 @@ func TestPlanLoadedLoggedOnChange(t *testing.T) {
 	s.Apply(map[string][]byte{"ssa": withInstruction(t, ssa, "Be brief.")})
 	if n := strings.Count(logs.String(), `"Plan loaded"`); n != 2 {
 		t.Fatalf("%d Plan loaded after a new revision:\n%s", n, logs.String())
+	}
+}
+
+// Templates are listed by namespace, then name.
+func TestTemplatesListedInOrder(t *testing.T) {
+	s := New(Options{Log: logr.Discard()})
+	ssa := fixture(t, "ssa-pro")
+	src := map[string][]byte{}
+	for i, k := range []Key{{"b", "a"}, {"a", "z"}, {"c", "c"}, {"a", "b"}, {"b", "b"}} {
+		p := mustLoad(t, ssa)
+		p.Namespace, p.Name = k.Namespace, k.Name
+		p.Revision = p.Digest()
+		data, _ := json.Marshal(p)
+		src[fmt.Sprint(i)] = data
+	}
+	s.Apply(src)
+	want := []Key{{"a", "b"}, {"a", "z"}, {"b", "a"}, {"b", "b"}, {"c", "c"}}
+	if got := s.Snapshot().keys; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("keys %v, want %v", got, want)
 	}
 }
