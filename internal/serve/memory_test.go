@@ -270,6 +270,21 @@ func TestHTTPRecallerEdges(t *testing.T) {
 	wantCode("a 65-byte code", err, fmt.Sprintf("%s%d", CodeRecallHTTP, http.StatusConflict))
 	code.Store("")
 
+	// The context ends while the answer is being read: the context's
+	// error, not a malformed answer.
+	stall := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`{"items":[`))
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	defer stall.Close()
+	plain := NewHTTPRecaller("")
+	ctx, cancel = context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if _, err := plain.Recall(ctx, req(stall.URL)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a context that ends mid-answer: %v", err)
+	}
+
 	rc.MaxBytes = int64(len(answer))
 	if items, err := rc.Recall(context.Background(), req(tlsBank.URL)); err != nil || len(items) != 1 {
 		t.Fatalf("an answer of exactly MaxBytes: %v, %v", items, err)
