@@ -129,16 +129,23 @@ func TestRequestTimeoutStopsBodyReading(t *testing.T) {
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)
 	loadSamples(t, s)
-	conn := stall(t, ts, 4<<20, 0)
+	if status, code, out := answer(t, stall(t, ts, 4<<20, 0)); status != http.StatusRequestTimeout || code != CodeTimeout {
+		t.Fatalf("got %d %s", status, out)
+	}
+	waitHeld(t, s, 0)
+}
+
+// answer reads the response on conn: its status, error code and body.
+func answer(t *testing.T, conn net.Conn) (int, string, []byte) {
+	t.Helper()
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	out, _ := io.ReadAll(resp.Body)
-	if c, _ := errorCode(t, out); resp.StatusCode != http.StatusRequestTimeout || c != CodeTimeout {
-		t.Fatalf("got %d %s", resp.StatusCode, out)
-	}
-	waitHeld(t, s, 0)
+	resp.Body.Close()
+	code, _ := errorCode(t, out)
+	return resp.StatusCode, code, out
 }
 
 // stall opens a connection, sends the headers of a POST whose body claims
@@ -176,13 +183,8 @@ func TestUnreadableBodyIsMalformed(t *testing.T) {
 	}
 	defer conn.Close()
 	fmt.Fprint(conn, "POST /v1/assemble HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n")
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, _ := io.ReadAll(resp.Body)
-	if c, _ := errorCode(t, out); resp.StatusCode != http.StatusBadRequest || c != CodeMalformed {
-		t.Fatalf("got %d %s", resp.StatusCode, out)
+	if status, code, out := answer(t, conn); status != http.StatusBadRequest || code != CodeMalformed {
+		t.Fatalf("got %d %s", status, out)
 	}
 	waitHeld(t, s, 0)
 }
