@@ -167,6 +167,14 @@ func runFactsList(args []string, stdout, stderr io.Writer) int {
 	status := fs.String("status", "", "Only facts in this state: pending, consolidated or failed.")
 	output := fs.String("o", "text", "Output: text or json.")
 	limit := fs.Int("limit", 1000, "At most this many facts.")
+	var scope *string
+	fs.Func("scope", "Only the facts of this scope (\"\" for the bank's shared scope); every scope's when not given.", func(v string) error {
+		if msg := consolidation.ScopeProblem(v); msg != "" {
+			return fmt.Errorf("scope %s", msg)
+		}
+		scope = &v
+		return nil
+	})
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
@@ -177,7 +185,7 @@ func runFactsList(args []string, stdout, stderr io.Writer) int {
 		return ExitFailed
 	}
 	defer store.Close()
-	facts, err := store.ListFacts(ctx, sf.bank, *status, *limit)
+	facts, err := store.ListFacts(ctx, sf.bank, scope, *status, *limit)
 	if err != nil {
 		fmt.Fprintln(stderr, "promptops facts list:", err)
 		return ExitFailed
@@ -189,9 +197,9 @@ func runFactsList(args []string, stdout, stderr io.Writer) int {
 		return writeJSON(stdout, facts)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATUS\tTEXT\tREASON")
+	fmt.Fprintln(tw, "ID\tSCOPE\tSTATUS\tTEXT\tREASON")
 	for _, f := range facts {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", f.ID, f.Status, clip(f.Text, 60), f.FailureReason)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", f.ID, f.Scope, f.Status, clip(f.Text, 60), f.FailureReason)
 	}
 	_ = tw.Flush()
 	return ExitOK

@@ -2,16 +2,14 @@ package consolidation
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	promptopsv1 "github.com/promptops/promptops/api/v1"
-	"github.com/promptops/promptops/internal/tokens"
 )
 
 // Engine runs consolidation for one bank.
@@ -102,201 +100,10 @@ func CompletionTokens(n, limit int) int {
 	return min(limit, 1024+1024*n)
 }
 
-type run struct {
-	*Engine
-	id           string
-	enc          *tokens.Encoder
-	system       string
-	systemTokens int
-	count        int
-	sum          Summary
-	// alone caches whether a fact fits a call on its own, so a fact too
-	// large is failed once, not re-tokenized at every split level.
-	alone map[string]bool
-	// vec is the embedding state; nil when recall is lexical only.
-	vec *vectors
-}
-
-// errBudget stops a run that reached MaxTokensPerRun.
-var errBudget = errors.New("maxTokensPerRun reached")
-
-// Run consolidates up to MaxFacts pending facts, claiming a batch at a time
-// so that overlapping runs share the work and never consolidate a fact
-// twice. It returns an error only when the run itself failed (store or LLM
-// unreachable, cancelled); the facts it had not finished stay pending.
-// Facts that fail on their own are marked failed with the reason.
-func (e *Engine) Run(ctx context.Context) (Summary, error) {
-	e.Settings.Defaults()
-	s := e.Settings
-	if w, ok := e.Store.(RecallWarmer); ok {
-		// The first recall waits for this load instead of starting its
-		// own; a failure is left for that recall to report.
-		warmed := make(chan struct{})
-		go func() {
-			defer close(warmed)
-			_ = w.WarmRecall(ctx, s.Bank)
-		}()
-		defer func() { <-warmed }()
-	}
-	enc, err := tokens.Get(s.Encoding)
-	if err != nil {
-		return Summary{}, err
-	}
-	r := &run{Engine: e, id: s.RunID, enc: enc, system: SystemPrompt(s.Mission), alone: map[string]bool{}}
-	if r.id == "" {
-		r.id = newRunID()
-	}
-	r.systemTokens = enc.Count(r.system) + messageOverhead
-	r.sum.MissionHash = MissionHash(s.Mission)
-	r.sum.Recall = recallMode(e)
-	if e.Embedder != nil {
-		vs, ok := e.Store.(VectorStore)
-		if !ok {
-			return r.sum, errors.New("store: this store keeps no vectors; run without embeddings")
-		}
-		r.vec = &vectors{store: vs, index: e.Index, facts: map[string][]float32{}, unstored: map[string][]float32{}}
-	}
-	if err := e.Store.EnsureBank(ctx, s.Bank); err != nil {
-		return r.sum, fmt.Errorf("store: %w", err)
-	}
-	if r.count, err = e.Store.CountObservations(ctx, s.Bank); err != nil {
-		return r.sum, fmt.Errorf("store: %w", err)
-	}
-	err = r.loop(ctx)
-	r.finish(ctx)
-	return r.sum, err
-}
-
-func (r *run) loop(ctx context.Context) error {
-	s := r.Settings
-	seen := map[string]bool{}
-	// The next batch is claimed while one is processed: its round trip
-	// overlaps the batch's work instead of adding to it. A claim left
-	// unused (the run stopped) is released by finish, after it is waited for.
-	var next *nextClaim
-	defer func() {
-		if next != nil {
-			next.wait()
-		}
-	}()
-	for taken := 0; taken < s.MaxFacts; {
-		if used := r.used(); used >= s.MaxTokensPerRun {
-			r.cutShort()
-			return nil
-		}
-		limit := min(s.BatchSize, s.MaxFacts-taken)
-		if next == nil {
-			next = r.claimNext(ctx, limit)
-		}
-		facts, err := next.wait()
-		next = nil
-		if err != nil {
-			return fmt.Errorf("store: claiming facts: %w", err)
-		}
-		if len(facts) == 0 {
-			return nil
-		}
-		for _, f := range facts {
-			if seen[f.ID] {
-				// Claimed again by this run (its lease ran out while it
-				// worked): the run is done with what it can do.
-				return nil
-			}
-			seen[f.ID] = true
-		}
-		taken += len(facts)
-		if len(facts) == limit && taken < s.MaxFacts {
-			next = r.claimNext(ctx, min(s.BatchSize, s.MaxFacts-taken))
-		}
-		err = r.batch(ctx, facts)
-		if errors.Is(err, errBudget) {
-			r.cutShort()
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// nextClaim is a claim of facts under way in its own goroutine.
-type nextClaim struct {
-	done  chan struct{}
-	facts []Fact
-	err   error
-}
-
-// claimNext starts claiming up to limit facts in its own goroutine (the
-// Store is safe for concurrent use); wait returns them.
-func (r *run) claimNext(ctx context.Context, limit int) *nextClaim {
-	c := &nextClaim{done: make(chan struct{})}
-	now := r.now()
-	go func() {
-		defer close(c.done)
-		c.facts, c.err = r.Store.ClaimFacts(ctx, r.Settings.Bank, r.id, limit, now, now.Add(r.Settings.ClaimLease))
-	}()
-	return c
-}
-
-func (c *nextClaim) wait() ([]Fact, error) {
-	<-c.done
-	return c.facts, c.err
-}
-
-func (r *run) cutShort() {
-	r.sum.CutShort = fmt.Sprintf("maxTokensPerRun (%d) reached after %d tokens: no further LLM call was started and the remaining facts stay pending for the next run",
-		r.Settings.MaxTokensPerRun, r.used())
-	r.progress("%s", r.sum.CutShort)
-}
-
-func (r *run) used() int64 {
-	return r.sum.PromptTokens + r.sum.CompletionTokens + r.sum.EmbeddingTokens
-}
-
-// finish releases the run's claims and counts what the bank holds, even
-// when the run was cancelled.
-func (r *run) finish(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	bank := r.Settings.Bank
-	r.storeFactVectors(ctx)
-	if err := r.Store.ReleaseClaims(ctx, bank, r.id); err != nil {
-		r.progress("releasing the run's claims: %v (they expire at their lease)", err)
-	}
-	if n, err := r.Store.CountObservations(ctx, bank); err == nil {
-		r.sum.Observations = int64(n)
-	} else {
-		r.sum.Observations = int64(r.count)
-	}
-	if counts, err := r.Store.CountFacts(ctx, bank); err == nil {
-		r.sum.PendingFacts, r.sum.FailedFacts = counts[FactPending], counts[FactFailed]
-	}
-}
-
-func newRunID() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
-func (r *run) now() time.Time {
-	if r.Now != nil {
-		return r.Now().UTC()
-	}
-	return time.Now().UTC()
-}
-
-func (r *run) progress(format string, a ...any) {
-	if r.Progress != nil {
-		r.Progress(fmt.Sprintf(format, a...))
-	}
-}
-
 // batch fails at once the facts too large for any call, then consolidates
 // the rest.
 func (r *run) batch(ctx context.Context, facts []Fact) error {
-	note := CapacityNote(r.Settings.MaxObservations, r.count)
+	note, _ := r.capacity()
 	var fit []Fact
 	var tooBig []string
 	for _, f := range facts {
@@ -446,7 +253,7 @@ func (r *run) prepare(ctx context.Context, facts []Fact, correction string) (cal
 	if err != nil {
 		return call{}, false, err
 	}
-	note := CapacityNote(s.MaxObservations, r.count)
+	note, remaining := r.capacity()
 	build := func(pool []Candidate) string {
 		u := UserPrompt(note, facts, pool)
 		if correction != "" {
@@ -489,7 +296,7 @@ func (r *run) prepare(ctx context.Context, facts []Fact, correction string) (cal
 		}
 	}
 	return call{
-		batch:        Batch{Facts: facts, Pool: pool, RecalledBy: recalledBy, Remaining: Remaining(s.MaxObservations, r.count)},
+		batch:        Batch{Facts: facts, Pool: pool, RecalledBy: recalledBy, Remaining: remaining},
 		messages:     []Message{{Role: "system", Content: r.system}, {Role: "user", Content: user}},
 		promptTokens: r.systemTokens + n + messageOverhead,
 	}, true, nil
@@ -519,7 +326,8 @@ func (r *run) process(ctx context.Context, facts []Fact) error {
 			return r.fail(ctx, ids(pending), fmt.Sprintf("the fact alone does not fit maxPromptTokens (%d)", s.MaxPromptTokens))
 		}
 		maxTokens := CompletionTokens(len(pending), s.MaxCompletionTokens)
-		if r.used()+int64(c.promptTokens)+int64(maxTokens) > s.MaxTokensPerRun {
+		reserved := int64(c.promptTokens) + int64(maxTokens)
+		if !r.st.reserve(reserved, s.MaxTokensPerRun) {
 			return errBudget
 		}
 		// The claims are renewed while the LLM call starts: the renewal's
@@ -538,6 +346,7 @@ func (r *run) process(ctx context.Context, facts []Fact) error {
 		comp, err := r.LLM.Complete(callCtx, Request{Messages: c.messages, Schema: ResponseSchema(c.batch.Remaining), MaxTokens: maxTokens})
 		renewErr := <-renewed
 		cancelCall()
+		r.st.release(reserved)
 		r.sum.LLMCalls++
 		if attempt > 1 {
 			r.sum.Retries++
@@ -674,6 +483,7 @@ func (r *run) account(comp Completion, err error, promptTokens, maxTokens int) {
 	}
 	r.sum.PromptTokens += p
 	r.sum.CompletionTokens += c
+	r.st.spend(p + c)
 }
 
 // retryFacts returns the pending facts an answer said nothing usable about
@@ -745,7 +555,26 @@ func (r *run) apply(ctx context.Context, c call, ops Ops, consolidate []string, 
 			ops.Space = r.vec.sp
 		}
 		var err error
-		created, err = r.Store.Apply(ctx, s.Bank, r.id, ops, consolidate, r.now())
+		for {
+			created, err = r.Store.Apply(ctx, s.Bank, r.id, ops, consolidate, r.now())
+			var gone *GoneError
+			if !errors.As(err, &gone) {
+				break
+			}
+			// Erased while the call was under way: what the erased facts
+			// support, or what names an erased observation, is not
+			// written; the rest is applied.
+			n := withoutErased(&ops, &consolidate, gone)
+			if r.sum.DroppedItems == nil {
+				r.sum.DroppedItems = map[string]int64{}
+			}
+			r.sum.DroppedItems[DropErased] += int64(n)
+			r.progress("batch of %d facts: %v; %d items dropped", len(c.batch.Facts), gone, n)
+			if len(consolidate)+len(ops.Creates)+len(ops.Updates)+len(ops.Deletes)+len(ops.Merges) == 0 {
+				created, err = nil, nil
+				break
+			}
+		}
 		if errors.Is(err, ErrClaimLost) {
 			return err
 		}
@@ -763,6 +592,7 @@ func (r *run) apply(ctx context.Context, c call, ops Ops, consolidate []string, 
 	r.sum.Updated += int64(len(ops.Updates))
 	r.sum.Deleted += int64(len(ops.Deletes))
 	r.count += len(created) - len(ops.Deletes)
+	r.st.counted(len(created) - len(ops.Deletes))
 	line := fmt.Sprintf("batch of %d facts: %d observations recalled, %d created, %d updated, %d deleted, %d merged, %d consolidated (attempt %d, %d prompt tokens)",
 		len(c.batch.Facts), len(c.batch.Pool), len(created), len(ops.Updates), len(ops.Deletes), len(ops.Merges), len(consolidate), attempt, max(reported, int64(c.promptTokens)))
 	if len(dropped) > 0 {
@@ -778,6 +608,50 @@ func (r *run) apply(ctx context.Context, c call, ops Ops, consolidate []string, 
 	}
 	r.progress("%s", line)
 	return nil
+}
+
+// withoutErased leaves out of a batch the facts gone and every item
+// that cites one or names a gone observation; it returns how many items
+// it left out.
+func withoutErased(ops *Ops, consolidate *[]string, gone *GoneError) int {
+	facts := map[string]bool{}
+	for _, id := range gone.Facts {
+		facts[id] = true
+	}
+	obs := map[string]bool{}
+	for _, id := range gone.Observations {
+		obs[id] = true
+	}
+	cites := func(ids []string) bool {
+		for _, id := range ids {
+			if facts[id] {
+				return true
+			}
+		}
+		return false
+	}
+	n := 0
+	keep := func(drop bool) bool {
+		if drop {
+			n++
+		}
+		return !drop
+	}
+	ops.Creates = slices.DeleteFunc(ops.Creates, func(c Create) bool { return !keep(cites(c.SourceFactIDs)) })
+	ops.Updates = slices.DeleteFunc(ops.Updates, func(u Update) bool { return !keep(obs[u.ObservationID] || cites(u.SourceFactIDs)) })
+	ops.Merges = slices.DeleteFunc(ops.Merges, func(m Merge) bool { return !keep(obs[m.ObservationID] || cites(m.SourceFactIDs)) })
+	ops.Deletes = slices.DeleteFunc(ops.Deletes, func(d Delete) bool { return !keep(obs[d.ObservationID]) })
+	for id := range facts {
+		delete(ops.FactVectors, id)
+	}
+	*consolidate = slices.DeleteFunc(*consolidate, func(id string) bool { return facts[id] })
+	if len(gone.Facts)+len(gone.Observations) == 0 {
+		// Nothing named: nothing left to take out would loop; the caller's
+		// next Apply fails the same way only if the store misbehaves.
+		*consolidate = nil
+		*ops = Ops{}
+	}
+	return n
 }
 
 // rejectedNote tells the model, on the next attempt, why its answer could

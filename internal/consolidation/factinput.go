@@ -19,6 +19,7 @@ import (
 // item of the bank API's POST .../facts.
 type FactInput struct {
 	ID            string   `json:"id"`
+	Scope         string   `json:"scope"`
 	Text          string   `json:"text"`
 	Entities      []string `json:"entities"`
 	OccurredStart string   `json:"occurred_start"`
@@ -66,7 +67,7 @@ func ParseFact(data []byte) (Fact, error) {
 			return Fact{}, &FieldError{Field: te.Field, Detail: fmt.Sprintf("a JSON %s where %s is wanted", te.Value, jsonKind(te.Type.Kind()))}
 		}
 		if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			return Fact{}, &FieldError{Field: strings.Trim(name, `"`), Detail: "is not a field of a fact (id, text, entities, tags, occurred_start, occurred_end, mentioned_at)", msg: err.Error()}
+			return Fact{}, &FieldError{Field: strings.Trim(name, `"`), Detail: "is not a field of a fact (id, scope, text, entities, tags, occurred_start, occurred_end, mentioned_at)", msg: err.Error()}
 		}
 		return Fact{}, err
 	}
@@ -76,7 +77,10 @@ func ParseFact(data []byte) (Fact, error) {
 	if strings.TrimSpace(fl.Text) == "" {
 		return Fact{}, &FieldError{Field: "text", Detail: "is required", joined: true}
 	}
-	f := Fact{ID: fl.ID, Text: fl.Text, Entities: fl.Entities, Tags: fl.Tags}
+	if msg := ScopeProblem(fl.Scope); msg != "" {
+		return Fact{}, &FieldError{Field: "scope", Detail: msg}
+	}
+	f := Fact{ID: fl.ID, Scope: fl.Scope, Text: fl.Text, Entities: fl.Entities, Tags: fl.Tags}
 	var err error
 	if f.OccurredStart, err = parseFactTime("occurred_start", fl.OccurredStart); err != nil {
 		return f, err
@@ -120,13 +124,15 @@ func jsonKind(k reflect.Kind) string {
 var factIDSpace = uuid.MustParse("7b0f3c2e-5d1a-4e8b-9c6f-2a4d8e1b3f50")
 
 // DerivedFactID is the id of a fact given without one: a UUID (version 8)
-// from the SHA-256 of the bank, the text and the three times (RFC 3339, UTC;
-// empty when unset), so importing or posting the same fact again adds
-// nothing. Entities and tags do not count: the same statement at the same
-// times is one fact.
+// from the SHA-256 of the bank's scope (BankKey), the text and the three
+// times (RFC 3339, UTC; empty when unset), so importing or posting the same
+// fact again adds nothing, and two users who say the same sentence keep a
+// fact each. Entities and tags do not count: the same statement at the
+// same times is one fact. A fact of the shared scope keeps the id it had
+// before scopes existed.
 func DerivedFactID(bank string, f Fact) string {
 	var b strings.Builder
-	for _, s := range []string{bank, f.Text, timeKey(f.OccurredStart), timeKey(f.OccurredEnd), timeKey(f.MentionedAt)} {
+	for _, s := range []string{BankKey(bank, f.Scope), f.Text, timeKey(f.OccurredStart), timeKey(f.OccurredEnd), timeKey(f.MentionedAt)} {
 		// A length prefix keeps ("ab", "c") apart from ("a", "bc").
 		fmt.Fprintf(&b, "%d:%s\n", len(s), s)
 	}

@@ -107,15 +107,26 @@ func MissionHash(mission string) string {
 // CapacityNote says how many observations may still be created, or "" when
 // the bank has no cap or plenty of room.
 func CapacityNote(maxObservations, count int) string {
+	return capacityNote("The bank", maxObservations, count)
+}
+
+// ScopeCapacityNote is CapacityNote for a scope's own cap
+// (maxObservationsPerScope), said of the memory of the one counterpart the
+// call's facts are about.
+func ScopeCapacityNote(maxObservations, count int) string {
+	return capacityNote("The memory these facts belong to", maxObservations, count)
+}
+
+func capacityNote(subject string, maxObservations, count int) string {
 	if maxObservations <= 0 {
 		return ""
 	}
 	left := maxObservations - count
 	switch {
 	case left <= 0:
-		return fmt.Sprintf("The bank is at its capacity of %d observations. Do NOT create any observation: only UPDATE or DELETE existing ones. Fold new information into the closest matching observation.", maxObservations)
+		return fmt.Sprintf("%s is at its capacity of %d observations. Do NOT create any observation: only UPDATE or DELETE existing ones. Fold new information into the closest matching observation.", subject, maxObservations)
 	case left <= max(3, maxObservations/10):
-		return fmt.Sprintf("The bank holds %d of at most %d observations: only %d more may be created. Strongly prefer UPDATING existing observations; create only for clearly new, durable facets.", count, maxObservations, left)
+		return fmt.Sprintf("%s holds %d of at most %d observations: only %d more may be created. Strongly prefer UPDATING existing observations; create only for clearly new, durable facets.", subject, count, maxObservations, left)
 	default:
 		return ""
 	}

@@ -15,9 +15,9 @@ import (
 // generation (moved by every applied batch), its observations and their
 // vectors once per generation, and its pending facts.
 type QueryStore interface {
-	// BankGeneration is the bank's generation; -1 for a bank the store
-	// does not know.
-	BankGeneration(ctx context.Context, bank string) (int64, error)
+	// BankGeneration is a key's generation (Applied -1 for a key the
+	// store does not know) and its bank's erasures.
+	BankGeneration(ctx context.Context, key string) (Generation, error)
 	// ScanRecallable streams the bank's observations with their source
 	// fact ids, and the tags of those facts.
 	ScanRecallable(ctx context.Context, bank string, fn func(o Observation, tags []string)) error
@@ -67,7 +67,9 @@ const (
 // meanwhile the previous ones keep answering. Safe for concurrent use.
 type Recaller struct {
 	Store QueryStore
-	Bank  string
+	// Bank is the key (BankKey) of the bank's scope the Recaller answers
+	// for: the bank's "namespace/name" for its shared scope.
+	Bank string
 	// Embedder embeds queries with the bank's embeddings settings; nil
 	// recalls by words and entities only.
 	Embedder Embedder
@@ -85,6 +87,12 @@ type Recaller struct {
 	gens    genGate
 }
 
+// ForKey is a new Recaller like r (store, embedder, floor, bounds, error
+// handler) for another key of r's bank: a scope's (BankKey).
+func (r *Recaller) ForKey(key string) *Recaller {
+	return &Recaller{Store: r.Store, Bank: key, Embedder: r.Embedder, Floor: r.Floor, MaxPending: r.MaxPending, OnError: r.OnError}
+}
+
 // genGate coalesces the reads of the bank's generation that concurrent
 // recalls make: at most one is in flight, and the callers that arrive
 // meanwhile share the next one, which starts after they arrived, so each
@@ -97,7 +105,7 @@ type genGate struct {
 
 type genCall struct {
 	done chan struct{}
-	gen  int64
+	gen  Generation
 	err  error
 }
 
@@ -121,15 +129,15 @@ func (r *Recaller) startGeneration() *genCall {
 	return c
 }
 
-func waitGeneration(ctx context.Context, c *genCall) (int64, error) {
+func waitGeneration(ctx context.Context, c *genCall) (Generation, error) {
 	if err := ctx.Err(); err != nil {
-		return 0, err
+		return Generation{}, err
 	}
 	select {
 	case <-c.done:
 		return c.gen, c.err
 	case <-ctx.Done():
-		return 0, ctx.Err()
+		return Generation{}, ctx.Err()
 	}
 }
 
@@ -155,7 +163,7 @@ func (r *Recaller) readGenerations(c *genCall) {
 
 // bankMemory is a bank as of a generation.
 type bankMemory struct {
-	gen   int64
+	gen   Generation
 	sp    Space // Dims 0 without vectors
 	obs   map[string]*memObs
 	lexMu sync.Mutex // LexIndex.Search reuses scratch space
@@ -172,7 +180,7 @@ type memObs struct {
 // full when the generation moves and otherwise from a watermark on.
 type pendingFacts struct {
 	mu    sync.Mutex
-	gen   int64
+	gen   Generation
 	since time.Time
 	facts map[string]Fact
 	lex   *LexIndex
@@ -187,7 +195,7 @@ const pendingOverlap = 5 * time.Second
 // the first load.
 func (r *Recaller) Generation() int64 {
 	if m := r.cur.Load(); m != nil {
-		return m.gen
+		return m.gen.Applied
 	}
 	return -1
 }
@@ -215,7 +223,9 @@ func (r *Recaller) memory(ctx context.Context, sp Space, gc *genCall) (*bankMemo
 	if m != nil && m.gen == gen && (sp.Dims == 0 || m.sp == sp) {
 		return m, nil
 	}
-	if m != nil && (sp.Dims == 0 || m.sp == sp) {
+	// A copy behind the store is served while a fresh one loads, unless
+	// something was erased since it was made: erased data is never served.
+	if m != nil && gen.Applied >= 0 && m.gen.Erasures == gen.Erasures && (sp.Dims == 0 || m.sp == sp) {
 		if r.loading.TryLock() {
 			go func() {
 				defer r.loading.Unlock()
@@ -231,7 +241,7 @@ func (r *Recaller) memory(ctx context.Context, sp Space, gc *genCall) (*bankMemo
 	return r.load(ctx, gen, sp)
 }
 
-func (r *Recaller) load(ctx context.Context, gen int64, sp Space) (*bankMemory, error) {
+func (r *Recaller) load(ctx context.Context, gen Generation, sp Space) (*bankMemory, error) {
 	r.loading.Lock()
 	defer r.loading.Unlock()
 	if m := r.cur.Load(); m != nil && m.gen == gen && (sp.Dims == 0 || m.sp == sp) {
@@ -241,9 +251,9 @@ func (r *Recaller) load(ctx context.Context, gen int64, sp Space) (*bankMemory, 
 }
 
 // loadLocked reads the bank in full; call with r.loading held.
-func (r *Recaller) loadLocked(ctx context.Context, gen int64, sp Space) (*bankMemory, error) {
+func (r *Recaller) loadLocked(ctx context.Context, gen Generation, sp Space) (*bankMemory, error) {
 	m := &bankMemory{gen: gen, sp: sp, obs: map[string]*memObs{}, lex: NewLexIndex()}
-	if gen >= 0 {
+	if gen.Applied >= 0 {
 		err := r.Store.ScanRecallable(ctx, r.Bank, func(o Observation, tags []string) {
 			m.obs[o.ID] = &memObs{Observation: o, tags: tags}
 			m.lex.Put(o.ID, o.Text, o.Entities)
@@ -262,7 +272,7 @@ func (r *Recaller) loadLocked(ctx context.Context, gen int64, sp Space) (*bankMe
 		// Rows read while a batch was applied are as of no one
 		// generation: serve them, but load again next time.
 		if after, err := r.Store.BankGeneration(ctx, r.Bank); err != nil || after != gen {
-			m.gen = -2
+			m.gen.Applied = -2
 		}
 	} else {
 		m.sp = Space{}
@@ -395,12 +405,12 @@ func (r *Recaller) Recall(ctx context.Context, q Query) (items []Recalled, seman
 // pending searches the bank's pending facts by words and entities,
 // reading them again in full when the generation moved (a batch applied
 // consolidates facts) and otherwise only those newer than the watermark.
-func (r *Recaller) pending(ctx context.Context, gen int64, f Fact, limit int) ([]Fact, error) {
+func (r *Recaller) pending(ctx context.Context, gen Generation, f Fact, limit int) ([]Fact, error) {
 	p := &r.pend
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	since := p.since.Add(-pendingOverlap)
-	if p.lex == nil || p.gen != gen || gen < 0 {
+	if p.lex == nil || p.gen != gen || gen.Applied < 0 {
 		p.facts, p.lex, p.gen, since = map[string]Fact{}, NewLexIndex(), gen, time.Time{}
 	}
 	maxPending := r.MaxPending

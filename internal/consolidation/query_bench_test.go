@@ -14,7 +14,9 @@ type benchStore struct {
 	vecs map[string][]float32
 }
 
-func (s *benchStore) BankGeneration(context.Context, string) (int64, error) { return 1, nil }
+func (s *benchStore) BankGeneration(context.Context, string) (Generation, error) {
+	return Generation{Applied: 1}, nil
+}
 func (s *benchStore) ScanRecallable(_ context.Context, _ string, fn func(Observation, []string)) error {
 	for _, o := range s.obs {
 		fn(o, []string{"seed"})

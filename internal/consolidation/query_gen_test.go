@@ -16,12 +16,12 @@ type genStore struct {
 	hold  chan struct{}
 }
 
-func (s *genStore) BankGeneration(context.Context, string) (int64, error) {
+func (s *genStore) BankGeneration(context.Context, string) (Generation, error) {
 	g := s.gen.Load()
 	if s.reads.Add(1) == 1 {
 		<-s.hold
 	}
-	return g, nil
+	return Generation{Applied: g}, nil
 }
 
 // Concurrent recalls share reads of the generation, and each sees a
@@ -42,12 +42,12 @@ func TestRecallSharesGenerationReads(t *testing.T) {
 	}
 	close(st.hold)
 	ctx := context.Background()
-	if g, err := waitGeneration(ctx, first); g != 1 || err != nil {
-		t.Errorf("first read %d %v, want 1", g, err)
+	if g, err := waitGeneration(ctx, first); g.Applied != 1 || err != nil {
+		t.Errorf("first read %v %v, want 1", g, err)
 	}
 	for i, c := range later {
-		if g, err := waitGeneration(ctx, c); g != 2 || err != nil {
-			t.Errorf("later read %d: %d %v, want 2", i, g, err)
+		if g, err := waitGeneration(ctx, c); g.Applied != 2 || err != nil {
+			t.Errorf("later read %d: %v %v, want 2", i, g, err)
 		}
 	}
 	if n := st.reads.Load(); n != 2 {
@@ -56,8 +56,8 @@ func TestRecallSharesGenerationReads(t *testing.T) {
 	// A caller after all that reads again, and one that gives up does
 	// not wait.
 	st.gen.Store(3)
-	if g, _ := waitGeneration(ctx, r.startGeneration()); g != 3 || st.reads.Load() != 3 {
-		t.Errorf("read %d after the move to 3, %d reads", g, st.reads.Load())
+	if g, _ := waitGeneration(ctx, r.startGeneration()); g.Applied != 3 || st.reads.Load() != 3 {
+		t.Errorf("read %v after the move to 3, %d reads", g, st.reads.Load())
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()

@@ -36,10 +36,10 @@ type memQueryStore struct {
 	vecScans int
 }
 
-func (s *memQueryStore) BankGeneration(context.Context, string) (int64, error) {
+func (s *memQueryStore) BankGeneration(context.Context, string) (Generation, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.gen, s.genErr
+	return Generation{Applied: s.gen}, s.genErr
 }
 
 func (s *memQueryStore) ScanRecallable(ctx context.Context, _ string, fn func(Observation, []string)) error {

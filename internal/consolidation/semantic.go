@@ -29,8 +29,11 @@ func (r *run) embed(ctx context.Context, texts []string, budget bool) (Embedding
 	for _, t := range texts {
 		est += int64(r.enc.Count(t))
 	}
-	if budget && r.used()+est > r.Settings.MaxTokensPerRun {
-		return Embeddings{}, errBudget
+	if budget {
+		if !r.st.reserve(est, r.Settings.MaxTokensPerRun) {
+			return Embeddings{}, errBudget
+		}
+		defer r.st.release(est)
 	}
 	emb, err := r.Embedder.Embed(ctx, texts)
 	r.sum.EmbeddingCalls++
@@ -43,11 +46,12 @@ func (r *run) embed(ctx context.Context, texts []string, budget bool) (Embedding
 	if len(emb.Errs) != len(texts) {
 		emb.Errs = make([]error, len(texts))
 	}
+	spent := est
 	if emb.Tokens > 0 {
-		r.sum.EmbeddingTokens += emb.Tokens
-	} else {
-		r.sum.EmbeddingTokens += est
+		spent = emb.Tokens
 	}
+	r.sum.EmbeddingTokens += spent
+	r.st.spend(spent)
 	for i, v := range emb.Vectors {
 		if v == nil && emb.Errs[i] == nil {
 			emb.Errs[i] = errors.New("the server returned no vector")

@@ -7,12 +7,15 @@ package consolidation
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
 // Fact is one thing an application learned and wrote to the bank.
 type Fact struct {
-	ID            string     `json:"id"`
+	ID string `json:"id"`
+	// Scope is the fact's scope; empty for the bank's shared scope.
+	Scope         string     `json:"scope,omitempty"`
 	Text          string     `json:"text"`
 	Entities      []string   `json:"entities,omitempty"`
 	OccurredStart *time.Time `json:"occurred_start,omitempty"`
@@ -33,7 +36,10 @@ const (
 
 // Observation is durable knowledge synthesised from facts.
 type Observation struct {
-	ID            string     `json:"id"`
+	ID string `json:"id"`
+	// Scope is the scope of the observation's source facts; empty for the
+	// bank's shared scope.
+	Scope         string     `json:"scope,omitempty"`
 	Text          string     `json:"text"`
 	ProofCount    int        `json:"proof_count"`
 	OccurredStart *time.Time `json:"occurred_start,omitempty"`
@@ -127,44 +133,68 @@ type RecallWarmer interface {
 	WarmRecall(ctx context.Context, bank string) error
 }
 
-// Store is where a bank lives. Banks are keyed "namespace/name". A Store
-// is safe for concurrent use: a run claims its next batch, and renews its
-// claims, while it works on the current one.
+// Store is where a bank lives. Banks are keyed "namespace/name"; a scope
+// of a bank by BankKey. The methods that take a key work within that one
+// scope (the bank's own key is its shared scope); those that take a bank
+// work over all its scopes. A Store is safe for concurrent use: a run
+// claims its next batch, and renews its claims, while it works on the
+// current one.
 //
 // Runs that overlap (a Job's old pod beside its replacement, a run by hand)
 // share a bank safely through claims: a run claims the facts it is about to
 // send to the LLM, and only the claim's holder may consolidate or fail them.
 // A claim expires at its lease, so a killed run's facts are taken up again.
 type Store interface {
-	// EnsureBank registers the bank.
-	EnsureBank(ctx context.Context, bank string) error
-	// ClaimFacts atomically claims up to limit pending facts that no live
-	// claim holds, oldest first, for run until until. Two runs never
-	// receive the same fact while its claim lasts.
-	ClaimFacts(ctx context.Context, bank, run string, limit int, now, until time.Time) ([]Fact, error)
-	// ExtendClaims moves the lease of run's claimed pending facts to until.
+	// EnsureBank registers a bank or a scope's key.
+	EnsureBank(ctx context.Context, key string) error
+	// PendingScopes lists the keys of the bank's scopes that have pending
+	// facts no live claim holds at now, the scope with the oldest such
+	// fact first.
+	PendingScopes(ctx context.Context, bank string, now time.Time) ([]string, error)
+	// ClaimFacts atomically claims up to limit pending facts of the key
+	// that no live claim holds, oldest first, for run until until. Two
+	// runs never receive the same fact while its claim lasts.
+	ClaimFacts(ctx context.Context, key, run string, limit int, now, until time.Time) ([]Fact, error)
+	// ExtendClaims moves the lease of run's claimed pending facts, in
+	// every scope of the bank, to until.
 	ExtendClaims(ctx context.Context, bank, run string, until time.Time) error
-	// ReleaseClaims gives up run's claims on facts still pending.
+	// ReleaseClaims gives up run's claims on facts still pending, in every
+	// scope of the bank.
 	ReleaseClaims(ctx context.Context, bank, run string) error
-	// CountFacts counts the bank's facts per status.
+	// CountFacts counts the bank's facts per status, all scopes together.
 	CountFacts(ctx context.Context, bank string) (map[string]int64, error)
-	// CountObservations counts the bank's observations.
+	// CountObservations counts the bank's observations, all scopes
+	// together.
 	CountObservations(ctx context.Context, bank string) (int, error)
-	// Recall returns, per fact id, up to limit observations related to the
-	// fact by text similarity and up to limit more by shared entities, best
-	// first, for a batch's facts at once.
-	Recall(ctx context.Context, bank string, facts []Fact, limit int) (map[string][]Candidate, error)
-	// HasObservationText tells whether the bank has an observation whose
+	// CountScopeObservations counts the observations of one key.
+	CountScopeObservations(ctx context.Context, key string) (int, error)
+	// Recall returns, per fact id, up to limit observations of the key
+	// related to the fact by text similarity and up to limit more by
+	// shared entities, best first, for a batch's facts at once.
+	Recall(ctx context.Context, key string, facts []Fact, limit int) (map[string][]Candidate, error)
+	// HasObservationText tells whether the key has an observation whose
 	// normalised text is norm.
-	HasObservationText(ctx context.Context, bank, norm string) (bool, error)
-	// Apply applies ops and marks the facts consolidated, all in one
-	// transaction: all of it happens or none. The facts must be pending
-	// and claimed by run; otherwise nothing is applied and the error is
-	// ErrClaimLost. It returns the ids created.
-	Apply(ctx context.Context, bank, run string, ops Ops, consolidated []string, now time.Time) ([]string, error)
-	// MarkFailed marks run's claimed pending facts failed with a reason.
-	MarkFailed(ctx context.Context, bank, run string, ids []string, reason string, now time.Time) error
+	HasObservationText(ctx context.Context, key, norm string) (bool, error)
+	// Apply applies ops to the key and marks the facts consolidated, all
+	// in one transaction: all of it happens or none. The facts must be
+	// pending and claimed by run; otherwise nothing is applied and the
+	// error is ErrClaimLost, or *GoneError when facts or observations it
+	// names were erased meanwhile. It returns the ids created.
+	Apply(ctx context.Context, key, run string, ops Ops, consolidated []string, now time.Time) ([]string, error)
+	// MarkFailed marks run's claimed pending facts of the key failed with
+	// a reason.
+	MarkFailed(ctx context.Context, key, run string, ids []string, reason string, now time.Time) error
 	Close() error
+}
+
+// GoneError is an Apply refused because facts of the batch, or
+// observations its operations name, were erased while the run worked on
+// them: nothing was applied, and the run applies the batch again without
+// what names them.
+type GoneError struct{ Facts, Observations []string }
+
+func (e *GoneError) Error() string {
+	return fmt.Sprintf("%d facts and %d observations of the batch were erased while the run worked on it", len(e.Facts), len(e.Observations))
 }
 
 // ErrClaimLost means a batch's facts are no longer claimed by the run (its
@@ -212,6 +242,11 @@ type Settings struct {
 	Bank            string
 	Mission         string
 	MaxObservations int // 0: no cap
+	// MaxObservationsPerScope caps each scope's observations as
+	// MaxObservations caps the bank's; 0: no cap.
+	MaxObservationsPerScope int
+	// Parallelism is how many scopes a run works on at once; 0 is 1.
+	Parallelism     int
 	BatchSize       int
 	MaxFacts        int
 	MaxPromptTokens int
@@ -298,4 +333,5 @@ const (
 	DropExcessDeletes      = "excessDeletes"      // deletes beyond the runaway cap
 	DropOverCapacity       = "overCapacity"       // creates beyond the bank's capacity
 	DropDuplicate          = "duplicate"          // near-identical to an observation (duplicateSimilarity); its sources joined that one
+	DropErased             = "erased"             // cites a fact erased while the run worked on it
 )

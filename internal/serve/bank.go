@@ -10,12 +10,11 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/apiserver/pkg/authorization/authorizer"
-	"k8s.io/apiserver/pkg/endpoints/request"
 
 	"github.com/promptops/promptops/internal/consolidation"
 )
@@ -77,6 +76,9 @@ type Bank struct {
 	Recaller        *consolidation.Recaller
 	// Encoding counts recall's tokens.
 	Encoding string
+
+	once   sync.Once
+	scoped *scopeRecallers
 }
 
 // BankLimits bound the bank API's requests.
@@ -93,6 +95,7 @@ type bankAPI struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	facts    *prometheus.CounterVec
+	erasures *prometheus.CounterVec
 }
 
 func (s *Server) initBanks(banks []*Bank, limits BankLimits) {
@@ -113,11 +116,14 @@ func (s *Server) initBanks(banks []*Bank, limits BankLimits) {
 		facts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "promptops_serve_bank_facts_total", Help: "Facts posted to a bank, by result: stored, or unchanged (the bank had the id with the same text).",
 		}, []string{"namespace", "name", "result"}),
+		erasures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "promptops_serve_bank_erasures_total", Help: "Erasures done through the bank API, by bank and kind (scope, fact).",
+		}, []string{"namespace", "name", "kind"}),
 	}
 	for _, bk := range banks {
 		b.banks[Key{bk.Namespace, bk.Name}] = bk
 	}
-	s.metrics.registry.MustRegister(b.requests, b.latency, b.facts)
+	s.metrics.registry.MustRegister(b.requests, b.latency, b.facts, b.erasures)
 	s.bank = b
 }
 
@@ -191,28 +197,7 @@ func (s *Server) bankServe(w http.ResponseWriter, r *http.Request, k Key, endpoi
 // authorizeBank answers 403 (or 500 when the check failed) unless the
 // request's user may create the bank's subresource; 0 when it may.
 func (s *Server) authorizeBank(w http.ResponseWriter, r *http.Request, k Key, endpoint string) int {
-	if s.auth == nil {
-		return 0
-	}
-	u, ok := request.UserFrom(r.Context())
-	if !ok {
-		return writeError(w, http.StatusForbidden, CodeForbidden, "no user")
-	}
-	d, _, err := s.auth.authz.Authorize(r.Context(), authorizer.AttributesRecord{
-		User: u, Verb: "create", Namespace: k.Namespace, Name: k.Name,
-		APIGroup: memoryBanks.Group, APIVersion: memoryBanks.Version, Resource: memoryBanks.Resource, Subresource: endpoint,
-		ResourceRequest: true,
-	})
-	if err != nil {
-		s.log.Error(err, "Authorization check failed", "bank", k)
-		s.metrics.authDenied.WithLabelValues("error").Inc()
-		return writeError(w, http.StatusInternalServerError, "Internal", "the authorization check failed")
-	}
-	if d != authorizer.DecisionAllow {
-		s.metrics.authDenied.WithLabelValues("forbidden").Inc()
-		return writeError(w, http.StatusForbidden, CodeForbidden, fmt.Sprintf("you may not create promptops.io memorybanks/%s %s in namespace %s", endpoint, k.Name, k.Namespace))
-	}
-	return 0
+	return s.authorizeBankVerb(w, r, k, "create", endpoint)
 }
 
 // RetainResponse is the answer to POST .../facts.

@@ -29,6 +29,11 @@ type RecallRequest struct {
 	Tags []string `json:"tags"`
 	// IncludePending adds facts not consolidated yet, as kind "fact".
 	IncludePending bool `json:"includePending"`
+	// Scope is the scope to recall from; the bank's shared scope when
+	// left out. Tags never cross a scope.
+	Scope string `json:"scope"`
+	// IncludeShared also recalls the shared scope's items.
+	IncludeShared bool `json:"includeShared"`
 }
 
 // RecallResponse is the answer: the items that fit, best first, and
@@ -45,13 +50,13 @@ type RecallResponse struct {
 func (s *Server) recall(w http.ResponseWriter, r *http.Request, bk *Bank, body []byte) int {
 	var req RecallRequest
 	if err := strictDecode(body, &req); err != nil {
-		return writeError(w, http.StatusBadRequest, CodeMalformed, `the body must be one JSON object {"query", "maxTokens", "maxItems", "minScore", "tags", "includePending"}: `+err.Error())
+		return writeError(w, http.StatusBadRequest, CodeMalformed, `the body must be one JSON object {"query", "maxTokens", "maxItems", "minScore", "tags", "includePending", "scope", "includeShared"}: `+err.Error())
 	}
 	q, msg := recallQuery(&req)
 	if msg != "" {
 		return writeError(w, http.StatusBadRequest, CodeInvalidRecall, msg)
 	}
-	fit, err := recallFit(r.Context(), bk, q, *req.MaxTokens)
+	fit, err := recallFit(r.Context(), bk, req.Scope, req.IncludeShared, q, *req.MaxTokens)
 	var fe *fitError
 	switch {
 	case errors.As(err, &fe):
@@ -77,8 +82,8 @@ func (e *fitError) Error() string { return e.err.Error() }
 // recallFit recalls q from bk and keeps the items that fit in maxTokens,
 // whole and in rank order (plan.FitMemory); a failure to count is a
 // *fitError, any other error the recall's.
-func recallFit(ctx context.Context, bk *Bank, q consolidation.Query, maxTokens int) (plan.MemoryFit, error) {
-	recalled, _, err := bk.Recaller.Recall(ctx, q)
+func recallFit(ctx context.Context, bk *Bank, scope string, includeShared bool, q consolidation.Query, maxTokens int) (plan.MemoryFit, error) {
+	recalled, err := recallScoped(ctx, bk, scope, includeShared, q)
 	if err != nil {
 		return plan.MemoryFit{}, err
 	}
@@ -121,7 +126,7 @@ func (l *localRecaller) Recall(ctx context.Context, r plan.MemoryRequest) ([]pla
 	if msg != "" {
 		return nil, &plan.RecallError{Code: CodeInvalidRecall, Message: fmt.Sprintf("bank %s: %s", r.Bank, msg)}
 	}
-	fit, err := recallFit(ctx, bk, q, r.MaxTokens)
+	fit, err := recallFit(ctx, bk, "", false, q, r.MaxTokens)
 	var fe *fitError
 	switch {
 	case err != nil && ctx.Err() != nil:
@@ -151,6 +156,8 @@ func recallQuery(req *RecallRequest) (consolidation.Query, string) {
 		return consolidation.Query{}, fmt.Sprintf("maxItems: %d, want 1..%d", *req.MaxItems, MaxRecallItems)
 	case req.MinScore != nil && !(*req.MinScore >= 0 && *req.MinScore <= 1):
 		return consolidation.Query{}, fmt.Sprintf("minScore: %g, want 0..1", *req.MinScore)
+	case consolidation.ScopeProblem(req.Scope) != "":
+		return consolidation.Query{}, "scope: " + consolidation.ScopeProblem(req.Scope)
 	case len(req.Tags) > MaxRecallTags:
 		return consolidation.Query{}, fmt.Sprintf("tags: %d items, at most %d", len(req.Tags), MaxRecallTags)
 	}

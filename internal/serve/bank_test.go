@@ -111,7 +111,7 @@ func (b *bankServer) post(t *testing.T, endpoint, token string, body []byte) (in
 
 func (b *bankServer) factCount(t *testing.T) int {
 	t.Helper()
-	facts, err := b.store.ListFacts(context.Background(), testBank, "", 100000)
+	facts, err := b.store.ListFacts(context.Background(), testBank, nil, "", 100000)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -133,6 +133,9 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("/v1/assemble", s.instrument("assemble", s.authenticated(s.assemble)))
 	mux.Handle("/v1/templates", s.instrument("templates", s.authenticated(s.templates)))
 	mux.Handle("/v1/banks/", s.instrument("banks", s.authenticated(s.bankEndpoint)))
+	mux.Handle("DELETE /v1/banks/{namespace}/{name}/scopes/{scope}", s.instrument("banks", s.authenticated(s.scopeEndpoint("delete", "scopes", s.eraseScope))))
+	mux.Handle("GET /v1/banks/{namespace}/{name}/scopes/{scope}/export", s.instrument("banks", s.authenticated(s.scopeEndpoint("get", "scopes", s.exportScope))))
+	mux.Handle("DELETE /v1/banks/{namespace}/{name}/facts/{id}", s.instrument("banks", s.authenticated(s.scopeEndpoint("delete", "facts", s.deleteFact))))
 	mux.Handle("/healthz", s.instrument("healthz", func(w http.ResponseWriter, r *http.Request) int {
 		return writeText(w, http.StatusOK, "ok")
 	}))

@@ -111,7 +111,7 @@ func (s *Store) exec(ctx context.Context, tx *sql.Tx, in insert) error {
 // run one by one.
 func (s *Store) finishApply(ctx context.Context, tx *sql.Tx, bank string, ins []insert) (int64, error) {
 	if s.dialect == postgres {
-		if query, args, ok := withInserts(ins, "UPDATE promptops_banks SET generation = generation + 1 WHERE id = $%d RETURNING generation", bank); ok {
+		if query, args, ok := withInserts(ins, bumpGenerationPG, bank); ok {
 			var g int64
 			err := tx.QueryRowContext(ctx, query, args...).Scan(&g)
 			if errors.Is(err, sql.ErrNoRows) {
@@ -219,6 +219,25 @@ func (s *Store) consolidateFacts(ctx context.Context, tx *sql.Tx, bank, run stri
 		return nil, err
 	}
 	if len(out) != len(ids) {
+		var missing []string
+		for _, id := range ids {
+			if _, ok := out[id]; !ok {
+				missing = append(missing, id)
+			}
+		}
+		held, err := s.factTexts(ctx, tx, bank, missing)
+		if err != nil {
+			return nil, err
+		}
+		var gone []string
+		for _, id := range missing {
+			if _, ok := held[id]; !ok {
+				gone = append(gone, id)
+			}
+		}
+		if len(gone) > 0 {
+			return nil, &consolidation.GoneError{Facts: gone}
+		}
 		return nil, consolidation.ErrClaimLost
 	}
 	return out, nil
@@ -336,7 +355,7 @@ func (s *Store) mergeObservation(ctx context.Context, tx *sql.Tx, bank string, m
 		return err
 	}
 	if len(obs) == 0 {
-		return fmt.Errorf("observation %s vanished during the batch", m.ObservationID)
+		return &consolidation.GoneError{Observations: []string{m.ObservationID}}
 	}
 	return s.updateObservation(ctx, tx, bank, consolidation.Update{ObservationID: m.ObservationID, Text: obs[0].Text, SourceFactIDs: m.SourceFactIDs}, consolidation.Space{}, facts, now, lex)
 }
@@ -371,14 +390,20 @@ func (s *Store) updateObservations(ctx context.Context, tx *sql.Tx, bank string,
 	for _, o := range obs {
 		byID[o.ID] = o
 	}
+	if len(byID) != len(ids) {
+		gone := &consolidation.GoneError{}
+		for _, id := range ids {
+			if _, ok := byID[id]; !ok {
+				gone.Observations = append(gone.Observations, id)
+			}
+		}
+		return gone
+	}
 	var histRows, vecRows, srcRows [][]any
 	var unvector []string
 	srcSeen := map[[2]string]bool{}
 	for _, u := range updates {
-		o, ok := byID[u.ObservationID]
-		if !ok {
-			return fmt.Errorf("observation %s vanished during the batch", u.ObservationID)
-		}
+		o := byID[u.ObservationID]
 		if o.Text != u.Text {
 			histRows = append(histRows, []any{bank, o.ID, "update", o.Text, s.t(&now)})
 		}
@@ -553,7 +578,7 @@ func (s *Store) updateObservation(ctx context.Context, tx *sql.Tx, bank string, 
 		return err
 	}
 	if len(obs) == 0 {
-		return fmt.Errorf("observation %s vanished during the batch", u.ObservationID)
+		return &consolidation.GoneError{Observations: []string{u.ObservationID}}
 	}
 	o := obs[0]
 	if o.Text != u.Text {
@@ -675,7 +700,8 @@ func (s *Store) MarkFailed(ctx context.Context, bank, run string, ids []string, 
 	return err
 }
 
-// ListObservations lists a bank's observations with their sources, oldest first.
+// ListObservations lists the observations of a key (a bank's shared scope,
+// or a scope's BankKey) with their sources, oldest first.
 func (s *Store) ListObservations(ctx context.Context, bank string) ([]consolidation.Observation, error) {
 	rows, err := s.db.QueryContext(ctx, s.q("SELECT id FROM promptops_observations WHERE bank = $1 ORDER BY created_at, id"), bank)
 	if err != nil {
@@ -700,6 +726,9 @@ func (s *Store) ListObservations(ctx context.Context, bank string) ([]consolidat
 		obs, err := s.observations(ctx, s.db, bank, chunk)
 		if err != nil {
 			return nil, err
+		}
+		for i := range obs {
+			_, obs[i].Scope = consolidation.SplitBankKey(bank)
 		}
 		srcIDs, _, err := s.sourcesOf(ctx, s.db, bank, chunk, 0)
 		if err != nil {

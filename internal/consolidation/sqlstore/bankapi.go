@@ -12,10 +12,11 @@ import (
 
 var _ consolidation.QueryStore = (*Store)(nil)
 
-// BankGeneration is the bank's generation, moved by every batch applied;
-// -1 for a bank the store does not know.
-func (s *Store) BankGeneration(ctx context.Context, bank string) (int64, error) {
-	return s.generation(ctx, bank)
+// BankGeneration is a key's generation, moved by every batch applied to
+// it, and its bank's erasures; Applied is -1 for a key the store does not
+// know.
+func (s *Store) BankGeneration(ctx context.Context, key string) (consolidation.Generation, error) {
+	return s.generation(ctx, key)
 }
 
 // ScanRecallable streams the bank's observations with their source fact
@@ -74,6 +75,7 @@ func (s *Store) ScanRecallable(ctx context.Context, bank string, fn func(o conso
 		if ua.t != nil {
 			o.UpdatedAt = *ua.t
 		}
+		_, o.Scope = consolidation.SplitBankKey(bank)
 		var tags []string
 		if sc := srcs[o.ID]; sc != nil {
 			o.SourceFactIDs, tags = sc.ids, sc.tags
@@ -98,31 +100,50 @@ func (s *Store) PendingFacts(ctx context.Context, bank string, since time.Time, 
 	return s.queryFacts(ctx, "SELECT "+factColumns+" FROM promptops_facts WHERE bank = $1 AND status = 'pending' AND created_at >= $2 ORDER BY created_at, id LIMIT $3", bank, s.t(&since), limit)
 }
 
-// RetainFacts stores facts, each with its id, in one transaction: a fact
-// whose id the bank holds with the same text is left as it is and counted
-// in unchanged; one with other text fails the whole call with
-// *consolidation.FactConflictError and stores nothing. created_at keeps the order given.
+// RetainFacts stores facts, each with its id, in one transaction, each in
+// its scope: a fact whose id its scope holds with the same text is left as
+// it is and counted in unchanged; one with other text fails the whole call
+// with *consolidation.FactConflictError and stores nothing. created_at
+// keeps the order given.
 func (s *Store) RetainFacts(ctx context.Context, bank string, facts []consolidation.Fact) (stored, unchanged int, err error) {
 	if len(facts) == 0 {
 		return 0, 0, nil
+	}
+	if err := s.ensureKeys(ctx, bank, facts); err != nil {
+		return 0, 0, err
+	}
+	keys := factKeys(bank, facts)
+	byKey := map[string][]string{}
+	for i, f := range facts {
+		byKey[keys[i]] = append(byKey[keys[i]], f.ID)
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, 0, err
 	}
 	defer func() { _ = tx.Rollback() }()
-	ids := make([]string, len(facts))
-	for i, f := range facts {
-		ids[i] = f.ID
+	held := func() (map[[2]string]string, error) {
+		out := map[[2]string]string{}
+		for key, ids := range byKey {
+			texts, err := s.factTexts(ctx, tx, key, ids)
+			if err != nil {
+				return nil, err
+			}
+			for id, text := range texts {
+				out[[2]string{key, id}] = text
+			}
+		}
+		return out, nil
 	}
-	held, err := s.factTexts(ctx, tx, bank, ids)
+	before, err := held()
 	if err != nil {
 		return 0, 0, err
 	}
 	base := time.Now().UTC()
 	var rows [][]any
 	for i, f := range facts {
-		if text, ok := held[f.ID]; ok {
+		k := [2]string{keys[i], f.ID}
+		if text, ok := before[k]; ok {
 			if text != f.Text {
 				return 0, 0, &consolidation.FactConflictError{ID: f.ID}
 			}
@@ -130,8 +151,8 @@ func (s *Store) RetainFacts(ctx context.Context, bank string, facts []consolidat
 			continue
 		}
 		created := base.Add(time.Duration(i) * time.Microsecond)
-		rows = append(rows, []any{bank, f.ID, f.Text, toJSON(f.Entities), toJSON(f.Tags), s.t(f.OccurredStart), s.t(f.OccurredEnd), s.t(f.MentionedAt), s.t(&created)})
-		held[f.ID] = f.Text
+		rows = append(rows, []any{keys[i], f.ID, f.Text, toJSON(f.Entities), toJSON(f.Tags), s.t(f.OccurredStart), s.t(f.OccurredEnd), s.t(f.MentionedAt), s.t(&created)})
+		before[k] = f.Text
 	}
 	// ON CONFLICT DO NOTHING: a concurrent request may store one of these
 	// ids first; its text is compared below.
@@ -139,12 +160,12 @@ func (s *Store) RetainFacts(ctx context.Context, bank string, facts []consolidat
 		return 0, 0, err
 	}
 	if len(rows) > 0 {
-		now, err := s.factTexts(ctx, tx, bank, ids)
+		now, err := held()
 		if err != nil {
 			return 0, 0, err
 		}
-		for _, f := range facts {
-			if now[f.ID] != f.Text {
+		for i, f := range facts {
+			if now[[2]string{keys[i], f.ID}] != f.Text {
 				return 0, 0, &consolidation.FactConflictError{ID: f.ID}
 			}
 		}

@@ -5,34 +5,36 @@ import (
 	"database/sql"
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/promptops/promptops/internal/consolidation"
 )
 
-// lexCache is a bank's lexical index as of the bank's generation gen.
+// lexCache is a key's lexical index as of the key's generation gen.
 type lexCache struct {
-	gen int64
+	gen consolidation.Generation
 	idx *consolidation.LexIndex
 }
 
-// generation reads the bank's generation; -1 when the bank is unknown.
-// A served bank reads it before every recall, so its statement is
-// prepared once (on SQLite that halves its cost).
-func (s *Store) generation(ctx context.Context, bank string) (int64, error) {
-	var g int64
+// generation reads a key's generation and its bank's erasures; Applied is
+// -1 when the key is unknown. A served bank reads it before every recall,
+// so its statement is prepared once (on SQLite that halves its cost).
+func (s *Store) generation(ctx context.Context, key string) (consolidation.Generation, error) {
+	g := consolidation.Generation{}
+	bank, _ := consolidation.SplitBankKey(key)
 	var err error
 	if st := s.genStmt(ctx); st != nil {
-		err = st.QueryRowContext(ctx, bank).Scan(&g)
+		err = st.QueryRowContext(ctx, key, bank).Scan(&g.Applied, &g.Erasures)
 	} else {
-		err = s.db.QueryRowContext(ctx, s.q(generationQuery), bank).Scan(&g)
+		err = s.db.QueryRowContext(ctx, s.q(generationQuery), key, bank).Scan(&g.Applied, &g.Erasures)
 	}
 	if errors.Is(err, sql.ErrNoRows) {
-		return -1, nil
+		return consolidation.Generation{Applied: -1}, nil
 	}
 	return g, err
 }
 
-const generationQuery = "SELECT generation FROM promptops_banks WHERE id = $1"
+const generationQuery = "SELECT generation, COALESCE((SELECT erasures FROM promptops_banks WHERE id = $2), 0) FROM promptops_banks WHERE id = $1"
 
 // genStmt is the prepared read of a bank's generation; nil when it could
 // not be prepared (the caller then runs the query as it is).
@@ -50,16 +52,22 @@ func (s *Store) genStmt(ctx context.Context) *sql.Stmt {
 	return s.gen.Load()
 }
 
-// bumpGeneration advances the bank's generation in tx; -1 when the bank
-// is unknown.
-func (s *Store) bumpGeneration(ctx context.Context, tx *sql.Tx, bank string) (int64, error) {
+// bumpGeneration advances a key's generation in tx, registering the key
+// when it is new (a scope whose facts were written without it): the row
+// is written only with a batch, in its transaction, so a run never brings
+// back the key of a scope erased meanwhile.
+func (s *Store) bumpGeneration(ctx context.Context, tx *sql.Tx, key string) (int64, error) {
 	var g int64
-	err := tx.QueryRowContext(ctx, s.q("UPDATE promptops_banks SET generation = generation + 1 WHERE id = $1 RETURNING generation"), bank).Scan(&g)
+	err := tx.QueryRowContext(ctx, s.q("INSERT INTO promptops_banks (id, created_at) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET generation = promptops_banks.generation + 1 RETURNING generation"), key, s.t(ptrTime(time.Now()))).Scan(&g)
 	if errors.Is(err, sql.ErrNoRows) {
 		return -1, nil
 	}
 	return g, err
 }
+
+// bumpGenerationPG is bumpGeneration as the last statement of an Apply on
+// PostgreSQL, whose one parameter (%d) is the key.
+const bumpGenerationPG = "INSERT INTO promptops_banks (id) VALUES ($%d) ON CONFLICT (id) DO UPDATE SET generation = promptops_banks.generation + 1 RETURNING generation"
 
 // lexIndex returns the bank's lexical index, current as of the bank's
 // generation: kept from the last call when no other store applied a batch
@@ -69,7 +77,7 @@ func (s *Store) lexIndex(ctx context.Context, bank string) (*consolidation.LexIn
 	if err != nil {
 		return nil, err
 	}
-	if c := s.lex[bank]; c != nil && gen >= 0 && c.gen == gen {
+	if c := s.lex[bank]; c != nil && gen.Applied >= 0 && c.gen == gen {
 		return c.idx, nil
 	}
 	delete(s.lex, bank)
@@ -96,7 +104,7 @@ func (s *Store) lexIndex(ctx context.Context, bank string) (*consolidation.LexIn
 	if err != nil {
 		return nil, err
 	}
-	if gen >= 0 && after == gen {
+	if gen.Applied >= 0 && after == gen {
 		s.lex[bank] = &lexCache{gen: gen, idx: idx}
 	}
 	return idx, nil
@@ -111,7 +119,7 @@ func (s *Store) lexApplied(bank string, gen int64, touched lexChanges) {
 	if c == nil {
 		return
 	}
-	if gen < 0 || c.gen != gen-1 {
+	if gen < 0 || c.gen.Applied != gen-1 {
 		delete(s.lex, bank)
 		return
 	}
@@ -122,7 +130,7 @@ func (s *Store) lexApplied(bank string, gen int64, touched lexChanges) {
 			c.idx.Put(id, o.Text, o.Entities)
 		}
 	}
-	c.gen = gen
+	c.gen.Applied = gen
 }
 
 // entityList decodes entities_norm, a JSON array of strings; plain

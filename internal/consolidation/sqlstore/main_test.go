@@ -85,7 +85,7 @@ func engine(s *Store, srv *llmtest.Server, mod func(*consolidation.Settings)) *c
 // factStates counts facts per status and returns failure reasons.
 func factStates(t *testing.T, s *Store) (map[string]int, []string) {
 	t.Helper()
-	facts, err := s.ListFacts(context.Background(), bank, "", 10000)
+	facts, err := s.ListFacts(context.Background(), bank, nil, "", 10000)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -271,6 +271,29 @@ func (s *Store) EnsureBank(ctx context.Context, bank string) error {
 	return err
 }
 
+// ensureKeys registers the bank and the keys of the facts' scopes.
+func (s *Store) ensureKeys(ctx context.Context, bank string, facts []consolidation.Fact) error {
+	seen := map[string]bool{}
+	for _, key := range append([]string{bank}, factKeys(bank, facts)...) {
+		if !seen[key] {
+			seen[key] = true
+			if err := s.EnsureBank(ctx, key); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// factKeys are the keys of the facts' scopes, in the facts' order.
+func factKeys(bank string, facts []consolidation.Fact) []string {
+	out := make([]string, len(facts))
+	for i, f := range facts {
+		out[i] = consolidation.BankKey(bank, f.Scope)
+	}
+	return out
+}
+
 func ptrTime(t time.Time) *time.Time { return &t }
 
 func toJSON(v []string) string {
@@ -315,9 +338,32 @@ func scanFact(sc interface{ Scan(...any) error }, lead ...any) (consolidation.Fa
 	return f, nil
 }
 
-// ListFacts lists a bank's facts, oldest first; status "" lists all.
-func (s *Store) ListFacts(ctx context.Context, bank, status string, limit int) ([]consolidation.Fact, error) {
-	return s.queryFacts(ctx, "SELECT "+factColumns+" FROM promptops_facts WHERE bank = $1 AND ($2 = '' OR status = $2) ORDER BY created_at, id LIMIT $3", bank, status, limit)
+// ListFacts lists a bank's facts, oldest first, with their scopes: of
+// every scope when scope is nil, else of that one ("" the shared scope);
+// status "" lists all.
+func (s *Store) ListFacts(ctx context.Context, bank string, scope *string, status string, limit int) ([]consolidation.Fact, error) {
+	query := "SELECT bank, " + factColumns + " FROM promptops_facts WHERE " + inBank + " AND ($4 = '' OR status = $4) ORDER BY created_at, id LIMIT $5"
+	args := bankArgs(bank, status, limit)
+	if scope != nil {
+		query = "SELECT bank, " + factColumns + " FROM promptops_facts WHERE bank = $1 AND ($2 = '' OR status = $2) ORDER BY created_at, id LIMIT $3"
+		args = []any{consolidation.BankKey(bank, *scope), status, limit}
+	}
+	rows, err := s.db.QueryContext(ctx, s.q(query), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []consolidation.Fact
+	for rows.Next() {
+		var key string
+		f, err := scanFact(rows, &key)
+		if err != nil {
+			return nil, err
+		}
+		_, f.Scope = consolidation.SplitBankKey(key)
+		out = append(out, f)
+	}
+	return out, rows.Err()
 }
 
 // queryFacts runs a query whose columns are factColumns.
@@ -341,7 +387,7 @@ func (s *Store) queryFacts(ctx context.Context, query string, args ...any) ([]co
 // ImportFacts inserts facts in one transaction: all of them or none. A fact
 // without an id gets a new UUID; created_at keeps the order given.
 func (s *Store) ImportFacts(ctx context.Context, bank string, facts []consolidation.Fact) (int, error) {
-	if err := s.EnsureBank(ctx, bank); err != nil {
+	if err := s.ensureKeys(ctx, bank, facts); err != nil {
 		return 0, err
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
@@ -358,7 +404,7 @@ func (s *Store) ImportFacts(ctx context.Context, bank string, facts []consolidat
 		created := base.Add(time.Duration(i) * time.Microsecond)
 		res, err := tx.ExecContext(ctx, s.q(`INSERT INTO promptops_facts (bank, id, text, entities, tags, occurred_start, occurred_end, mentioned_at, created_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING`),
-			bank, f.ID, f.Text, toJSON(f.Entities), toJSON(f.Tags), s.t(f.OccurredStart), s.t(f.OccurredEnd), s.t(f.MentionedAt), s.t(&created))
+			consolidation.BankKey(bank, f.Scope), f.ID, f.Text, toJSON(f.Entities), toJSON(f.Tags), s.t(f.OccurredStart), s.t(f.OccurredEnd), s.t(f.MentionedAt), s.t(&created))
 		if err != nil {
 			return 0, fmt.Errorf("fact %d: %w", i+1, err)
 		}
@@ -410,11 +456,29 @@ func placeholders(from, n int) string {
 	return strings.Join(p, ", ")
 }
 
-// CountObservations counts a bank's observations.
+// CountObservations counts a bank's observations, all scopes together.
 func (s *Store) CountObservations(ctx context.Context, bank string) (int, error) {
 	var n int
-	err := s.db.QueryRowContext(ctx, s.q("SELECT count(*) FROM promptops_observations WHERE bank = $1"), bank).Scan(&n)
+	err := s.db.QueryRowContext(ctx, s.q("SELECT count(*) FROM promptops_observations WHERE "+inBank), bankArgs(bank)...).Scan(&n)
 	return n, err
+}
+
+// CountScopeObservations counts the observations of one scope's key.
+func (s *Store) CountScopeObservations(ctx context.Context, key string) (int, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, s.q("SELECT count(*) FROM promptops_observations WHERE bank = $1"), key).Scan(&n)
+	return n, err
+}
+
+// inBank is the condition on a row's bank column that holds for every
+// scope of the bank in $1, $2 and $3 (bankArgs): its own key, and the keys
+// "bank/scope", which sort between "bank/" and "bank0" ('0' follows '/'),
+// a range of the primary key's index.
+const inBank = "(bank = $1 OR (bank >= $2 AND bank < $3))"
+
+// bankArgs are the arguments of inBank, then more.
+func bankArgs(bank string, more ...any) []any {
+	return append([]any{bank, bank + "/", bank + "0"}, more...)
 }
 
 // HasObservationText tells whether an observation has this normalised text.

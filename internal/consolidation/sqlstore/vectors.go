@@ -213,6 +213,12 @@ func (s *Store) putVectors(ctx context.Context, table, key, bank string, sp cons
 			args = append(args, id)
 		}
 		query, args := s.anyOf("SELECT id FROM "+parent+" WHERE bank = $1 AND id @IN", 2, args)
+		if s.dialect == postgres {
+			// Locked until the vectors are written: an erasure that
+			// deletes one of them meanwhile waits, and then takes its
+			// vector too.
+			query += " FOR SHARE"
+		}
 		rows, err := tx.QueryContext(ctx, query, args...)
 		if err != nil {
 			return err

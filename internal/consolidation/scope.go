@@ -1,0 +1,101 @@
+package consolidation
+
+import (
+	"fmt"
+	"strings"
+)
+
+// A scope is one counterpart's part of a bank: a product's user, a
+// tenant, a conversation. Facts of a scope consolidate only with facts of
+// the same scope into observations of that scope, and recall answers from
+// one scope (and, when asked, the bank's shared scope). The empty scope
+// is the bank's shared scope.
+//
+// In the store a scope is addressed by its key: the bank's
+// "namespace/name" for the shared scope, "namespace/name/scope" for the
+// others. Every per-bank mechanism of a store (its rows, its generation,
+// its indexes) works per key, so scopes never meet.
+
+// MaxScopeBytes bounds a scope's name.
+const MaxScopeBytes = 253
+
+// ScopeProblem says what is wrong with a scope name, or "" when it is
+// valid: 1 to MaxScopeBytes bytes of ASCII letters, digits and "._:@-",
+// so that it is a URL path segment as it is. "" (the shared scope) is
+// valid.
+func ScopeProblem(scope string) string {
+	if scope == "" {
+		return ""
+	}
+	if len(scope) > MaxScopeBytes {
+		return fmt.Sprintf("%d bytes, at most %d", len(scope), MaxScopeBytes)
+	}
+	for i := 0; i < len(scope); i++ {
+		if !scopeByte(scope[i]) {
+			return fmt.Sprintf("byte %d is not a letter, digit or one of . _ : @ -", i+1)
+		}
+	}
+	return ""
+}
+
+func scopeByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("._:@-", c) >= 0
+}
+
+// BankKey is the store key of a bank's scope: the bank itself for the
+// shared scope.
+func BankKey(bank, scope string) string {
+	if scope == "" {
+		return bank
+	}
+	return bank + "/" + scope
+}
+
+// SplitBankKey splits a key made by BankKey. A bank is "namespace/name",
+// so a key's third segment is its scope.
+func SplitBankKey(key string) (bank, scope string) {
+	i := strings.IndexByte(key, '/')
+	if i < 0 {
+		return key, ""
+	}
+	if j := strings.IndexByte(key[i+1:], '/'); j >= 0 {
+		return key[:i+1+j], key[i+2+j:]
+	}
+	return key, ""
+}
+
+// Generation is how far a bank key's observations have moved: Applied
+// moves with every batch applied to the key (-1 when the store does not
+// know the key), Erasures with every erasure in the key's bank. A copy of
+// a key's memory is current while both are unchanged; one whose Erasures
+// moved may hold erased data and is never served again.
+type Generation struct {
+	Applied  int64
+	Erasures int64
+}
+
+// Erasure is what an erasure removed: the facts and the observations
+// (with their vectors, sources and history), and the facts put back to
+// pending because an observation they supported was removed.
+type Erasure struct {
+	Facts        int64 `json:"facts"`
+	Observations int64 `json:"observations"`
+	Requeued     int64 `json:"requeued"`
+}
+
+// ScopeCount is a scope's facts and observations.
+type ScopeCount struct {
+	Scope        string `json:"scope"`
+	Facts        int64  `json:"facts"`
+	Observations int64  `json:"observations"`
+}
+
+// Exported is one line of a scope's export: a fact or an observation
+// (with its source fact ids).
+type Exported struct {
+	Kind string `json:"kind"`
+	Fact
+	SourceFactIDs []string `json:"sourceFactIds,omitempty"`
+	ProofCount    int      `json:"proofCount,omitempty"`
+	UpdatedAt     string   `json:"updatedAt,omitempty"`
+}

@@ -1,0 +1,372 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/promptops/promptops/internal/consolidation"
+)
+
+// Erasure and export of a bank's scopes and facts (the bank API's DELETE
+// and export endpoints, promptops scopes and facts delete).
+
+// EraseScope removes every row of a scope (other than the shared one) in
+// one transaction: its facts and their vectors, its observations with
+// their vectors, sources and history, and its key. The bank's erasures
+// move in the same transaction, so no served copy of the scope is used
+// again. A run working on the scope meanwhile finds its facts gone and
+// writes nothing of them.
+func (s *Store) EraseScope(ctx context.Context, bank, scope string) (consolidation.Erasure, error) {
+	if scope == "" {
+		return consolidation.Erasure{}, errors.New("the shared scope is not erased as a scope; delete its facts by id")
+	}
+	key := consolidation.BankKey(bank, scope)
+	var out consolidation.Erasure
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		for _, st := range []struct {
+			query string
+			n     *int64
+		}{
+			{"DELETE FROM promptops_observation_history WHERE bank = $1", nil},
+			{"DELETE FROM promptops_observation_vectors WHERE bank = $1", nil},
+			{"DELETE FROM promptops_observation_sources WHERE bank = $1", nil},
+			{"DELETE FROM promptops_observations WHERE bank = $1", &out.Observations},
+			{"DELETE FROM promptops_fact_vectors WHERE bank = $1", nil},
+			{"DELETE FROM promptops_facts WHERE bank = $1", &out.Facts},
+			{"DELETE FROM promptops_banks WHERE id = $1", nil},
+		} {
+			res, err := tx.ExecContext(ctx, s.q(st.query), key)
+			if err != nil {
+				return err
+			}
+			if st.n != nil {
+				if *st.n, err = res.RowsAffected(); err != nil {
+					return err
+				}
+			}
+		}
+		return s.erased(ctx, tx, bank)
+	})
+	if err != nil {
+		return consolidation.Erasure{}, err
+	}
+	s.forget(key)
+	return out, nil
+}
+
+// DeleteFacts removes facts of the bank by id, in whichever scope holds
+// them, in one transaction: each fact with its vector, every observation
+// that cites one of them (with its vectors, sources and history: an
+// observation may say what the fact said), and it puts the other source
+// facts of those observations back to pending, so the next run rebuilds
+// what they alone support.
+func (s *Store) DeleteFacts(ctx context.Context, bank string, ids []string) (consolidation.Erasure, error) {
+	var out consolidation.Erasure
+	var keys []string
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		byKey, err := s.factKeysOf(ctx, tx, bank, ids)
+		if err != nil {
+			return err
+		}
+		keys = keys[:0]
+		for key := range byKey {
+			keys = append(keys, key)
+		}
+		sort.Strings(keys)
+		for _, key := range keys {
+			facts := byKey[key]
+			obs, err := s.column(ctx, tx, "SELECT DISTINCT observation_id FROM promptops_observation_sources WHERE bank = $1 AND fact_id @IN", key, facts)
+			if err != nil {
+				return err
+			}
+			others, err := s.column(ctx, tx, "SELECT DISTINCT fact_id FROM promptops_observation_sources WHERE bank = $1 AND observation_id @IN", key, obs)
+			if err != nil {
+				return err
+			}
+			gone := map[string]bool{}
+			for _, id := range facts {
+				gone[id] = true
+			}
+			var requeue []string
+			for _, id := range others {
+				if !gone[id] {
+					requeue = append(requeue, id)
+				}
+			}
+			for _, st := range []struct {
+				query string
+				ids   []string
+				n     *int64
+			}{
+				{"DELETE FROM promptops_observation_history WHERE bank = $1 AND observation_id @IN", obs, nil},
+				{"DELETE FROM promptops_observation_vectors WHERE bank = $1 AND observation_id @IN", obs, nil},
+				{"DELETE FROM promptops_observation_sources WHERE bank = $1 AND observation_id @IN", obs, nil},
+				{"DELETE FROM promptops_observations WHERE bank = $1 AND id @IN", obs, &out.Observations},
+				{"DELETE FROM promptops_observation_sources WHERE bank = $1 AND fact_id @IN", facts, nil},
+				{"DELETE FROM promptops_fact_vectors WHERE bank = $1 AND fact_id @IN", facts, nil},
+				{"DELETE FROM promptops_facts WHERE bank = $1 AND id @IN", facts, &out.Facts},
+				{"UPDATE promptops_facts SET status = 'pending', consolidated_at = NULL, failure_reason = NULL, claimed_by = NULL, claimed_until = NULL WHERE bank = $1 AND status = 'consolidated' AND id @IN", requeue, &out.Requeued},
+			} {
+				n, err := s.execIn(ctx, tx, st.query, key, st.ids)
+				if err != nil {
+					return err
+				}
+				if st.n != nil {
+					*st.n += n
+				}
+			}
+			if _, err := tx.ExecContext(ctx, s.q("UPDATE promptops_banks SET generation = generation + 1 WHERE id = $1"), key); err != nil {
+				return err
+			}
+		}
+		if len(byKey) == 0 {
+			return nil
+		}
+		return s.erased(ctx, tx, bank)
+	})
+	if err != nil {
+		return consolidation.Erasure{}, err
+	}
+	for _, key := range keys {
+		s.forget(key)
+	}
+	return out, nil
+}
+
+// ListScopes lists the bank's scopes with their facts and observations,
+// the shared scope ("") first when it has any, then by name.
+func (s *Store) ListScopes(ctx context.Context, bank string) ([]consolidation.ScopeCount, error) {
+	counts := map[string]*consolidation.ScopeCount{}
+	for _, t := range []struct {
+		table string
+		obs   bool
+	}{{"promptops_facts", false}, {"promptops_observations", true}} {
+		rows, err := s.db.QueryContext(ctx, s.q("SELECT bank, count(*) FROM "+t.table+" WHERE "+inBank+" GROUP BY bank"), bankArgs(bank)...)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var key string
+			var n int64
+			if err := rows.Scan(&key, &n); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			_, scope := consolidation.SplitBankKey(key)
+			c := counts[scope]
+			if c == nil {
+				c = &consolidation.ScopeCount{Scope: scope}
+				counts[scope] = c
+			}
+			if t.obs {
+				c.Observations = n
+			} else {
+				c.Facts = n
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]consolidation.ScopeCount, 0, len(counts))
+	for _, c := range counts {
+		out = append(out, *c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Scope < out[j].Scope })
+	return out, nil
+}
+
+// ExportScope streams a scope's facts (oldest first) and then its
+// observations (with their source fact ids) to fn, from one snapshot where
+// the store gives one (a read-only transaction).
+func (s *Store) ExportScope(ctx context.Context, bank, scope string, fn func(consolidation.Exported) error) error {
+	key := consolidation.BankKey(bank, scope)
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, s.q("SELECT "+factColumns+" FROM promptops_facts WHERE bank = $1 ORDER BY created_at, id"), key)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			f, err := scanFact(rows)
+			if err != nil {
+				rows.Close()
+				return err
+			}
+			f.Scope = scope
+			if err := fn(consolidation.Exported{Kind: consolidation.KindFact, Fact: f}); err != nil {
+				rows.Close()
+				return err
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		srcs := map[string][]string{}
+		rows, err = tx.QueryContext(ctx, s.q("SELECT observation_id, fact_id FROM promptops_observation_sources WHERE bank = $1 ORDER BY observation_id, fact_id"), key)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var o, f string
+			if err := rows.Scan(&o, &f); err != nil {
+				rows.Close()
+				return err
+			}
+			srcs[o] = append(srcs[o], f)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		rows, err = tx.QueryContext(ctx, s.q("SELECT "+obsColumns+" FROM promptops_observations WHERE bank = $1 ORDER BY created_at, id"), key)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var o consolidation.Observation
+			var ents string
+			var os, oe, ca, ua scanTime
+			if err := rows.Scan(&o.ID, &o.Text, &o.ProofCount, &os, &oe, &ents, &ca, &ua); err != nil {
+				return err
+			}
+			e := consolidation.Exported{Kind: consolidation.KindObservation, Fact: consolidation.Fact{ID: o.ID, Scope: scope, Text: o.Text,
+				Entities: fromJSON(ents), OccurredStart: os.t, OccurredEnd: oe.t}, SourceFactIDs: srcs[o.ID], ProofCount: o.ProofCount}
+			if ca.t != nil {
+				e.CreatedAt = *ca.t
+			}
+			if ua.t != nil {
+				e.UpdatedAt = ua.t.Format(time.RFC3339Nano)
+			}
+			if err := fn(e); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	})
+}
+
+// inTx runs fn in a transaction and commits it when fn succeeds.
+func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// erased moves the bank's erasures in tx.
+func (s *Store) erased(ctx context.Context, tx *sql.Tx, bank string) error {
+	_, err := tx.ExecContext(ctx, s.q("UPDATE promptops_banks SET erasures = erasures + 1 WHERE id = $1"), bank)
+	return err
+}
+
+// forget drops what this store holds in memory of a key.
+func (s *Store) forget(key string) {
+	s.mu.Lock()
+	delete(s.lex, key)
+	s.mu.Unlock()
+}
+
+// factKeysOf finds the keys (scopes) of the bank that hold facts of ids,
+// locking those rows on PostgreSQL.
+func (s *Store) factKeysOf(ctx context.Context, tx *sql.Tx, bank string, ids []string) (map[string][]string, error) {
+	out := map[string][]string{}
+	for start := 0; start < len(ids); start += 500 {
+		chunk := ids[start:min(start+500, len(ids))]
+		args := bankArgs(bank)
+		for _, id := range chunk {
+			args = append(args, id)
+		}
+		query, args := s.anyOf("SELECT bank, id FROM promptops_facts WHERE "+inBank+" AND id @IN", 4, args)
+		if s.dialect == postgres {
+			query += " FOR UPDATE"
+		}
+		rows, err := tx.QueryContext(ctx, query, args...)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var key, id string
+			if err := rows.Scan(&key, &id); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			out[key] = append(out[key], id)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// column runs a query of one text column whose list parameter (@IN) is
+// ids, 500 at a time, for a key in $1.
+func (s *Store) column(ctx context.Context, tx *sql.Tx, query, key string, ids []string) ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	for start := 0; start < len(ids); start += 500 {
+		chunk := ids[start:min(start+500, len(ids))]
+		args := []any{key}
+		for _, id := range chunk {
+			args = append(args, id)
+		}
+		q, args := s.anyOf(query, 2, args)
+		rows, err := tx.QueryContext(ctx, q, args...)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var v string
+			if err := rows.Scan(&v); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			if !seen[v] {
+				seen[v] = true
+				out = append(out, v)
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// execIn runs a statement whose list parameter (@IN) is ids, 500 at a
+// time, for a key in $1, and returns the rows it affected.
+func (s *Store) execIn(ctx context.Context, tx *sql.Tx, query, key string, ids []string) (int64, error) {
+	var n int64
+	for start := 0; start < len(ids); start += 500 {
+		chunk := ids[start:min(start+500, len(ids))]
+		args := []any{key}
+		for _, id := range chunk {
+			args = append(args, id)
+		}
+		q, args := s.anyOf(query, 2, args)
+		res, err := tx.ExecContext(ctx, q, args...)
+		if err != nil {
+			return 0, fmt.Errorf("erasing: %w", err)
+		}
+		k, err := res.RowsAffected()
+		if err != nil {
+			return 0, err
+		}
+		n += k
+	}
+	return n, nil
+}

@@ -1,0 +1,243 @@
+package serve
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"sync"
+
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/apiserver/pkg/endpoints/request"
+
+	"github.com/promptops/promptops/internal/consolidation"
+)
+
+// Scopes of a served bank: recall within a scope, and erasure and export
+// (DELETE .../scopes/{scope}, DELETE .../facts/{id}, GET
+// .../scopes/{scope}/export).
+
+// Error codes of the scope endpoints.
+const (
+	CodeInvalidScope = "InvalidScope"
+	CodeFactNotFound = "FactNotFound"
+)
+
+// ScopeStore is what erasure and export need of a bank's store.
+type ScopeStore interface {
+	EraseScope(ctx context.Context, bank, scope string) (consolidation.Erasure, error)
+	DeleteFacts(ctx context.Context, bank string, ids []string) (consolidation.Erasure, error)
+	ExportScope(ctx context.Context, bank, scope string, fn func(consolidation.Exported) error) error
+}
+
+// maxScopeRecallers bounds the scopes whose indexes a served bank keeps;
+// the least recently used scope's are dropped (and loaded again from the
+// store when it is asked again).
+const maxScopeRecallers = 1024
+
+// scopeRecallers are a bank's recallers per scope, the shared scope's
+// first, the others made from it and kept while recently used.
+type scopeRecallers struct {
+	mu     sync.Mutex
+	shared *consolidation.Recaller
+	byName map[string]*scopeRecaller
+	tick   uint64
+}
+
+type scopeRecaller struct {
+	r    *consolidation.Recaller
+	used uint64
+}
+
+// get returns the recaller of scope ("" the shared one).
+func (s *scopeRecallers) get(bank, scope string) *consolidation.Recaller {
+	if scope == "" {
+		return s.shared
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tick++
+	if sr := s.byName[scope]; sr != nil {
+		sr.used = s.tick
+		return sr.r
+	}
+	if s.byName == nil {
+		s.byName = map[string]*scopeRecaller{}
+	}
+	if len(s.byName) >= maxScopeRecallers {
+		oldest, at := "", ^uint64(0)
+		for name, sr := range s.byName {
+			if sr.used < at {
+				oldest, at = name, sr.used
+			}
+		}
+		delete(s.byName, oldest)
+	}
+	r := s.shared.ForKey(consolidation.BankKey(bank, scope))
+	s.byName[scope] = &scopeRecaller{r: r, used: s.tick}
+	return r
+}
+
+// drop forgets a scope's recaller (after its erasure).
+func (s *scopeRecallers) drop(scope string) {
+	s.mu.Lock()
+	delete(s.byName, scope)
+	s.mu.Unlock()
+}
+
+// recallScoped recalls q from the request's scope, and also from the
+// shared scope when includeShared is set (the two merged by score).
+func recallScoped(ctx context.Context, bk *Bank, scope string, includeShared bool, q consolidation.Query) ([]consolidation.Recalled, error) {
+	bank := bk.Namespace + "/" + bk.Name
+	items, _, err := bk.scopes().get(bank, scope).Recall(ctx, q)
+	if err != nil || scope == "" || !includeShared {
+		return items, err
+	}
+	shared, _, err := bk.scopes().shared.Recall(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	items = append(items, shared...)
+	sort.SliceStable(items, func(i, j int) bool { return items[i].Score > items[j].Score })
+	if len(items) > q.Limit {
+		items = items[:q.Limit]
+	}
+	return items, nil
+}
+
+func (b *Bank) scopes() *scopeRecallers {
+	b.once.Do(func() { b.scoped = &scopeRecallers{shared: b.Recaller} })
+	return b.scoped
+}
+
+// scopeEndpoint serves the erasure and export endpoints of a bank.
+func (s *Server) scopeEndpoint(verb, subresource string, h func(w http.ResponseWriter, r *http.Request, bk *Bank) int) func(http.ResponseWriter, *http.Request) int {
+	return func(w http.ResponseWriter, r *http.Request) int {
+		k := Key{r.PathValue("namespace"), r.PathValue("name")}
+		if code := s.authorizeBankVerb(w, r, k, verb, subresource); code != 0 {
+			return code
+		}
+		bk := s.bank.banks[k]
+		if bk == nil {
+			return writeError(w, http.StatusNotFound, CodeBankNotFound, fmt.Sprintf("bank %s is not served here", k))
+		}
+		return h(w, r, bk)
+	}
+}
+
+// eraseScope answers DELETE /v1/banks/{namespace}/{name}/scopes/{scope}.
+func (s *Server) eraseScope(w http.ResponseWriter, r *http.Request, bk *Bank) int {
+	scope := r.PathValue("scope")
+	if msg := consolidation.ScopeProblem(scope); msg != "" || scope == "" {
+		return writeError(w, http.StatusBadRequest, CodeInvalidScope, "scope: "+msg)
+	}
+	st, ok := bk.Store.(ScopeStore)
+	if !ok {
+		return writeError(w, http.StatusNotImplemented, "NotImplemented", "this bank's store does not erase")
+	}
+	erased, err := st.EraseScope(r.Context(), bk.Namespace+"/"+bk.Name, scope)
+	if err != nil {
+		return s.storeFailed(w, r, bk, "Erasing a scope failed", err)
+	}
+	bk.scopes().drop(scope)
+	s.bank.erasures.WithLabelValues(bk.Namespace, bk.Name, "scope").Inc()
+	return writeJSON(w, http.StatusOK, &erased)
+}
+
+// deleteFact answers DELETE /v1/banks/{namespace}/{name}/facts/{id}.
+func (s *Server) deleteFact(w http.ResponseWriter, r *http.Request, bk *Bank) int {
+	id := r.PathValue("id")
+	if id == "" || len(id) > MaxFactIDBytes {
+		return writeError(w, http.StatusBadRequest, CodeInvalidFact, fmt.Sprintf("id: %d bytes, want 1..%d", len(id), MaxFactIDBytes))
+	}
+	st, ok := bk.Store.(ScopeStore)
+	if !ok {
+		return writeError(w, http.StatusNotImplemented, "NotImplemented", "this bank's store does not erase")
+	}
+	erased, err := st.DeleteFacts(r.Context(), bk.Namespace+"/"+bk.Name, []string{id})
+	if err != nil {
+		return s.storeFailed(w, r, bk, "Deleting a fact failed", err)
+	}
+	if erased.Facts == 0 {
+		return writeError(w, http.StatusNotFound, CodeFactNotFound, "the bank holds no fact with this id")
+	}
+	s.bank.erasures.WithLabelValues(bk.Namespace, bk.Name, "fact").Inc()
+	return writeJSON(w, http.StatusOK, &erased)
+}
+
+// exportScope answers GET /v1/banks/{namespace}/{name}/scopes/{scope}/export
+// with the scope's facts and observations as JSON lines.
+func (s *Server) exportScope(w http.ResponseWriter, r *http.Request, bk *Bank) int {
+	scope := r.PathValue("scope")
+	if msg := consolidation.ScopeProblem(scope); msg != "" || scope == "" {
+		return writeError(w, http.StatusBadRequest, CodeInvalidScope, "scope: "+msg)
+	}
+	st, ok := bk.Store.(ScopeStore)
+	if !ok {
+		return writeError(w, http.StatusNotImplemented, "NotImplemented", "this bank's store does not export")
+	}
+	bw := bufio.NewWriterSize(w, 32<<10)
+	enc := json.NewEncoder(bw)
+	started := false
+	err := st.ExportScope(r.Context(), bk.Namespace+"/"+bk.Name, scope, func(e consolidation.Exported) error {
+		if !started {
+			w.Header().Set("Content-Type", "application/x-ndjson")
+			w.WriteHeader(http.StatusOK)
+			started = true
+		}
+		return enc.Encode(&e)
+	})
+	if err == nil {
+		if !started {
+			w.Header().Set("Content-Type", "application/x-ndjson")
+			w.WriteHeader(http.StatusOK)
+		}
+		_ = bw.Flush()
+		return http.StatusOK
+	}
+	if started {
+		// The status is sent: the client sees the stream cut short.
+		s.log.Error(err, "Exporting a scope failed", "bank", Key{bk.Namespace, bk.Name})
+		panic(http.ErrAbortHandler)
+	}
+	return s.storeFailed(w, r, bk, "Exporting a scope failed", err)
+}
+
+// storeFailed answers a store's failure: 503, logged without the scope
+// or id.
+func (s *Server) storeFailed(w http.ResponseWriter, r *http.Request, bk *Bank, what string, err error) int {
+	if r.Context().Err() != nil {
+		return writeError(w, http.StatusServiceUnavailable, CodeTimeout, "the request took longer than the server's request timeout")
+	}
+	s.log.Error(err, what, "bank", Key{bk.Namespace, bk.Name})
+	return writeError(w, http.StatusServiceUnavailable, CodeStoreUnavailable, "the bank's store could not be reached")
+}
+
+// authorizeBankVerb answers 403 (or 500 when the check failed) unless the
+// request's user may verb the bank's subresource; 0 when it may.
+func (s *Server) authorizeBankVerb(w http.ResponseWriter, r *http.Request, k Key, verb, subresource string) int {
+	if s.auth == nil {
+		return 0
+	}
+	u, ok := request.UserFrom(r.Context())
+	if !ok {
+		return writeError(w, http.StatusForbidden, CodeForbidden, "no user")
+	}
+	d, _, err := s.auth.authz.Authorize(r.Context(), authorizer.AttributesRecord{
+		User: u, Verb: verb, Namespace: k.Namespace, Name: k.Name,
+		APIGroup: memoryBanks.Group, APIVersion: memoryBanks.Version, Resource: memoryBanks.Resource, Subresource: subresource,
+		ResourceRequest: true,
+	})
+	if err != nil {
+		s.log.Error(err, "Authorization check failed", "bank", k)
+		s.metrics.authDenied.WithLabelValues("error").Inc()
+		return writeError(w, http.StatusInternalServerError, "Internal", "the authorization check failed")
+	}
+	if d != authorizer.DecisionAllow {
+		s.metrics.authDenied.WithLabelValues("forbidden").Inc()
+		return writeError(w, http.StatusForbidden, CodeForbidden, fmt.Sprintf("you may not %s promptops.io memorybanks/%s %s in namespace %s", verb, subresource, k.Name, k.Namespace))
+	}
+	return 0
+}
