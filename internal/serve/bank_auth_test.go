@@ -14,7 +14,9 @@ import (
 // TokenReview and SubjectAccessReview: anonymous 401; a ServiceAccount
 // without a role 403 on both endpoints; the reader role (create
 // memorybanks/recall) recalls but may not retain; the writer role (create
-// memorybanks/facts and memorybanks/recall) retains.
+// memorybanks/facts and memorybanks/recall) retains; neither may erase or
+// export a scope or delete a fact, which the eraser role (delete
+// memorybanks/scopes and memorybanks/facts, get memorybanks/scopes) may.
 func TestBankAuthKubernetes(t *testing.T) {
 	env, cfg, cs := apiServer(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -33,10 +35,20 @@ func TestBankAuthKubernetes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if _, err := cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "bank-test-eraser"},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"promptops.io"}, Resources: []string{"memorybanks/scopes", "memorybanks/facts"}, Verbs: []string{"delete"}},
+			{APIGroups: []string{"promptops.io"}, Resources: []string{"memorybanks/scopes"}, Verbs: []string{"get"}},
+		},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	nosy := serviceAccountToken(t, ctx, cs, ns, "nosy")
+	eraser := serviceAccountToken(t, ctx, cs, ns, "eraser")
 	reader := serviceAccountToken(t, ctx, cs, ns, "reader")
 	writer := serviceAccountToken(t, ctx, cs, ns, "writer")
-	for sa, role := range map[string]string{"reader": "bank-test-reader", "writer": "bank-test-writer"} {
+	for sa, role := range map[string]string{"reader": "bank-test-reader", "writer": "bank-test-writer", "eraser": "bank-test-eraser"} {
 		if _, err := cs.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Name: sa},
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
@@ -50,7 +62,7 @@ func TestBankAuthKubernetes(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := newBankServer(t, "sqlite://"+filepath.Join(t.TempDir(), "bank.db"), nil, BankLimits{}, auth)
-	retain := []byte(`{"facts": [{"text": "Alice moved to Lisbon"}]}`)
+	retain := []byte(`{"facts": [{"text": "Alice moved to Lisbon"}, {"id": "f-ana", "scope": "user:ana", "text": "Ana moved to Porto"}]}`)
 	recall := []byte(`{"query": "Alice", "maxTokens": 100}`)
 	for _, tc := range []struct {
 		who, token, endpoint string
@@ -79,7 +91,35 @@ func TestBankAuthKubernetes(t *testing.T) {
 			}
 		}
 	}
+	if n := b.factCount(t); n != 2 {
+		t.Errorf("%d facts stored, want the writer's 2", n)
+	}
+	for _, tc := range []struct {
+		who, token, method, endpoint string
+		want                         int
+	}{
+		{"anonymous", "", http.MethodGet, "scopes/user:ana/export", http.StatusUnauthorized},
+		{"anonymous", "", http.MethodDelete, "scopes/user:ana", http.StatusUnauthorized},
+		{"anonymous", "", http.MethodDelete, "facts/f-ana", http.StatusUnauthorized},
+		{"reader", reader, http.MethodGet, "scopes/user:ana/export", http.StatusForbidden},
+		{"reader", reader, http.MethodDelete, "scopes/user:ana", http.StatusForbidden},
+		{"writer", writer, http.MethodGet, "scopes/user:ana/export", http.StatusForbidden},
+		{"writer", writer, http.MethodDelete, "scopes/user:ana", http.StatusForbidden},
+		{"writer", writer, http.MethodDelete, "facts/f-ana", http.StatusForbidden},
+		{"eraser", eraser, http.MethodPost, "recall", http.StatusForbidden},
+		{"eraser", eraser, http.MethodGet, "scopes/user:ana/export", http.StatusOK},
+		{"eraser", eraser, http.MethodDelete, "scopes/user:ana", http.StatusOK},
+		{"eraser", eraser, http.MethodDelete, "facts/f-ana", http.StatusNotFound}, // erased with its scope
+	} {
+		body := recall
+		if tc.method != http.MethodPost {
+			body = nil
+		}
+		if code, out := b.do(t, tc.method, tc.endpoint, tc.token, body); code != tc.want {
+			t.Errorf("%s: %s %s: %d %s, want %d", tc.who, tc.method, tc.endpoint, code, out, tc.want)
+		}
+	}
 	if n := b.factCount(t); n != 1 {
-		t.Errorf("%d facts stored, want the writer's 1", n)
+		t.Errorf("%d facts left after the scope's erasure, want 1", n)
 	}
 }

@@ -96,7 +96,12 @@ func embedder(emb *llmtest.EmbedServer) consolidation.Embedder {
 
 func (b *bankServer) post(t *testing.T, endpoint, token string, body []byte) (int, []byte) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, b.ts.URL+"/v1/banks/team-a/support/"+endpoint, bytes.NewReader(body))
+	return b.do(t, http.MethodPost, endpoint, token, body)
+}
+
+func (b *bankServer) do(t *testing.T, method, endpoint, token string, body []byte) (int, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(method, b.ts.URL+"/v1/banks/team-a/support/"+endpoint, bytes.NewReader(body))
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
