@@ -211,16 +211,16 @@ func (e *Engine) Run(ctx context.Context) (Summary, error) {
 		defer func() { <-warmed }()
 	}
 	system := SystemPrompt(s.Mission)
+	systemTokens := enc.Count(system) + messageOverhead
 	newRun := func(key string) *run {
 		eng := *e
 		eng.Settings.Bank = key
 		if key != s.Bank {
 			eng.Index = nil
 		}
-		r := &run{Engine: &eng, st: st, bank: s.Bank, id: id, enc: enc, system: system,
+		r := &run{Engine: &eng, st: st, bank: s.Bank, id: id, enc: enc, system: system, systemTokens: systemTokens,
 			alone: map[string]bool{}, seen: map[string]bool{}}
 		_, r.scope = SplitBankKey(key)
-		r.systemTokens = enc.Count(system) + messageOverhead
 		if e.Embedder != nil {
 			r.vec = &vectors{store: e.Store.(VectorStore), index: eng.Index, facts: map[string][]float32{}, unstored: map[string][]float32{}}
 		}
