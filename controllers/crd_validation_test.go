@@ -194,6 +194,12 @@ func TestInvalidManifestsAreRejected(t *testing.T) {
 		{"bank without store", validBank, func(o map[string]any) { set(o, map[string]any{}, "spec", "store") }, "store needs exactly one of postgres or sqlite"},
 		{"bank with two stores", validBank, func(o map[string]any) { set(o, fromYAML(t, "{path: /data/b.db}"), "spec", "store", "sqlite") }, "store needs exactly one of postgres or sqlite"},
 		{"bank maxObservations zero", validBank, func(o map[string]any) { set(o, int64(0), "spec", "maxObservations") }, "spec.maxObservations: Invalid value: 0"},
+		{"bank maxObservationsPerScope above maxObservations", validBank, func(o map[string]any) {
+			set(o, int64(10), "spec", "maxObservations")
+			set(o, int64(11), "spec", "maxObservationsPerScope")
+		}, "maxObservationsPerScope must not exceed maxObservations"},
+		{"bank parallelism zero", validBank, func(o map[string]any) { set(o, fromYAML(t, "{parallelism: 0}"), "spec", "consolidation") }, "spec.consolidation.parallelism: Invalid value: 0"},
+		{"bank parallelism 33", validBank, func(o map[string]any) { set(o, fromYAML(t, "{parallelism: 33}"), "spec", "consolidation") }, "spec.consolidation.parallelism: Invalid value: 33"},
 		{"bank batchSize above 100", validBank, func(o map[string]any) { set(o, fromYAML(t, "{batchSize: 101}"), "spec", "consolidation") }, "spec.consolidation.batchSize: Invalid value: 101"},
 		{"bank baseURL not http", validBank, func(o map[string]any) { set(o, "ftp://llm/v1", "spec", "llm", "baseURL") }, "baseURL must be an http:// or https:// URL"},
 		{"bank without llm model", validBank, func(o map[string]any) { set(o, nil, "spec", "llm", "model") }, "spec.llm.model: Required value"},

@@ -333,19 +333,21 @@ func (r *MemoryBankReconciler) renderConfigMap(ctx context.Context, mb *promptop
 	}
 	maxPrompt := int(orDefault(mb.Spec.LLM.MaxPromptTokens, promptopsv1.DefaultMaxPromptTokens))
 	settings, _ := json.MarshalIndent(map[string]any{
-		"bank":            mb.Namespace + "/" + mb.Name,
-		"missionHash":     hash,
-		"model":           mb.Spec.LLM.Model,
-		"baseURL":         mb.Spec.LLM.BaseURL,
-		"encoding":        string(orDefault(mb.Spec.LLM.Encoding, promptopsv1.DefaultEncoding)),
-		"maxPromptTokens": maxPrompt,
-		"maxObservations": mb.Spec.MaxObservations,
-		"batchSize":       orDefault(mb.Spec.Consolidation.BatchSize, promptopsv1.DefaultBatchSize),
-		"maxFactsPerRun":  orDefault(mb.Spec.Consolidation.MaxFactsPerRun, promptopsv1.DefaultMaxFactsPerRun),
-		"maxAttempts":     orDefault(mb.Spec.Consolidation.MaxAttempts, promptopsv1.DefaultMaxAttempts),
-		"maxTokensPerRun": orDefault(mb.Spec.Consolidation.MaxTokensPerRun, promptopsv1.DefaultMaxTokensPerRun),
-		"schedule":        mb.Spec.Consolidation.Schedule,
-		"note":            "The capacity note is added per run: it depends on the bank's current count of observations.",
+		"bank":                    mb.Namespace + "/" + mb.Name,
+		"missionHash":             hash,
+		"model":                   mb.Spec.LLM.Model,
+		"baseURL":                 mb.Spec.LLM.BaseURL,
+		"encoding":                string(orDefault(mb.Spec.LLM.Encoding, promptopsv1.DefaultEncoding)),
+		"maxPromptTokens":         maxPrompt,
+		"maxObservations":         mb.Spec.MaxObservations,
+		"maxObservationsPerScope": mb.Spec.MaxObservationsPerScope,
+		"parallelism":             orDefault(mb.Spec.Consolidation.Parallelism, promptopsv1.DefaultParallelism),
+		"batchSize":               orDefault(mb.Spec.Consolidation.BatchSize, promptopsv1.DefaultBatchSize),
+		"maxFactsPerRun":          orDefault(mb.Spec.Consolidation.MaxFactsPerRun, promptopsv1.DefaultMaxFactsPerRun),
+		"maxAttempts":             orDefault(mb.Spec.Consolidation.MaxAttempts, promptopsv1.DefaultMaxAttempts),
+		"maxTokensPerRun":         orDefault(mb.Spec.Consolidation.MaxTokensPerRun, promptopsv1.DefaultMaxTokensPerRun),
+		"schedule":                mb.Spec.Consolidation.Schedule,
+		"note":                    "The capacity note is added per run: it depends on the bank's current count of observations.",
 	}, "", "  ")
 	data := map[string]string{missionKey: mission, promptKey: prompt, settingsKey: string(settings) + "\n"}
 	rev := contentHash(data)

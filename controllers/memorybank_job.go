@@ -84,6 +84,7 @@ func desiredJob(mb *promptopsv1.MemoryBank, name, image, missionHash string, ann
 		{Name: "PROMPTOPS_BATCH_SIZE", Value: itoa(orDefault(c.BatchSize, promptopsv1.DefaultBatchSize))},
 		{Name: "PROMPTOPS_MAX_FACTS", Value: itoa(orDefault(c.MaxFactsPerRun, promptopsv1.DefaultMaxFactsPerRun))},
 		{Name: "PROMPTOPS_MAX_ATTEMPTS", Value: itoa(orDefault(c.MaxAttempts, promptopsv1.DefaultMaxAttempts))},
+		{Name: "PROMPTOPS_PARALLELISM", Value: itoa(orDefault(c.Parallelism, promptopsv1.DefaultParallelism))},
 		{Name: "PROMPTOPS_MAX_TOKENS_PER_RUN", Value: itoa(orDefault(c.MaxTokensPerRun, promptopsv1.DefaultMaxTokensPerRun))},
 		{Name: "PROMPTOPS_MISSION_FILE", Value: path.Join(configDir, missionKey)},
 		{Name: "PROMPTOPS_TERMINATION_LOG", Value: "/dev/termination-log"},
@@ -91,6 +92,9 @@ func desiredJob(mb *promptopsv1.MemoryBank, name, image, missionHash string, ann
 	env = append(env, embeddingsEnv(mb)...)
 	if mb.Spec.MaxObservations != nil {
 		env = append(env, corev1.EnvVar{Name: "PROMPTOPS_MAX_OBSERVATIONS", Value: itoa(*mb.Spec.MaxObservations)})
+	}
+	if mb.Spec.MaxObservationsPerScope != nil {
+		env = append(env, corev1.EnvVar{Name: "PROMPTOPS_MAX_OBSERVATIONS_PER_SCOPE", Value: itoa(*mb.Spec.MaxObservationsPerScope)})
 	}
 	storeVar, storeVolumes, storeMounts := storePod(mb)
 	env = append(env, storeVar)

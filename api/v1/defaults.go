@@ -19,6 +19,7 @@ const (
 	DefaultBatchSize                  int32 = 8
 	DefaultMaxFactsPerRun             int32 = 200
 	DefaultMaxAttempts                int32 = 3
+	DefaultParallelism                int32 = 1
 	DefaultMaxTokensPerRun            int64 = 2000000
 	DefaultActiveDeadlineSeconds      int64 = 1800
 	DefaultBackoffLimit               int32 = 1

@@ -216,6 +216,16 @@ type ConsolidationSpec struct {
 	// +kubebuilder:validation:Maximum=100000
 	MaxFactsPerRun int32 `json:"maxFactsPerRun,omitempty"`
 
+	// parallelism is how many scopes one run consolidates at once (one LLM
+	// call in flight per scope); every scope is taken in turns, a batch at a
+	// time, so a scope with many pending facts does not starve the others.
+	// All calls share the run's maxTokensPerRun.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=32
+	Parallelism int32 `json:"parallelism,omitempty"`
+
 	// maxAttempts is how often one batch is sent again after an invalid
 	// answer before it is split.
 	// +optional
@@ -319,6 +329,7 @@ type ServingSpec struct {
 }
 
 // MemoryBankSpec is the desired state of a memory bank.
+// +kubebuilder:validation:XValidation:rule="!has(self.maxObservations) || !has(self.maxObservationsPerScope) || self.maxObservationsPerScope <= self.maxObservations",message="maxObservationsPerScope must not exceed maxObservations"
 // +kubebuilder:validation:XValidation:rule="!has(self.serving) || !has(self.store.sqlite) || has(self.store.sqlite.persistentVolumeClaimName)",message="serving a bank in SQLite needs store.sqlite.persistentVolumeClaimName: the memory server and the consolidation Jobs must share the database file"
 // +kubebuilder:validation:XValidation:rule="!has(self.serving) || !has(self.store.sqlite) || !has(self.serving.replicas) || self.serving.replicas == 1",message="a bank in SQLite is served by one replica: SQLite takes one writer and is not safe on a shared network filesystem; use store.postgres for more"
 type MemoryBankSpec struct {
@@ -334,6 +345,16 @@ type MemoryBankSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=10000000
 	MaxObservations *int32 `json:"maxObservations,omitempty"`
+
+	// maxObservationsPerScope caps the observations of each named scope (a
+	// fact's "scope", e.g. one user of a product) as maxObservations caps the
+	// bank; at the cap a scope's runs only update and delete. The shared
+	// scope counts against maxObservations only. Unset, a scope has no cap
+	// of its own.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000000
+	MaxObservationsPerScope *int32 `json:"maxObservationsPerScope,omitempty"`
 
 	// store is where the bank's facts and observations live.
 	// +required

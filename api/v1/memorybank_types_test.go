@@ -23,6 +23,7 @@ func TestCRDDefaultsMatchConstants(t *testing.T) {
 		{"memorybanks", []string{"spec", "consolidation", "batchSize"}, DefaultBatchSize},
 		{"memorybanks", []string{"spec", "consolidation", "maxFactsPerRun"}, DefaultMaxFactsPerRun},
 		{"memorybanks", []string{"spec", "consolidation", "maxAttempts"}, DefaultMaxAttempts},
+		{"memorybanks", []string{"spec", "consolidation", "parallelism"}, DefaultParallelism},
 		{"memorybanks", []string{"spec", "consolidation", "maxTokensPerRun"}, DefaultMaxTokensPerRun},
 		{"memorybanks", []string{"spec", "consolidation", "activeDeadlineSeconds"}, DefaultActiveDeadlineSeconds},
 		{"memorybanks", []string{"spec", "consolidation", "backoffLimit"}, DefaultBackoffLimit},

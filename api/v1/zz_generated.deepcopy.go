@@ -292,6 +292,11 @@ func (in *MemoryBankSpec) DeepCopyInto(out *MemoryBankSpec) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.MaxObservationsPerScope != nil {
+		in, out := &in.MaxObservationsPerScope, &out.MaxObservationsPerScope
+		*out = new(int32)
+		**out = **in
+	}
 	in.Store.DeepCopyInto(&out.Store)
 	in.LLM.DeepCopyInto(&out.LLM)
 	in.Consolidation.DeepCopyInto(&out.Consolidation)

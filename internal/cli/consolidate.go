@@ -85,6 +85,8 @@ func runConsolidate(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs.StringVar(&terminationLog, "termination-log", envDefault(lookupEnv, "PROMPTOPS_TERMINATION_LOG", ""), "Also write the JSON summary here, within 4 KiB, e.g. /dev/termination-log ($PROMPTOPS_TERMINATION_LOG).")
 	fs.StringVar(&apiKeyFile, "api-key-file", envDefault(lookupEnv, "PROMPTOPS_API_KEY_FILE", ""), "File holding the API key; otherwise $OPENAI_API_KEY; neither sends no key.")
 	intFlag(fs, &envErrs, &set.MaxObservations, "max-observations", "PROMPTOPS_MAX_OBSERVATIONS", 0, "Capacity of the bank; 0 for none.")
+	intFlag(fs, &envErrs, &set.MaxObservationsPerScope, "max-observations-per-scope", "PROMPTOPS_MAX_OBSERVATIONS_PER_SCOPE", 0, "Capacity of each named scope; 0 for none.")
+	intFlag(fs, &envErrs, &set.Parallelism, "parallelism", "PROMPTOPS_PARALLELISM", int(promptopsv1.DefaultParallelism), "Scopes consolidated at once, one LLM call in flight each.")
 	intFlag(fs, &envErrs, &set.BatchSize, "batch-size", "PROMPTOPS_BATCH_SIZE", consolidation.DefaultBatchSize, "Facts per LLM call.")
 	intFlag(fs, &envErrs, &set.MaxFacts, "max-facts", "PROMPTOPS_MAX_FACTS", consolidation.DefaultMaxFacts, "Facts consolidated in this run at most.")
 	intFlag(fs, &envErrs, &set.MaxPromptTokens, "max-prompt-tokens", "PROMPTOPS_MAX_PROMPT_TOKENS", consolidation.DefaultMaxPromptTokens, "Token budget of one LLM call.")
@@ -107,8 +109,8 @@ func runConsolidate(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if baseURL == "" || model == "" {
 		return fail(ExitInvalid, "--llm-base-url and --model are required")
 	}
-	if set.BatchSize < 1 || set.BatchSize > 100 || set.MaxFacts < 1 || set.MaxPromptTokens < 1024 || set.MaxAttempts < 1 || set.MaxObservations < 0 || maxTokensPerRun < 1000 {
-		return fail(ExitInvalid, "out of range: --batch-size 1..100, --max-facts >= 1, --max-prompt-tokens >= 1024, --max-attempts >= 1, --max-observations >= 0, --max-tokens-per-run >= 1000")
+	if set.BatchSize < 1 || set.BatchSize > 100 || set.MaxFacts < 1 || set.MaxPromptTokens < 1024 || set.MaxAttempts < 1 || set.MaxObservations < 0 || set.MaxObservationsPerScope < 0 || set.Parallelism < 1 || set.Parallelism > 32 || maxTokensPerRun < 1000 {
+		return fail(ExitInvalid, "out of range: --batch-size 1..100, --max-facts >= 1, --max-prompt-tokens >= 1024, --max-attempts >= 1, --max-observations >= 0, --max-observations-per-scope >= 0, --parallelism 1..32, --max-tokens-per-run >= 1000")
 	}
 	set.MaxTokensPerRun = int64(maxTokensPerRun)
 	if missionFile != "" {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -16,13 +17,13 @@ import (
 )
 
 func init() {
-	register("facts", "import, list and retry a bank's facts (import | list | retry)", runFacts)
+	register("facts", "import, list, retry and delete a bank's facts (import | list | retry | delete)", runFacts)
 	register("observations", "list a bank's observations (list)", runObservations)
 }
 
 func runFacts(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 || isHelp(args[0]) {
-		fmt.Fprintln(stderr, "Usage: promptops facts import|list|retry --bank NS/NAME --store URL ...\n\nRun 'promptops facts <subcommand> -h' for its flags.")
+		fmt.Fprintln(stderr, "Usage: promptops facts import|list|retry|delete --bank NS/NAME --store URL ...\n\nRun 'promptops facts <subcommand> -h' for its flags.")
 		return helpCode(args)
 	}
 	switch args[0] {
@@ -32,8 +33,10 @@ func runFacts(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runFactsList(args[1:], stdout, stderr)
 	case "retry":
 		return runFactsRetry(args[1:], stdout, stderr)
+	case "delete":
+		return runFactsDelete(args[1:], stdout, stderr)
 	}
-	fmt.Fprintf(stderr, "promptops facts: unknown subcommand %q (import, list, retry)\n", args[0])
+	fmt.Fprintf(stderr, "promptops facts: unknown subcommand %q (import, list, retry, delete)\n", args[0])
 	return ExitInvalid
 }
 
@@ -167,14 +170,7 @@ func runFactsList(args []string, stdout, stderr io.Writer) int {
 	status := fs.String("status", "", "Only facts in this state: pending, consolidated or failed.")
 	output := fs.String("o", "text", "Output: text or json.")
 	limit := fs.Int("limit", 1000, "At most this many facts.")
-	var scope *string
-	fs.Func("scope", "Only the facts of this scope (\"\" for the bank's shared scope); every scope's when not given.", func(v string) error {
-		if msg := consolidation.ScopeProblem(v); msg != "" {
-			return fmt.Errorf("scope %s", msg)
-		}
-		scope = &v
-		return nil
-	})
+	scope := scopeFlag(fs, "facts")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
@@ -185,7 +181,7 @@ func runFactsList(args []string, stdout, stderr io.Writer) int {
 		return ExitFailed
 	}
 	defer store.Close()
-	facts, err := store.ListFacts(ctx, sf.bank, scope, *status, *limit)
+	facts, err := store.ListFacts(ctx, sf.bank, *scope, *status, *limit)
 	if err != nil {
 		fmt.Fprintln(stderr, "promptops facts list:", err)
 		return ExitFailed
@@ -232,6 +228,45 @@ func runFactsRetry(args []string, stdout, stderr io.Writer) int {
 	return ExitOK
 }
 
+func runFactsDelete(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("facts delete", stderr)
+	var sf storeFlags
+	sf.register(fs)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: promptops facts delete --bank NS/NAME FACT-ID ...\n\nDeletes the facts, in whichever scope, and every observation that cites one of them; the other sources of those observations go back to pending. One transaction.")
+		fs.PrintDefaults()
+	}
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	ids := map[string]bool{}
+	for _, id := range fs.Args() {
+		ids[id] = true
+	}
+	if len(ids) == 0 {
+		fmt.Fprintln(stderr, "promptops facts delete: name at least one fact id")
+		return ExitInvalid
+	}
+	ctx := context.Background()
+	store, err := sf.open(ctx)
+	if err != nil {
+		fmt.Fprintln(stderr, "promptops facts delete:", err)
+		return ExitFailed
+	}
+	defer store.Close()
+	e, err := store.DeleteFacts(ctx, sf.bank, fs.Args())
+	if err != nil {
+		fmt.Fprintln(stderr, "promptops facts delete:", err)
+		return ExitFailed
+	}
+	fmt.Fprintf(stdout, "deleted %d facts and %d observations citing them; %d facts back to pending\n", e.Facts, e.Observations, e.Requeued)
+	if missing := int64(len(ids)) - e.Facts; missing > 0 {
+		fmt.Fprintf(stderr, "promptops facts delete: %d of the %d ids name no fact of %s\n", missing, len(ids), sf.bank)
+		return ExitFailed
+	}
+	return ExitOK
+}
+
 func runObservations(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] != "list" {
 		fmt.Fprintln(stderr, "Usage: promptops observations list --bank NS/NAME --store URL [-o text|json]")
@@ -240,7 +275,8 @@ func runObservations(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlagSet("observations list", stderr)
 	var sf storeFlags
 	sf.register(fs)
-	output := fs.String("o", "text", "Output: text or json.")
+	output := fs.String("o", "text", "Output: text or json (with each observation's source fact ids).")
+	scope := scopeFlag(fs, "observations")
 	if code, ok := parseFlags(fs, args[1:]); !ok {
 		return code
 	}
@@ -251,10 +287,29 @@ func runObservations(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return ExitFailed
 	}
 	defer store.Close()
-	obs, err := store.ListObservations(ctx, sf.bank)
-	if err != nil {
-		fmt.Fprintln(stderr, "promptops observations list:", err)
-		return ExitFailed
+	var scopes []string
+	if *scope != nil {
+		scopes = []string{**scope}
+	} else {
+		counts, err := store.ListScopes(ctx, sf.bank)
+		if err != nil {
+			fmt.Fprintln(stderr, "promptops observations list:", err)
+			return ExitFailed
+		}
+		for _, c := range counts {
+			if c.Observations > 0 {
+				scopes = append(scopes, c.Scope)
+			}
+		}
+	}
+	var obs []consolidation.Observation
+	for _, sc := range scopes {
+		some, err := store.ListObservations(ctx, consolidation.BankKey(sf.bank, sc))
+		if err != nil {
+			fmt.Fprintln(stderr, "promptops observations list:", err)
+			return ExitFailed
+		}
+		obs = append(obs, some...)
 	}
 	if *output == "json" {
 		if obs == nil {
@@ -263,7 +318,7 @@ func runObservations(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return writeJSON(stdout, obs)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tPROOF\tOCCURRED\tTEXT")
+	fmt.Fprintln(tw, "ID\tSCOPE\tPROOF\tOCCURRED\tTEXT")
 	for _, o := range obs {
 		when := ""
 		if o.OccurredStart != nil {
@@ -272,10 +327,23 @@ func runObservations(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 				when += ".." + o.OccurredEnd.Format("2006-01-02")
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", o.ID, o.ProofCount, when, clip(o.Text, 80))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", o.ID, o.Scope, o.ProofCount, when, clip(o.Text, 80))
 	}
 	_ = tw.Flush()
 	return ExitOK
+}
+
+// scopeFlag defines --scope: nil until given, "" names the shared scope.
+func scopeFlag(fs *flag.FlagSet, what string) **string {
+	scope := new(*string)
+	fs.Func("scope", "Only the "+what+" of this scope (\"\" for the bank's shared scope); every scope's when not given.", func(v string) error {
+		if msg := consolidation.ScopeProblem(v); msg != "" {
+			return fmt.Errorf("scope %s", msg)
+		}
+		*scope = &v
+		return nil
+	})
+	return scope
 }
 
 func writeJSON(w io.Writer, v any) int {
