@@ -152,6 +152,12 @@ func TestInvalidManifestsAreRejected(t *testing.T) {
 		{"memory with no query", validTemplate, func(o map[string]any) {
 			set(o, fromYAML(t, "{name: role, memory: {bankRef: {name: b}, query: {}, reserveTokens: 10}}"), "spec", "sections", "0")
 		}, "memory.query needs exactly one of fromRuntime and fromRequest: true"},
+		{"memory scope from both", validTemplate, func(o map[string]any) {
+			set(o, fromYAML(t, "{name: role, memory: {bankRef: {name: b}, query: {fromRequest: true}, scope: {fromRuntime: context, fromRequest: true}, reserveTokens: 10}}"), "spec", "sections", "0")
+		}, "memory.scope needs exactly one of fromRuntime and fromRequest: true"},
+		{"memory scope from a static section", validTemplate, func(o map[string]any) {
+			set(o, fromYAML(t, "{name: role, memory: {bankRef: {name: b}, query: {fromRequest: true}, scope: {fromRuntime: task}, reserveTokens: 10}}"), "spec", "sections", "0")
+		}, "memory.scope.fromRuntime must name a runtime section of this template"},
 		{"memory query from a static section", validTemplate, func(o map[string]any) {
 			set(o, fromYAML(t, "{name: role, memory: {bankRef: {name: b}, query: {fromRuntime: task}, reserveTokens: 10}}"), "spec", "sections", "0")
 		}, "memory.query.fromRuntime must name a runtime section of this template"},

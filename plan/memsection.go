@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+
+	"github.com/promptops/promptops/internal/memscope"
 )
 
 // MemorySource is where a memory section's items come from: a recall of a
@@ -18,6 +21,9 @@ type MemorySource struct {
 	Endpoint string `json:"endpoint,omitempty"`
 	// Query says where the recall's query comes from.
 	Query MemoryQuery `json:"query"`
+	// Scope says which scope of the bank is recalled; nil is the bank's
+	// shared scope.
+	Scope *MemoryScope `json:"scope,omitempty"`
 	// MaxItems is the most items the section holds; 0 is no limit but the
 	// tokens.
 	MaxItems int `json:"maxItems,omitempty"`
@@ -44,6 +50,26 @@ type MemoryQuery struct {
 	// POST /v1/assemble).
 	FromRequest bool `json:"fromRequest,omitempty"`
 }
+
+// MemoryScope is exactly one of FromRuntime and FromRequest: where the
+// scope a memory section recalls from comes from. A scope is one user's,
+// tenant's or conversation's part of a bank; without one the section is
+// left empty (MemoryNoScope), never filled from another scope.
+type MemoryScope struct {
+	// FromRuntime names the runtime section whose content, as given, is
+	// the scope.
+	FromRuntime string `json:"fromRuntime,omitempty"`
+	// FromRequest: the scope is MemoryOptions.Scope (the "scope" of a POST
+	// /v1/assemble).
+	FromRequest bool `json:"fromRequest,omitempty"`
+	// IncludeShared also recalls the bank's shared scope.
+	IncludeShared bool `json:"includeShared,omitempty"`
+}
+
+// ScopeProblem says what is wrong with a scope name, or "" when it is
+// valid: 1 to 253 bytes of ASCII letters, digits and "._:@-" (so that it
+// is a URL path segment as it is), or "" for the bank's shared scope.
+func ScopeProblem(scope string) string { return memscope.Problem(scope) }
 
 // MemoryPlaceholder is the line that stands for a memory section in
 // <intent>.txt.
@@ -83,6 +109,9 @@ func (p *Plan) validateMemory(s *Section) error {
 	if (m.Query.FromRuntime != "") == m.Query.FromRequest {
 		return fmt.Errorf("memory section %s needs exactly one of query.fromRuntime and query.fromRequest", s.Name)
 	}
+	if sc := m.Scope; sc != nil && (sc.FromRuntime != "") == sc.FromRequest {
+		return fmt.Errorf("memory section %s needs exactly one of scope.fromRuntime and scope.fromRequest", s.Name)
+	}
 	if m.MaxItems < 0 {
 		return fmt.Errorf("memory section %s has negative maxItems", s.Name)
 	}
@@ -95,6 +124,11 @@ func (p *Plan) validateMemory(s *Section) error {
 	if q := m.Query.FromRuntime; q != "" {
 		if r := p.section(q); r == nil || r.Kind != KindRuntime {
 			return fmt.Errorf("memory section %s takes its query from %q, which is not a runtime section", s.Name, q)
+		}
+	}
+	if sc := m.Scope; sc != nil && sc.FromRuntime != "" {
+		if r := p.section(sc.FromRuntime); r == nil || r.Kind != KindRuntime {
+			return fmt.Errorf("memory section %s takes its scope from %q, which is not a runtime section", s.Name, sc.FromRuntime)
 		}
 	}
 	return nil
@@ -110,8 +144,13 @@ type MemoryRequest struct {
 	// Bank and Endpoint are the section's (Endpoint may be empty).
 	Bank     BankRef
 	Endpoint string
-	// Query is the recall's query, never empty.
+	// Query is the recall's query, never empty or only white space.
 	Query string
+	// Scope is the bank's scope to recall from, "" for the shared scope;
+	// always valid (ScopeProblem). IncludeShared also recalls the shared
+	// scope.
+	Scope         string
+	IncludeShared bool
 	// MaxTokens is the section's reserve: the most its items may take.
 	MaxTokens int
 	// MaxItems (0: no limit) and MinScore (0 to 1) are the section's.
@@ -139,6 +178,8 @@ type MemoryOptions struct {
 	Recall RecallFunc
 	// Query is the query of the sections whose query is fromRequest.
 	Query string
+	// Scope is the scope of the sections whose scope is fromRequest.
+	Scope string
 	// Timeout bounds each recall; DefaultMemoryTimeout when 0. Recalls run
 	// side by side.
 	Timeout time.Duration
@@ -147,6 +188,8 @@ type MemoryOptions struct {
 // Codes of MemoryResult.Code for a section left empty without an answer.
 const (
 	MemoryNoQuery      = "NoQuery"
+	MemoryNoScope      = "NoScope"
+	MemoryInvalidScope = "InvalidScope"
 	MemoryNoRecall     = "NoRecall"
 	MemoryTimedOut     = "TimedOut"
 	MemoryRecallFailed = "RecallFailed"
@@ -157,6 +200,10 @@ type MemoryResult struct {
 	// Section is the memory section, Bank its bank.
 	Section string
 	Bank    BankRef
+	// Scope is the scope the section was recalled from: "" for the shared
+	// scope, or when no recall was asked. It names a person's memory: do
+	// not log it.
+	Scope string
 	// Items are the items in the prompt, in rank order.
 	Items []MemoryItem
 	// Recalled is how many items the recall answered; Omitted how many of
@@ -166,7 +213,8 @@ type MemoryResult struct {
 	// TimedOut is true when the recall took longer than the timeout.
 	TimedOut bool
 	// Code is empty when the recall answered; otherwise why the section is
-	// empty: MemoryNoQuery, MemoryNoRecall, MemoryTimedOut,
+	// empty: MemoryNoQuery, MemoryNoScope, MemoryInvalidScope,
+	// MemoryNoRecall, MemoryTimedOut,
 	// MemoryRecallFailed or a RecallError's code.
 	Code string
 	// Err is the recall's error, if any. It may quote the query; do not log
@@ -243,12 +291,27 @@ func (p *Plan) recallAll(ctx context.Context, runtime map[string]string, o Memor
 			f.result.Code = MemoryNoRecall
 			continue
 		}
-		if q == "" {
+		if strings.TrimSpace(q) == "" {
 			f.result.Code = MemoryNoQuery
 			continue
 		}
 		req := MemoryRequest{Section: s.Name, Bank: s.Memory.Bank, Endpoint: s.Memory.Endpoint, Query: q,
 			MaxTokens: s.ReserveTokens, MaxItems: s.Memory.MaxItems, MinScore: s.Memory.MinScore}
+		if sc := s.Memory.Scope; sc != nil {
+			req.Scope, req.IncludeShared = o.Scope, sc.IncludeShared
+			if sc.FromRuntime != "" {
+				req.Scope = runtime[sc.FromRuntime]
+			}
+			if req.Scope == "" {
+				f.result.Code = MemoryNoScope
+				continue
+			}
+			if memscope.Problem(req.Scope) != "" {
+				f.result.Code = MemoryInvalidScope
+				continue
+			}
+			f.result.Scope = req.Scope
+		}
 		ch := make(chan recalled, 1)
 		go func(recall RecallFunc) {
 			var r recalled

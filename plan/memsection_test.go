@@ -242,3 +242,96 @@ func sealedPlan(t *testing.T, p *Plan) *Plan {
 	}
 	return p
 }
+
+// scopedPlan is memoryPlan with a runtime "user" section and the memory
+// section's scope from sc.
+func scopedPlan(t *testing.T, sc MemoryScope) *Plan {
+	t.Helper()
+	p := memoryPlan(t, 1000, 60, 10, 5)
+	p.Sections = append(p.Sections[:1], append([]Section{{Name: "user", Kind: KindRuntime, ReserveTokens: 10, Policy: PolicyNever}}, p.Sections[1:]...)...)
+	for i := range p.Sections {
+		if p.Sections[i].Kind == KindMemory {
+			p.Sections[i].Memory.Scope = &sc
+		}
+	}
+	return sealedPlan(t, p)
+}
+
+func TestAssembleWithMemoryScope(t *testing.T) {
+	var got []MemoryRequest
+	recall := func(ctx context.Context, r MemoryRequest) ([]MemoryItem, error) {
+		got = append(got, r)
+		return items(2), nil
+	}
+	q := map[string]string{"question": "How to reach me?"}
+	for _, tc := range []struct {
+		name    string
+		scope   MemoryScope
+		runtime map[string]string
+		opts    MemoryOptions
+		want    string // the scope asked for, or the code without a recall
+		code    string
+		shared  bool
+	}{
+		{"from the request", MemoryScope{FromRequest: true, IncludeShared: true}, q, MemoryOptions{Scope: "user:ana"}, "user:ana", "", true},
+		{"from a runtime section", MemoryScope{FromRuntime: "user"}, map[string]string{"question": "Hi?", "user": "u-7"}, MemoryOptions{Scope: "user:ana"}, "u-7", "", false},
+		{"no scope given", MemoryScope{FromRequest: true}, q, MemoryOptions{}, "", MemoryNoScope, false},
+		{"the runtime section missing", MemoryScope{FromRuntime: "user"}, q, MemoryOptions{Scope: "user:ana"}, "", MemoryNoScope, false},
+		{"not a scope name", MemoryScope{FromRequest: true}, q, MemoryOptions{Scope: "ana smith"}, "", MemoryInvalidScope, false},
+		{"no query before no scope", MemoryScope{FromRequest: true}, map[string]string{"question": " \u00a0\u3000\n"}, MemoryOptions{}, "", MemoryNoQuery, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got = nil
+			p := scopedPlan(t, tc.scope)
+			tc.opts.Recall = recall
+			a, err := p.AssembleWithMemory(context.Background(), "chat", tc.runtime, tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := a.Memory[0]
+			if tc.code != "" {
+				if len(got) != 0 || m.Code != tc.code || m.Scope != "" || len(m.Items) != 0 || strings.Contains(a.Text, "## What we know") {
+					t.Fatalf("want no recall and code %s; asked %+v, got %+v", tc.code, got, m)
+				}
+				return
+			}
+			if len(got) != 1 || got[0].Scope != tc.want || got[0].IncludeShared != tc.shared || m.Scope != tc.want || m.Code != "" || len(m.Items) != 2 {
+				t.Fatalf("asked %+v, got %+v", got, m)
+			}
+		})
+	}
+	// A plan without a scope asks for the shared scope, whatever the
+	// request's scope.
+	got = nil
+	if _, err := memoryPlan(t, 1000, 60, 10, 5).AssembleWithMemory(context.Background(), "chat", q, MemoryOptions{Recall: recall, Scope: "user:ana"}); err != nil || len(got) != 1 || got[0].Scope != "" || got[0].IncludeShared {
+		t.Fatalf("unscoped section asked %+v (%v)", got, err)
+	}
+}
+
+func TestValidateMemoryScope(t *testing.T) {
+	for _, tc := range []struct {
+		scope MemoryScope
+		want  string
+	}{
+		{MemoryScope{}, "needs exactly one of scope.fromRuntime and scope.fromRequest"},
+		{MemoryScope{FromRuntime: "user", FromRequest: true}, "needs exactly one of scope.fromRuntime and scope.fromRequest"},
+		{MemoryScope{FromRuntime: "role"}, `takes its scope from "role", which is not a runtime section`},
+		{MemoryScope{FromRuntime: "nope"}, `takes its scope from "nope", which is not a runtime section`},
+	} {
+		p := memoryPlan(t, 1000, 60, 10, 5)
+		p.Sections = append(p.Sections, Section{Name: "user", Kind: KindRuntime, ReserveTokens: 10, Policy: PolicyNever})
+		sc := tc.scope
+		p.Sections[2].Memory.Scope = &sc
+		if err := p.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: got %v, want %q", tc.scope, err, tc.want)
+		}
+	}
+	p := memoryPlan(t, 1000, 60, 10, 5)
+	p.Sections[2].Memory.Scope = &MemoryScope{FromRequest: true}
+	if err := p.Validate(); err != nil {
+		t.Errorf("a valid scope: %v", err)
+	}
+	if ScopeProblem("user:ana@example.com") != "" || ScopeProblem("a/b") == "" || ScopeProblem(strings.Repeat("a", 254)) == "" {
+		t.Error("ScopeProblem")
+	}
+}

@@ -108,6 +108,30 @@ type MemoryQuery struct {
 	FromRequest bool `json:"fromRequest,omitempty"`
 }
 
+// MemoryScope says which scope of the bank a memory section recalls from
+// (a scope is one user's, tenant's or conversation's part of the bank):
+// exactly one of fromRuntime and fromRequest. A request that gives no
+// scope leaves the section empty; it never falls back to another scope.
+// +kubebuilder:validation:XValidation:rule="(has(self.fromRuntime) ? 1 : 0) + (has(self.fromRequest) && self.fromRequest ? 1 : 0) == 1",message="memory.scope needs exactly one of fromRuntime and fromRequest: true"
+type MemoryScope struct {
+	// fromRuntime names a runtime section of this template whose content
+	// (as the application gives it) is the scope.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-_a-z0-9]*[a-z0-9])?$`
+	FromRuntime string `json:"fromRuntime,omitempty"`
+
+	// fromRequest: the scope is the "scope" field of the assemble request.
+	// +optional
+	FromRequest bool `json:"fromRequest,omitempty"`
+
+	// includeShared also recalls the bank's shared scope (facts without a
+	// scope), ranked with the scope's own items.
+	// +optional
+	IncludeShared bool `json:"includeShared,omitempty"`
+}
+
 // MemorySection is a slot filled at request time with what a MemoryBank
 // recalls for a query: whole items, best first, within reserveTokens.
 type MemorySection struct {
@@ -119,6 +143,11 @@ type MemorySection struct {
 	// query says where the recall's query comes from.
 	// +required
 	Query MemoryQuery `json:"query"`
+
+	// scope says which scope of the bank is recalled. Unset, the bank's
+	// shared scope is (facts retained without a scope).
+	// +optional
+	Scope *MemoryScope `json:"scope,omitempty"`
 
 	// reserveTokens is the room the budget leaves for the recalled items,
 	// counted like a runtime section's reserve; the section never holds
@@ -251,6 +280,7 @@ type Intent struct {
 // +kubebuilder:validation:XValidation:rule="self.sections.all(s, !has(s.truncation) || !has(s.truncation.minTokens) || s.truncation.minTokens < self.budget.maxTokens)",message="truncation.minTokens must be less than budget.maxTokens"
 // +kubebuilder:validation:XValidation:rule="self.sections.all(s, !has(s.memory) || s.memory.reserveTokens < self.budget.maxTokens)",message="memory.reserveTokens must be less than budget.maxTokens"
 // +kubebuilder:validation:XValidation:rule="self.sections.all(s, !has(s.memory) || !has(s.memory.query.fromRuntime) || self.sections.exists(r, r.name == s.memory.query.fromRuntime && has(r.runtime)))",message="memory.query.fromRuntime must name a runtime section of this template"
+// +kubebuilder:validation:XValidation:rule="self.sections.all(s, !has(s.memory) || !has(s.memory.scope) || !has(s.memory.scope.fromRuntime) || self.sections.exists(r, r.name == s.memory.scope.fromRuntime && has(r.runtime)))",message="memory.scope.fromRuntime must name a runtime section of this template"
 type PromptTemplateSpec struct {
 	// encoding is the tiktoken encoding tokens are counted with:
 	// o200k_base (GPT-4o and later) or cl100k_base (GPT-4, GPT-3.5).

@@ -31,10 +31,13 @@ type Case struct {
 	// Query is the request's query, for memory sections that take it
 	// from the request.
 	Query string `json:"query,omitempty"`
+	// Scope is the request's scope, for memory sections that take it from
+	// the request.
+	Scope string `json:"scope,omitempty"`
 	// Memory is each memory section's recall answer, by section name: the
 	// items the bank answered, or why it did not.
-	Memory   map[string]MemoryInput `json:"memory,omitempty"`
-	Expected Expected               `json:"expected"`
+	Memory   json.RawMessage `json:"memory,omitempty"`
+	Expected Expected        `json:"expected"`
 }
 
 // MemoryInput is one memory section's recall answer: items, best first,
@@ -61,7 +64,10 @@ func Recall(memory map[string]MemoryInput) plan.RecallFunc {
 
 // MemoryExpected is what a memory section got.
 type MemoryExpected struct {
-	Section  string   `json:"section"`
+	Section string `json:"section"`
+	// Scope is the scope the section was recalled from, when not the
+	// shared one.
+	Scope    string   `json:"scope,omitempty"`
 	Items    []string `json:"items"`
 	Recalled int      `json:"recalled"`
 	Omitted  int      `json:"omitted"`
@@ -232,6 +238,44 @@ sections:
 - {name: task, heading: "## Task", intent: true}
 intents: [{name: chat, instruction: "Answer briefly."}]
 `,
+	"memory-scoped": `
+encoding: o200k_base
+budget: {maxTokens: 120, onExceed: Warn}
+sections:
+- {name: role, text: "You are the tutor of this student.", truncation: {policy: Never}}
+- name: memory
+  heading: "## What you know of the student"
+  memory: {bankRef: {name: students}, query: {fromRequest: true}, scope: {fromRequest: true, includeShared: true}, reserveTokens: 60}
+  truncation: {priority: 1}
+- {name: task, heading: "## Task", intent: true}
+intents: [{name: chat, instruction: "Answer the student's question."}]
+`,
+	"memory-customer": `
+encoding: cl100k_base
+budget: {maxTokens: 120, onExceed: Warn}
+sections:
+- {name: role, text: "You are the support assistant of Acme Cloud.", truncation: {policy: Never}}
+- {name: customer, heading: "## Customer", runtime: {reserveTokens: 10}, truncation: {policy: Never}}
+- {name: question, heading: "## Question", runtime: {reserveTokens: 20}, truncation: {policy: Never}}
+- name: memory
+  heading: "## What we know"
+  memory: {bankRef: {name: customers}, query: {fromRuntime: question}, scope: {fromRuntime: customer}, reserveTokens: 50}
+  truncation: {priority: 5}
+- {name: task, heading: "## Task", intent: true}
+intents: [{name: chat, instruction: "Answer briefly."}]
+`,
+	"memory-big": `
+encoding: o200k_base
+budget: {maxTokens: 400, onExceed: Warn}
+sections:
+- {name: role, text: "You are the support assistant.", truncation: {policy: Never}}
+- name: memory
+  heading: "## What we know"
+  memory: {bankRef: {name: customers}, query: {fromRequest: true}, reserveTokens: 300}
+  truncation: {priority: 1}
+- {name: task, heading: "## Task", intent: true}
+intents: [{name: chat, instruction: "Answer briefly."}]
+`,
 	"memory-min": `
 encoding: cl100k_base
 budget: {maxTokens: 60, onExceed: Warn}
@@ -309,9 +353,13 @@ type input struct {
 	// edit changes the rendered plan (a plan written by hand); the plan is
 	// renamed after the case.
 	edit func(p *plan.Plan)
-	// query and memory: the request's query and the recall answers.
-	query  string
-	memory map[string]MemoryInput
+	// query, scope and memory: the request's query and scope, and the
+	// recall answers.
+	query, scope string
+	memory       map[string]MemoryInput
+	// rawMemory, when set, is memory as written in the case file (a lone
+	// surrogate in an item's text).
+	rawMemory string
 }
 
 // hostile is 64 KiB of one character between ordinary text at the edges.
@@ -353,8 +401,81 @@ func memoryInputs() []input {
 			memory: map[string]MemoryInput{"memory": {Items: dated}}},
 		{name: "memory-emptied-over-budget", template: "memory-min", intent: "chat", description: "cut to its minTokens the memory still keeps the prompt over budget: it is emptied",
 			runtime: map[string]string{"question": rep("Why was the invoice of March different from the one of February? ", 2)}, memory: map[string]MemoryInput{"memory": {Items: memItems(customerFacts...)}}},
+		{name: "memory-scope-from-request", template: "memory-scoped", intent: "chat", description: "the scope is the request's scope (expected.memory[].scope is what the bank is asked for)",
+			query: "What did I struggle with?", scope: "user:ana@example.com", memory: map[string]MemoryInput{"memory": {Items: memItems(studentFacts...)}}},
+		{name: "memory-scope-from-runtime", template: "memory-customer", intent: "chat", description: "the scope is a runtime section's content, as given",
+			runtime: map[string]string{"customer": "cus_1842", "question": "How do I reach this customer?"}, memory: map[string]MemoryInput{"memory": {Items: memItems(customerFacts[:3]...)}}},
+		{name: "memory-no-scope", template: "memory-scoped", intent: "chat", description: "a section that takes its scope from the request and a request without one: no recall (NoScope), never the shared scope",
+			query: "What did I struggle with?", memory: map[string]MemoryInput{"memory": {Items: memItems(studentFacts...)}}},
+		{name: "memory-invalid-scope", template: "memory-customer", intent: "chat", description: "a scope that is not 1 to 253 bytes of letters, digits and ._:@- (here a space): no recall (InvalidScope)",
+			runtime: map[string]string{"customer": "cus 1842", "question": "How do I reach this customer?"}, memory: map[string]MemoryInput{"memory": {Items: memItems(customerFacts[:3]...)}}},
+		{name: "memory-blank-query", template: "memory-request", intent: "chat", description: "a query of only white space (here U+00A0 and U+3000 among ASCII spaces) is no query: no recall (NoQuery)",
+			query: " \t\u00a0\u3000 ", memory: map[string]MemoryInput{"memory": {Items: memItems(customerFacts[:2]...)}}},
+		{name: "memory-white-space", template: "memory-big", intent: "chat", description: "white space is Unicode's White_Space (U+0085, U+00A0, U+2003, U+2028, U+3000 among them): runs made one space, trimmed at both ends; U+200B and U+FEFF are not white space and stay; an item of only white space has an empty line and is omitted",
+			query: "What do we know?", memory: map[string]MemoryInput{"memory": {Items: spaced}}},
+		{name: "memory-dates", template: "memory-big", intent: "chat", description: "an item's dates as UTC days: start only, start and end, end only, start and end on one UTC day (one date), a time in another zone moved to its UTC day",
+			query: "What do we know?", memory: map[string]MemoryInput{"memory": {Items: dates}}},
+		{name: "memory-defaults", template: "memory-big", intent: "chat", description: "a plan without maxItems and minScore (written by hand): no item limit, and a score of 0 is taken",
+			query: "What do we know?", memory: map[string]MemoryInput{"memory": {Items: many}},
+			edit: func(p *plan.Plan) {
+				for i := range p.Sections {
+					if m := p.Sections[i].Memory; m != nil {
+						m.MaxItems, m.MinScore = 0, 0
+					}
+				}
+			}},
+		{name: "memory-empty-answer", template: "memory-request", intent: "chat", description: "the bank answers no items: the section is left out, heading included, with no error",
+			query: "How do I reach this customer?", memory: map[string]MemoryInput{"memory": {}}},
+		{name: "memory-lone-surrogates", template: "memory-request", intent: "chat", description: "a lone surrogate escape in an item's text is U+FFFD, as in the runtime contents; an item of only one has a line of one U+FFFD",
+			query: "Where does Ana live?", rawMemory: `{"memory": {"items": [{"id": "o1", "kind": "observation", "text": "Ana\ud800 lives in Lisbon.", "score": 0.9, "proofCount": 1}, {"id": "o2", "kind": "observation", "text": "\udfff", "score": 0.8, "proofCount": 1}]}}`},
+		{name: "memory-empty-not-cut", template: "memory-min", intent: "chat", description: "over budget with nothing to cut: a memory section already empty (no query) is not cut, step 5 names none",
+			runtime: map[string]string{"question": ""}, edit: func(p *plan.Plan) { p.MaxTokens = 5 }},
 	}
 }
+
+// studentFacts are a student's memories, for the scoped vectors.
+var studentFacts = []string{
+	"The student found fractions hard in week 2.",
+	"The student prefers worked examples.",
+	"Class rule: homework is due on Fridays.",
+}
+
+var (
+	spaced = func() []plan.MemoryItem {
+		items := memItems(
+			"\u0085The customer\u00a0prefers\u2003email.\u2028",
+			"The\u3000customer is on the\u200bPro plan.\ufeff",
+			" \u00a0\u3000\u2029 ",
+			"\tThe customer's\r\n\vregion is\feu-west. ",
+		)
+		return items
+	}()
+	dates = func() []plan.MemoryItem {
+		items := memItems("Moved to Lisbon.", "Was on leave.", "Renews yearly.", "Called support.", "Asked for a refund.")
+		east := time.FixedZone("UTC-5", -5*3600)
+		at := func(y int, m time.Month, d, h, min int, loc *time.Location) *time.Time {
+			t := time.Date(y, m, d, h, min, 0, 0, loc)
+			return &t
+		}
+		items[0].OccurredStart = day("2026-03-01")
+		items[1].OccurredStart, items[1].OccurredEnd = day("2026-03-01"), day("2026-03-05")
+		items[2].OccurredEnd = day("2027-01-31")
+		items[3].OccurredStart, items[3].OccurredEnd = at(2026, 4, 2, 8, 0, time.UTC), at(2026, 4, 2, 17, 30, time.UTC)
+		items[4].OccurredStart = at(2026, 4, 30, 21, 0, east) // 2026-05-01 02:00 UTC
+		return items
+	}()
+	many = func() []plan.MemoryItem {
+		var texts []string
+		for i := range 24 {
+			texts = append(texts, fmt.Sprintf("Note %d.", i+1))
+		}
+		items := memItems(texts...)
+		for i := range items {
+			items[i].Score = 0
+		}
+		return items
+	}()
+)
 
 var baseInputs = []input{
 	{name: "en-missing-runtime", template: "en-support", intent: "chat", description: "no runtime contents: runtime sections are left out, headings included", runtime: nil},
@@ -522,6 +643,17 @@ func generate(dir string) (int, error) {
 				return 0, err
 			}
 		}
+		memory, rawMemory := in.memory, []byte(in.rawMemory)
+		if in.rawMemory != "" {
+			if err := json.Unmarshal(rawMemory, &memory); err != nil {
+				return 0, fmt.Errorf("%s: %w", in.name, err)
+			}
+		} else if memory != nil {
+			var err error
+			if rawMemory, err = json.Marshal(memory); err != nil {
+				return 0, err
+			}
+		}
 		data, err := planFor(in, plans, runtime)
 		if err != nil {
 			return 0, err
@@ -532,14 +664,14 @@ func generate(dir string) (int, error) {
 		}
 		var a *plan.Assembly
 		if p.HasMemory() {
-			a, err = p.AssembleWithMemory(context.Background(), in.intent, runtime, plan.MemoryOptions{Recall: Recall(in.memory), Query: in.query})
+			a, err = p.AssembleWithMemory(context.Background(), in.intent, runtime, plan.MemoryOptions{Recall: Recall(memory), Query: in.query, Scope: in.scope})
 		} else {
 			a, err = p.Assemble(in.intent, runtime)
 		}
 		if err != nil {
 			return 0, fmt.Errorf("%s: %w", in.name, err)
 		}
-		c := Case{Name: in.name, Description: in.description, Plan: json.RawMessage(data), Intent: in.intent, Runtime: raw, Query: in.query, Memory: in.memory,
+		c := Case{Name: in.name, Description: in.description, Plan: json.RawMessage(data), Intent: in.intent, Runtime: raw, Query: in.query, Scope: in.scope, Memory: rawMemory,
 			Expected: Expected{Prompt: a.Text, Tokens: a.Tokens, MaxTokens: a.MaxTokens, WithinBudget: a.WithinBudget, Cut: a.Cut, Memory: MemoryOf(a)}}
 		if c.Expected.Cut == nil {
 			c.Expected.Cut = []string{}
@@ -562,7 +694,7 @@ func generate(dir string) (int, error) {
 func MemoryOf(a *plan.Assembly) []MemoryExpected {
 	var out []MemoryExpected
 	for _, m := range a.Memory {
-		e := MemoryExpected{Section: m.Section, Items: []string{}, Recalled: m.Recalled, Omitted: m.Omitted, TimedOut: m.TimedOut, Error: m.Code}
+		e := MemoryExpected{Section: m.Section, Scope: m.Scope, Items: []string{}, Recalled: m.Recalled, Omitted: m.Omitted, TimedOut: m.TimedOut, Error: m.Code}
 		for _, it := range m.Items {
 			e.Items = append(e.Items, it.ID)
 		}

@@ -7,10 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/promptops/promptops/internal/tokens"
@@ -49,6 +51,7 @@ type vector struct {
 	Intent   string                 `json:"intent"`
 	Runtime  map[string]string      `json:"runtime"`
 	Query    string                 `json:"query"`
+	Scope    string                 `json:"scope"`
 	Memory   map[string]MemoryInput `json:"memory"`
 	Expected docResult              `json:"expected"`
 }
@@ -128,7 +131,7 @@ func oldWording(e *tokens.Encoder, body string, target int) string {
 
 // docAssemble follows "Finishing a prompt" of docs/plan.md step by step,
 // counting the whole prompt each time, with the given cut.
-func docAssemble(p *plan.Plan, intent string, runtime map[string]string, query string, memory map[string]MemoryInput, cut cutFunc) (docResult, error) {
+func docAssemble(p *plan.Plan, intent string, runtime map[string]string, query, scope string, memory map[string]MemoryInput, cut cutFunc) (docResult, error) {
 	e := tokens.MustGet(p.Encoding)
 	var in *plan.Intent
 	for i := range p.Intents {
@@ -161,15 +164,29 @@ func docAssemble(p *plan.Plan, intent string, runtime map[string]string, query s
 		if s.Memory.Query.FromRuntime != "" {
 			q = runtime[s.Memory.Query.FromRuntime]
 		}
+		sc := ""
+		if s.Memory.Scope != nil {
+			sc = scope
+			if s.Memory.Scope.FromRuntime != "" {
+				sc = runtime[s.Memory.Scope.FromRuntime]
+			}
+		}
 		m, in := MemoryExpected{Section: s.Name, Items: []string{}}, memory[s.Name]
 		switch {
-		case q == "":
+		case docTrim(q) == "":
 			m.Error = plan.MemoryNoQuery
+		case s.Memory.Scope != nil && sc == "":
+			m.Error = plan.MemoryNoScope
+		case s.Memory.Scope != nil && !scopeName.MatchString(sc):
+			m.Error = plan.MemoryInvalidScope
 		case in.TimedOut:
+			m.Scope = sc
 			m.TimedOut, m.Error = true, plan.MemoryTimedOut
 		case in.Error != "":
+			m.Scope = sc
 			m.Error = in.Error
 		default:
+			m.Scope = sc
 			m.Recalled = len(in.Items)
 			var kept []plan.MemoryItem
 			for _, it := range in.Items {
@@ -301,9 +318,35 @@ func docLines(items []plan.MemoryItem) string {
 	return strings.Join(lines, "\n")
 }
 
+// scopeName is a valid scope as docs/plan.md words it.
+var scopeName = regexp.MustCompile(`^[A-Za-z0-9._:@-]{1,253}$`)
+
+// docWhite is white space as docs/plan.md defines it: Unicode's
+// White_Space property.
+func docWhite(r rune) bool { return unicode.Is(unicode.White_Space, r) }
+
+// docTrim is the text with every run of white space made one space and
+// white space removed at both ends.
+func docTrim(s string) string {
+	var b strings.Builder
+	space := false
+	for _, r := range s {
+		if docWhite(r) {
+			space = true
+			continue
+		}
+		if space && b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		space = false
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
 // docLine is an item's line as docs/plan.md words it.
 func docLine(it plan.MemoryItem) string {
-	text := strings.Join(strings.Fields(it.Text), " ")
+	text := docTrim(it.Text)
 	day := func(t *time.Time) string { return t.UTC().Format("2006-01-02") }
 	s, e := it.OccurredStart, it.OccurredEnd
 	switch {
@@ -343,7 +386,7 @@ func TestDocsWordingAgainstVectors(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := docAssemble(p, v.Intent, v.Runtime, v.Query, v.Memory, newWording)
+		got, err := docAssemble(p, v.Intent, v.Runtime, v.Query, v.Scope, v.Memory, newWording)
 		if err != nil {
 			t.Fatalf("%s: %v", v.Name, err)
 		}
@@ -360,7 +403,7 @@ func TestDocsWordingAgainstVectors(t *testing.T) {
 		if large {
 			continue
 		}
-		old, err := docAssemble(p, v.Intent, v.Runtime, v.Query, v.Memory, oldWording)
+		old, err := docAssemble(p, v.Intent, v.Runtime, v.Query, v.Scope, v.Memory, oldWording)
 		if err != nil {
 			t.Fatalf("%s: %v", v.Name, err)
 		}

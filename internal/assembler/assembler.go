@@ -214,6 +214,9 @@ func RenderContext(ctx context.Context, in Input) (*Result, error) {
 				// Per mille in the spec, 0 to 1 in the plan, as recall scores are.
 				MinScore: float64(m.MinScore) / 1000,
 			}
+			if sc := m.Scope; sc != nil {
+				ps.Memory.Scope = &MemoryScope{FromRuntime: sc.FromRuntime, FromRequest: sc.FromRequest, IncludeShared: sc.IncludeShared}
+			}
 			plan.Runtime.MemoryPlaceholder = KindMemoryPlaceholder
 		default:
 			ps.Kind = KindStatic

@@ -103,10 +103,31 @@ func TestValidateMemory(t *testing.T) {
 		"not a valid MemoryBank name":                    strings.Replace(withMemory, "name: support", "name: Support", 1),
 		"truncation.policy":                              strings.Replace(withMemory, "truncation: {priority: 10, minTokens: 50}", "truncation: {policy: Never}", 1),
 		"exactly one of text (or from), runtime, memory": strings.Replace(withMemory, "  memory: {", "  runtime: {}\n  memory: {", 1),
+		"memory.scope: needs exactly one of":             strings.Replace(withMemory, "reserveTokens: 300,", "scope: {}, reserveTokens: 300,", 1),
+		"memory.scope: needs exactly one of fromRuntime": strings.Replace(withMemory, "reserveTokens: 300,", "scope: {fromRuntime: question, fromRequest: true}, reserveTokens: 300,", 1),
+		"memory.scope.fromRuntime: \"role\" must name":   strings.Replace(withMemory, "reserveTokens: 300,", "scope: {fromRuntime: role}, reserveTokens: 300,", 1),
 	} {
 		err := Validate(spec(t, y))
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("want %q, got %v", want, err)
+		}
+	}
+}
+
+// A memory section's scope goes into plan.json as the template says it.
+func TestMemoryScopeInPlan(t *testing.T) {
+	for _, tc := range []struct {
+		yaml string
+		want *plan.MemoryScope
+	}{
+		{"", nil},
+		{"scope: {fromRequest: true}, ", &plan.MemoryScope{FromRequest: true}},
+		{"scope: {fromRuntime: question, includeShared: true}, ", &plan.MemoryScope{FromRuntime: "question", IncludeShared: true}},
+	} {
+		r := render(t, strings.Replace(withMemory, "reserveTokens: 300,", tc.yaml+"reserveTokens: 300,", 1), nil)
+		got := r.Plan.Sections[2].Memory.Scope
+		if (got == nil) != (tc.want == nil) || (got != nil && *got != *tc.want) {
+			t.Errorf("%q: scope %+v, want %+v", tc.yaml, got, tc.want)
 		}
 	}
 }

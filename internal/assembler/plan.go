@@ -29,6 +29,8 @@ type (
 	BankRef = plan.BankRef
 	// MemoryQuery is plan.MemoryQuery.
 	MemoryQuery = plan.MemoryQuery
+	// MemoryScope is plan.MemoryScope.
+	MemoryScope = plan.MemoryScope
 )
 
 // The plan's apiVersion, kind, separator and section kinds.

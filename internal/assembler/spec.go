@@ -159,13 +159,15 @@ func validateMemory(f string, s *promptopsv1.Section, spec *promptopsv1.PromptTe
 	if (m.Query.FromRuntime != "") == m.Query.FromRequest {
 		return bad(".query", "needs exactly one of fromRuntime and fromRequest: true")
 	}
-	if q := m.Query.FromRuntime; q != "" {
-		found := false
-		for i := range spec.Sections {
-			found = found || (spec.Sections[i].Name == q && spec.Sections[i].Runtime != nil)
+	if q := m.Query.FromRuntime; q != "" && !hasRuntime(spec, q) {
+		return bad(".query.fromRuntime", "%q must name a runtime section of this template", clip(q, 80))
+	}
+	if sc := m.Scope; sc != nil {
+		if (sc.FromRuntime != "") == sc.FromRequest {
+			return bad(".scope", "needs exactly one of fromRuntime and fromRequest: true")
 		}
-		if !found {
-			return bad(".query.fromRuntime", "%q must name a runtime section of this template", clip(q, 80))
+		if r := sc.FromRuntime; r != "" && !hasRuntime(spec, r) {
+			return bad(".scope.fromRuntime", "%q must name a runtime section of this template", clip(r, 80))
 		}
 	}
 	if m.ReserveTokens < 1 || m.ReserveTokens >= max {
@@ -255,4 +257,14 @@ func clip(s string, n int) string {
 		return s
 	}
 	return strings.ToValidUTF8(s[:n], "") + "..."
+}
+
+// hasRuntime reports whether the spec has a runtime section of that name.
+func hasRuntime(spec *promptopsv1.PromptTemplateSpec, name string) bool {
+	for i := range spec.Sections {
+		if spec.Sections[i].Name == name && spec.Sections[i].Runtime != nil {
+			return true
+		}
+	}
+	return false
 }

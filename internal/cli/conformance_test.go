@@ -31,6 +31,7 @@ type conformanceCase struct {
 	Intent  string            `json:"intent"`
 	Runtime map[string]string `json:"runtime"`
 	Query   string            `json:"query"`
+	Scope   string            `json:"scope"`
 	Memory  map[string]struct {
 		Items    []plan.MemoryItem `json:"items"`
 		Error    string            `json:"error"`
@@ -70,6 +71,7 @@ func conformanceCases(t *testing.T) []conformanceCase {
 
 type memoryExpected struct {
 	Section  string   `json:"section"`
+	Scope    string   `json:"scope"`
 	Items    []string `json:"items"`
 	Recalled int      `json:"recalled"`
 	Omitted  int      `json:"omitted"`
@@ -108,12 +110,15 @@ func (b bankRecaller) Recall(ctx context.Context, r plan.MemoryRequest) ([]plan.
 func TestConformanceVectors(t *testing.T) {
 	tiktoken.SetBpeLoader(tiktokenloader.NewOfflineLoader())
 	var current atomic.Pointer[conformanceCase]
+	var askedScope atomic.Pointer[string] // the scope serve's last recall asked for
 	bank := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c := current.Load()
 		var req struct {
 			Query string `json:"query"`
+			Scope string `json:"scope"`
 		}
 		_ = json.NewDecoder(r.Body).Decode(&req)
+		askedScope.Store(&req.Scope)
 		for _, m := range c.Memory {
 			switch {
 			case m.TimedOut:
@@ -163,13 +168,13 @@ func TestConformanceVectors(t *testing.T) {
 			}
 
 			// The package.
-			a, err := p.AssembleWithMemory(context.Background(), c.Intent, c.Runtime, plan.MemoryOptions{Recall: c.recall, Query: c.Query})
+			a, err := p.AssembleWithMemory(context.Background(), c.Intent, c.Runtime, plan.MemoryOptions{Recall: c.recall, Query: c.Query, Scope: c.Scope})
 			if err != nil {
 				t.Fatal(err)
 			}
 			var mems []memoryExpected
 			for _, m := range a.Memory {
-				e := memoryExpected{Section: m.Section, Items: []string{}, Recalled: m.Recalled, Omitted: m.Omitted, TimedOut: m.TimedOut, Error: m.Code}
+				e := memoryExpected{Section: m.Section, Scope: m.Scope, Items: []string{}, Recalled: m.Recalled, Omitted: m.Omitted, TimedOut: m.TimedOut, Error: m.Code}
 				for _, it := range m.Items {
 					e.Items = append(e.Items, it.ID)
 				}
@@ -208,7 +213,8 @@ func TestConformanceVectors(t *testing.T) {
 			}
 
 			// promptops serve.
-			body, _ := json.Marshal(map[string]any{"namespace": p.Namespace, "name": p.Name, "intent": c.Intent, "runtime": c.Runtime, "query": c.Query})
+			askedScope.Store(nil)
+			body, _ := json.Marshal(map[string]any{"namespace": p.Namespace, "name": p.Name, "intent": c.Intent, "runtime": c.Runtime, "query": c.Query, "scope": c.Scope})
 			resp, err := http.Post(ts.URL+"/v1/assemble", "application/json", strings.NewReader(string(body)))
 			if err != nil {
 				t.Fatal(err)
@@ -228,7 +234,12 @@ func TestConformanceVectors(t *testing.T) {
 			}
 			var gotMem []memoryExpected
 			for _, m := range got.Memory {
+				// The answer does not repeat the scope: the bank says what
+				// it was asked.
 				e := memoryExpected{Section: m.Section, Items: []string{}, Recalled: m.Recalled, Omitted: m.Omitted, TimedOut: m.TimedOut, Error: m.Error}
+				if asked := askedScope.Load(); asked != nil {
+					e.Scope = *asked
+				}
 				for _, it := range m.Items {
 					e.Items = append(e.Items, it.ID)
 				}

@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/promptops/promptops/internal/consolidation"
+	"github.com/promptops/promptops/internal/memscope"
 )
 
 func init() {
@@ -337,7 +338,7 @@ func runObservations(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 func scopeFlag(fs *flag.FlagSet, what string) **string {
 	scope := new(*string)
 	fs.Func("scope", "Only the "+what+" of this scope (\"\" for the bank's shared scope); every scope's when not given.", func(v string) error {
-		if msg := consolidation.ScopeProblem(v); msg != "" {
+		if msg := memscope.Problem(v); msg != "" {
 			return fmt.Errorf("scope %s", msg)
 		}
 		*scope = &v

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/promptops/promptops/internal/consolidation"
+	"github.com/promptops/promptops/internal/memscope"
 )
 
 func init() {
@@ -44,7 +45,7 @@ func scopeArgs(fs *flag.FlagSet, allowShared bool) error {
 		if s == "" && !allowShared {
 			return fmt.Errorf("scope %d is empty: the shared scope is erased fact by fact (promptops facts delete)", i+1)
 		}
-		if msg := consolidation.ScopeProblem(s); msg != "" {
+		if msg := memscope.Problem(s); msg != "" {
 			return fmt.Errorf("scope %d: %s", i+1, msg)
 		}
 	}

@@ -13,6 +13,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+
+	"github.com/promptops/promptops/internal/memscope"
 )
 
 // FactInput is a fact as callers write it: a line of `facts import` or an
@@ -77,7 +79,7 @@ func ParseFact(data []byte) (Fact, error) {
 	if strings.TrimSpace(fl.Text) == "" {
 		return Fact{}, &FieldError{Field: "text", Detail: "is required", joined: true}
 	}
-	if msg := ScopeProblem(fl.Scope); msg != "" {
+	if msg := memscope.Problem(fl.Scope); msg != "" {
 		return Fact{}, &FieldError{Field: "scope", Detail: msg}
 	}
 	f := Fact{ID: fl.ID, Scope: fl.Scope, Text: fl.Text, Entities: fl.Entities, Tags: fl.Tags}

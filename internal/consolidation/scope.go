@@ -1,7 +1,6 @@
 package consolidation
 
 import (
-	"fmt"
 	"strings"
 )
 
@@ -15,32 +14,6 @@ import (
 // "namespace/name" for the shared scope, "namespace/name/scope" for the
 // others. Every per-bank mechanism of a store (its rows, its generation,
 // its indexes) works per key, so scopes never meet.
-
-// MaxScopeBytes bounds a scope's name.
-const MaxScopeBytes = 253
-
-// ScopeProblem says what is wrong with a scope name, or "" when it is
-// valid: 1 to MaxScopeBytes bytes of ASCII letters, digits and "._:@-",
-// so that it is a URL path segment as it is. "" (the shared scope) is
-// valid.
-func ScopeProblem(scope string) string {
-	if scope == "" {
-		return ""
-	}
-	if len(scope) > MaxScopeBytes {
-		return fmt.Sprintf("%d bytes, at most %d", len(scope), MaxScopeBytes)
-	}
-	for i := 0; i < len(scope); i++ {
-		if !scopeByte(scope[i]) {
-			return fmt.Sprintf("byte %d is not a letter, digit or one of . _ : @ -", i+1)
-		}
-	}
-	return ""
-}
-
-func scopeByte(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("._:@-", c) >= 0
-}
 
 // BankKey is the store key of a bank's scope: the bank itself for the
 // shared scope.

@@ -2,7 +2,10 @@ package serve
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -146,5 +149,86 @@ func TestLocalRecallerReportsTheEndedContext(t *testing.T) {
 	}
 	if items, err := s.recaller.Recall(context.Background(), req); err != nil || len(items) != 1 {
 		t.Fatalf("then with a live context: %v, %v", items, err)
+	}
+}
+
+// scopedMemoryPlanJSON is memoryPlanJSON (query from the request) with the
+// memory section's scope.
+func scopedMemoryPlanJSON(t *testing.T, endpoint string, sc plan.MemoryScope) []byte {
+	t.Helper()
+	p, err := plan.Load(memoryPlanJSON(t, endpoint, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Sections[2].Memory.Scope = &sc
+	if _, err := p.Seal(false); err != nil {
+		t.Fatal(err)
+	}
+	data, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// A scoped memory section recalls the request's scope only (and the
+// shared scope when the plan says so), in-process and over HTTP; a bad
+// scope is the request's error, naming the field.
+func TestAssembleScopedMemory(t *testing.T) {
+	ctx := context.Background()
+	store, err := sqlstore.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "bank.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	const bank = "shop/customers"
+	seedObservations(t, store, bank, consolidation.Fact{ID: "s1", Text: "The customer is reached by email until six"})
+	for _, u := range []struct{ scope, text string }{{"user:ana", "The customer prefers email"}, {"user:bob", "The customer prefers a phone call"}} {
+		key := consolidation.BankKey(bank, u.scope)
+		if _, err := store.ImportFacts(ctx, bank, []consolidation.Fact{{ID: "f-" + u.scope, Scope: u.scope, Text: u.text}}); err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now()
+		claimed, err := store.ClaimFacts(ctx, key, "t", 1, now, now.Add(time.Hour))
+		if err != nil || len(claimed) != 1 {
+			t.Fatal(len(claimed), err)
+		}
+		ops := consolidation.Ops{Creates: []consolidation.Create{{Text: u.text, SourceFactIDs: []string{claimed[0].ID}}}}
+		if _, err := store.Apply(ctx, key, "t", ops, []string{claimed[0].ID}, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const ask = `{"namespace":"shop","name":"support","intent":"chat","runtime":{"question":"Hi"},"query":"How does the customer like to be reached by email?","scope":%q}`
+	for _, shared := range []bool{false, true} {
+		s := New(Options{Log: logr.Discard(), Banks: []*Bank{{Namespace: "shop", Name: "customers", Store: store,
+			Recaller: &consolidation.Recaller{Store: store, Bank: bank}, Encoding: "cl100k_base"}}})
+		s.Apply(map[string][]byte{"support": scopedMemoryPlanJSON(t, "http://127.0.0.1:1", plan.MemoryScope{FromRequest: true, IncludeShared: shared})})
+		ts := httptest.NewServer(s.Handler())
+		defer ts.Close()
+		code, a := assembleMemory(t, ts.URL, fmt.Sprintf(ask, "user:ana"))
+		if code != 200 || len(a.Memory) != 1 || a.Memory[0].Error != "" {
+			t.Fatalf("shared %v: %d %+v", shared, code, a)
+		}
+		if !strings.Contains(a.Prompt, "prefers email") || strings.Contains(a.Prompt, "phone") || strings.Contains(a.Prompt, "until six") != shared {
+			t.Errorf("shared %v: prompt %q", shared, a.Prompt)
+		}
+		if code, a = assembleMemory(t, ts.URL, fmt.Sprintf(ask, "")); code != 200 || a.Memory[0].Error != plan.MemoryNoScope || strings.Contains(a.Prompt, "customer") {
+			t.Errorf("no scope: %d %+v", code, a)
+		}
+		code, out := post(t, ts.URL, fmt.Sprintf(ask, "user/ana"))
+		if code != 400 || !strings.Contains(string(out), `"code":"InvalidScope"`) || !strings.Contains(string(out), "scope: byte 5") {
+			t.Errorf("bad scope: %d %s", code, out)
+		}
+	}
+	// Over HTTP the scope and includeShared go in the recall's body.
+	var got recallRequest
+	remote := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewDecoder(r.Body).Decode(&got)
+		_, _ = w.Write([]byte(`{"items":[]}`))
+	}))
+	defer remote.Close()
+	ts := memoryServer(t, scopedMemoryPlanJSON(t, remote.URL, plan.MemoryScope{FromRequest: true, IncludeShared: true}), "", 0)
+	if code, _ := assembleMemory(t, ts.URL, fmt.Sprintf(ask, "user:bob")); code != 200 || got.Scope != "user:bob" || !got.IncludeShared {
+		t.Errorf("over HTTP: %d, asked %+v", code, got)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/promptops/promptops/internal/consolidation"
+	"github.com/promptops/promptops/internal/memscope"
 	"github.com/promptops/promptops/plan"
 )
 
@@ -115,7 +116,7 @@ func (l *localRecaller) Recall(ctx context.Context, r plan.MemoryRequest) ([]pla
 		}
 		return l.next.Recall(ctx, r)
 	}
-	req := RecallRequest{Query: r.Query, MaxTokens: &r.MaxTokens}
+	req := RecallRequest{Query: r.Query, MaxTokens: &r.MaxTokens, Scope: r.Scope, IncludeShared: r.IncludeShared}
 	if r.MaxItems > 0 {
 		req.MaxItems = &r.MaxItems
 	}
@@ -126,7 +127,7 @@ func (l *localRecaller) Recall(ctx context.Context, r plan.MemoryRequest) ([]pla
 	if msg != "" {
 		return nil, &plan.RecallError{Code: CodeInvalidRecall, Message: fmt.Sprintf("bank %s: %s", r.Bank, msg)}
 	}
-	fit, err := recallFit(ctx, bk, "", false, q, r.MaxTokens)
+	fit, err := recallFit(ctx, bk, req.Scope, req.IncludeShared, q, r.MaxTokens)
 	var fe *fitError
 	switch {
 	case err != nil && ctx.Err() != nil:
@@ -156,8 +157,8 @@ func recallQuery(req *RecallRequest) (consolidation.Query, string) {
 		return consolidation.Query{}, fmt.Sprintf("maxItems: %d, want 1..%d", *req.MaxItems, MaxRecallItems)
 	case req.MinScore != nil && !(*req.MinScore >= 0 && *req.MinScore <= 1):
 		return consolidation.Query{}, fmt.Sprintf("minScore: %g, want 0..1", *req.MinScore)
-	case consolidation.ScopeProblem(req.Scope) != "":
-		return consolidation.Query{}, "scope: " + consolidation.ScopeProblem(req.Scope)
+	case memscope.Problem(req.Scope) != "":
+		return consolidation.Query{}, "scope: " + memscope.Problem(req.Scope)
 	case len(req.Tags) > MaxRecallTags:
 		return consolidation.Query{}, fmt.Sprintf("tags: %d items, at most %d", len(req.Tags), MaxRecallTags)
 	}

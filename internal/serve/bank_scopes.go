@@ -13,6 +13,7 @@ import (
 	"k8s.io/apiserver/pkg/endpoints/request"
 
 	"github.com/promptops/promptops/internal/consolidation"
+	"github.com/promptops/promptops/internal/memscope"
 )
 
 // Scopes of a served bank: recall within a scope, and erasure and export
@@ -130,7 +131,7 @@ func (s *Server) scopeEndpoint(verb, subresource string, h func(w http.ResponseW
 // eraseScope answers DELETE /v1/banks/{namespace}/{name}/scopes/{scope}.
 func (s *Server) eraseScope(w http.ResponseWriter, r *http.Request, bk *Bank) int {
 	scope := r.PathValue("scope")
-	if msg := consolidation.ScopeProblem(scope); msg != "" || scope == "" {
+	if msg := memscope.Problem(scope); msg != "" || scope == "" {
 		return writeError(w, http.StatusBadRequest, CodeInvalidScope, "scope: "+msg)
 	}
 	st, ok := bk.Store.(ScopeStore)
@@ -171,7 +172,7 @@ func (s *Server) deleteFact(w http.ResponseWriter, r *http.Request, bk *Bank) in
 // with the scope's facts and observations as JSON lines.
 func (s *Server) exportScope(w http.ResponseWriter, r *http.Request, bk *Bank) int {
 	scope := r.PathValue("scope")
-	if msg := consolidation.ScopeProblem(scope); msg != "" || scope == "" {
+	if msg := memscope.Problem(scope); msg != "" || scope == "" {
 		return writeError(w, http.StatusBadRequest, CodeInvalidScope, "scope: "+msg)
 	}
 	st, ok := bk.Store.(ScopeStore)

@@ -6,7 +6,8 @@ import (
 )
 
 // decodeFast parses the common request in one pass over the body: one JSON
-// object whose keys are among namespace, name, intent, runtime and query, each
+// object whose keys are among namespace, name, intent, runtime, query and
+// scope, each
 // at most once, with string values, and runtime an object of strings or
 // nulls with keys free of escapes. Values are copied once; a run of
 // ordinary characters is scanned a byte at a time and checked as UTF-8 in
@@ -24,7 +25,7 @@ func decodeFast(body []byte) (req AssembleRequest, ok bool) {
 	if !d.byte('{') {
 		return req, false
 	}
-	var seen [5]bool
+	var seen [6]bool
 	if d.peek('}') {
 		return req, d.end()
 	}
@@ -45,6 +46,8 @@ func decodeFast(body []byte) (req AssembleRequest, ok bool) {
 			field = 3
 		case "query":
 			field = 4
+		case "scope":
+			field = 5
 		default:
 			return req, false
 		}
@@ -70,6 +73,8 @@ func decodeFast(body []byte) (req AssembleRequest, ok bool) {
 				req.Intent = s
 			case 4:
 				req.Query = s
+			case 5:
+				req.Scope = s
 			}
 		}
 		if d.byte(',') {

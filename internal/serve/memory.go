@@ -101,10 +101,12 @@ func (h *HTTPRecaller) bearer() (string, error) {
 }
 
 type recallRequest struct {
-	Query     string  `json:"query"`
-	MaxTokens int     `json:"maxTokens"`
-	MaxItems  int     `json:"maxItems,omitempty"`
-	MinScore  float64 `json:"minScore,omitempty"`
+	Query         string  `json:"query"`
+	MaxTokens     int     `json:"maxTokens"`
+	MaxItems      int     `json:"maxItems,omitempty"`
+	MinScore      float64 `json:"minScore,omitempty"`
+	Scope         string  `json:"scope,omitempty"`
+	IncludeShared bool    `json:"includeShared,omitempty"`
 }
 
 type recallResponse struct {
@@ -121,7 +123,7 @@ func (h *HTTPRecaller) Recall(ctx context.Context, r plan.MemoryRequest) ([]plan
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
 		return nil, &plan.RecallError{Code: CodeNotServed, Message: fmt.Sprintf("bank %s has an endpoint that is not an http(s) URL", r.Bank)}
 	}
-	body, _ := json.Marshal(recallRequest{Query: r.Query, MaxTokens: r.MaxTokens, MaxItems: r.MaxItems, MinScore: r.MinScore})
+	body, _ := json.Marshal(recallRequest{Query: r.Query, MaxTokens: r.MaxTokens, MaxItems: r.MaxItems, MinScore: r.MinScore, Scope: r.Scope, IncludeShared: r.IncludeShared})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
 	if err != nil {
 		return nil, err

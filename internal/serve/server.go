@@ -177,6 +177,9 @@ type AssembleRequest struct {
 	// Query is the recall query of memory sections that take it from the
 	// request.
 	Query string `json:"query"`
+	// Scope is the bank scope of memory sections that take it from the
+	// request (one user's memory, say); see plan.ScopeProblem.
+	Scope string `json:"scope"`
 }
 
 // AssembleResponse is the body of a 200 or 422 answer.
@@ -239,6 +242,9 @@ func (s *Server) assemble(w http.ResponseWriter, r *http.Request) int {
 	if status != 0 {
 		return writeError(w, status, code, msg)
 	}
+	if msg := plan.ScopeProblem(req.Scope); msg != "" {
+		return writeError(w, http.StatusBadRequest, CodeInvalidScope, "scope: "+msg)
+	}
 	k := Key{req.Namespace, req.Name}
 	if code := s.authorize(w, r, k); code != 0 {
 		return code
@@ -249,7 +255,7 @@ func (s *Server) assemble(w http.ResponseWriter, r *http.Request) int {
 	}
 	var a *plan.Assembly
 	if p.HasMemory() {
-		a, err = p.AssembleWithMemory(r.Context(), req.Intent, req.Runtime, plan.MemoryOptions{Recall: s.recallFunc(), Query: req.Query, Timeout: s.memTimeout})
+		a, err = p.AssembleWithMemory(r.Context(), req.Intent, req.Runtime, plan.MemoryOptions{Recall: s.recallFunc(), Query: req.Query, Scope: req.Scope, Timeout: s.memTimeout})
 	} else {
 		a, err = p.AssembleContext(r.Context(), req.Intent, req.Runtime)
 	}
@@ -392,13 +398,13 @@ func decodeRequest(body []byte) (req AssembleRequest, status int, code, msg stri
 			}
 			return req, http.StatusBadRequest, CodeInvalidRuntime, "runtime must be an object of strings"
 		}
-		return req, http.StatusBadRequest, CodeMalformed, "the body must be one JSON object {namespace, name, intent, runtime, query}: " + jsonProblem(err)
+		return req, http.StatusBadRequest, CodeMalformed, "the body must be one JSON object {namespace, name, intent, runtime, query, scope}: " + jsonProblem(err)
 	}
 	if len(body) == 0 || body[skipSpace(body, 0)] != '{' {
-		return req, http.StatusBadRequest, CodeMalformed, "the body must be one JSON object {namespace, name, intent, runtime, query}"
+		return req, http.StatusBadRequest, CodeMalformed, "the body must be one JSON object {namespace, name, intent, runtime, query, scope}"
 	}
 	if f, ok := unknownField(body); ok {
-		return req, http.StatusBadRequest, CodeMalformed, fmt.Sprintf("unknown field %q: the fields are namespace, name, intent, runtime and query", f)
+		return req, http.StatusBadRequest, CodeMalformed, fmt.Sprintf("unknown field %q: the fields are namespace, name, intent, runtime, query and scope", f)
 	}
 	return req, 0, "", ""
 }
@@ -419,7 +425,7 @@ func unknownField(body []byte) (string, bool) {
 			return "", false
 		}
 		known := false
-		for _, f := range [...]string{"namespace", "name", "intent", "runtime", "query"} {
+		for _, f := range [...]string{"namespace", "name", "intent", "runtime", "query", "scope"} {
 			known = known || strings.EqualFold(key, f)
 		}
 		if !known {
