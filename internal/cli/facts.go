@@ -234,9 +234,10 @@ func runFactsDelete(args []string, stdout, stderr io.Writer) int {
 	var sf storeFlags
 	sf.register(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: promptops facts delete --bank NS/NAME FACT-ID ...\n\nDeletes the facts, in whichever scope, and every observation that cites one of them; the other sources of those observations go back to pending. One transaction.")
+		fmt.Fprintln(stderr, "Usage: promptops facts delete --bank NS/NAME [--scope SCOPE] FACT-ID ...\n\nDeletes the facts (in every scope that holds one of the ids, unless --scope), and every observation that cites one of them; the other sources of those observations go back to pending. One transaction.")
 		fs.PrintDefaults()
 	}
+	scope := scopeFlag(fs, "facts")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
@@ -255,7 +256,7 @@ func runFactsDelete(args []string, stdout, stderr io.Writer) int {
 		return ExitFailed
 	}
 	defer store.Close()
-	e, err := store.DeleteFacts(ctx, sf.bank, fs.Args())
+	e, err := store.DeleteFacts(ctx, sf.bank, *scope, fs.Args())
 	if err != nil {
 		fmt.Fprintln(stderr, "promptops facts delete:", err)
 		return ExitFailed

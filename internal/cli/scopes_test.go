@@ -76,6 +76,9 @@ func TestScopesVerbs(t *testing.T) {
 	if code != ExitFailed || !strings.Contains(out, "deleted 1 facts and 1 observations") || !strings.Contains(errOut, "1 of the 2 ids name no fact") {
 		t.Fatalf("facts delete: %d %s %s", code, out, errOut)
 	}
+	if code, out, errOut = run(t, "", "facts", "delete", "--bank", "a/b", "--scope", "user:ana", "00000000-0000-4000-8000-00000000000c"); code != ExitFailed || !strings.Contains(out, "deleted 0 facts") {
+		t.Fatalf("facts delete in another scope: %d %s %s", code, out, errOut)
+	}
 	if code, out, errOut = run(t, "", "scopes", "delete", "--bank", "a/b", "user:ana"); code != ExitOK || out != "scope user:ana erased: 1 facts, 1 observations\n" {
 		t.Fatalf("scopes delete: %d %q %s", code, out, errOut)
 	}
@@ -88,6 +91,7 @@ func TestScopesVerbs(t *testing.T) {
 		{"scopes", "delete", "--bank", "a/b"},
 		{"scopes", "export", "--bank", "a/b"},
 		{"facts", "delete", "--bank", "a/b"},
+		{"facts", "delete", "--bank", "a/b", "--scope", "a b", "00000000-0000-4000-8000-00000000000c"},
 		{"observations", "list", "--bank", "a/b", "--scope", "a b"},
 		{"consolidate", "--bank", "a/b", "--llm-base-url", srv.BaseURL(), "--model", "m", "--parallelism", "0"},
 	} {

@@ -29,7 +29,7 @@ const (
 // ScopeStore is what erasure and export need of a bank's store.
 type ScopeStore interface {
 	EraseScope(ctx context.Context, bank, scope string) (consolidation.Erasure, error)
-	DeleteFacts(ctx context.Context, bank string, ids []string) (consolidation.Erasure, error)
+	DeleteFacts(ctx context.Context, bank string, scope *string, ids []string) (consolidation.Erasure, error)
 	ExportScope(ctx context.Context, bank, scope string, fn func(consolidation.Exported) error) error
 }
 
@@ -147,17 +147,27 @@ func (s *Server) eraseScope(w http.ResponseWriter, r *http.Request, bk *Bank) in
 	return writeJSON(w, http.StatusOK, &erased)
 }
 
-// deleteFact answers DELETE /v1/banks/{namespace}/{name}/facts/{id}.
+// deleteFact answers DELETE /v1/banks/{namespace}/{name}/facts/{id}: in
+// the scope of ?scope= ("" for the shared scope) when given, else in
+// every scope that holds a fact of this id.
 func (s *Server) deleteFact(w http.ResponseWriter, r *http.Request, bk *Bank) int {
 	id := r.PathValue("id")
 	if id == "" || len(id) > MaxFactIDBytes {
 		return writeError(w, http.StatusBadRequest, CodeInvalidFact, fmt.Sprintf("id: %d bytes, want 1..%d", len(id), MaxFactIDBytes))
 	}
+	var scope *string
+	if q := r.URL.Query(); q.Has("scope") {
+		sc := q.Get("scope")
+		if msg := memscope.Problem(sc); msg != "" {
+			return writeError(w, http.StatusBadRequest, CodeInvalidScope, "scope: "+msg)
+		}
+		scope = &sc
+	}
 	st, ok := bk.Store.(ScopeStore)
 	if !ok {
 		return writeError(w, http.StatusNotImplemented, "NotImplemented", "this bank's store does not erase")
 	}
-	erased, err := st.DeleteFacts(r.Context(), bk.Namespace+"/"+bk.Name, []string{id})
+	erased, err := st.DeleteFacts(r.Context(), bk.Namespace+"/"+bk.Name, scope, []string{id})
 	if err != nil {
 		return s.storeFailed(w, r, bk, "Deleting a fact failed", err)
 	}

@@ -392,3 +392,30 @@ func TestBankRetainConsolidateRecall(t *testing.T) {
 		}
 	})
 }
+
+// DELETE .../facts/{id}?scope= deletes in that scope only; without it, in
+// every scope that holds the id (an id is unique per scope).
+func TestDeleteFactInAScope(t *testing.T) {
+	b := newBankServer(t, "sqlite://"+filepath.Join(t.TempDir(), "bank.db"), nil, BankLimits{}, nil)
+	if code, out := b.post(t, "facts", "", []byte(`{"facts": [{"id": "f1", "scope": "user:ana", "text": "Ana moved to Porto"}, {"id": "f1", "scope": "user:bob", "text": "Bob moved to Faro"}]}`)); code != http.StatusOK {
+		t.Fatalf("retain: %d %s", code, out)
+	}
+	for _, tc := range []struct {
+		endpoint string
+		want     int
+		body     string
+	}{
+		{"facts/f1?scope=user:ana", http.StatusOK, `"facts":1`},
+		{"facts/f1?scope=user:ana", http.StatusNotFound, `"code":"FactNotFound"`},
+		{"facts/f1?scope=a%2Fb", http.StatusBadRequest, `"code":"InvalidScope"`},
+		{"facts/f1?scope=", http.StatusNotFound, `"code":"FactNotFound"`}, // the shared scope has none
+		{"facts/f1", http.StatusOK, `"facts":1`},
+	} {
+		if code, out := b.do(t, http.MethodDelete, tc.endpoint, "", nil); code != tc.want || !strings.Contains(string(out), tc.body) {
+			t.Errorf("DELETE %s: %d %s, want %d with %s", tc.endpoint, code, out, tc.want, tc.body)
+		}
+	}
+	if n := b.factCount(t); n != 0 {
+		t.Errorf("%d facts left", n)
+	}
+}

@@ -58,19 +58,26 @@ func (s *Store) EraseScope(ctx context.Context, bank, scope string) (consolidati
 	return out, nil
 }
 
-// DeleteFacts removes facts of the bank by id, in whichever scope holds
-// them, in one transaction: each fact with its vector, every observation
+// DeleteFacts removes facts of the bank by id, in the scope given or, when
+// scope is nil, in whichever scope holds them, in one transaction: each fact with its vector, every observation
 // that cites one of them (with its vectors, sources and history: an
 // observation may say what the fact said), and it puts the other source
 // facts of those observations back to pending, so the next run rebuilds
 // what they alone support.
-func (s *Store) DeleteFacts(ctx context.Context, bank string, ids []string) (consolidation.Erasure, error) {
+func (s *Store) DeleteFacts(ctx context.Context, bank string, scope *string, ids []string) (consolidation.Erasure, error) {
 	var out consolidation.Erasure
 	var keys []string
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		byKey, err := s.factKeysOf(ctx, tx, bank, ids)
 		if err != nil {
 			return err
+		}
+		if scope != nil {
+			for key := range byKey {
+				if key != consolidation.BankKey(bank, *scope) {
+					delete(byKey, key)
+				}
+			}
 		}
 		keys = keys[:0]
 		for key := range byKey {

@@ -386,7 +386,7 @@ func TestDeleteFactRequeuesOtherSources(t *testing.T) {
 		if _, err := engine(s, srv, nil).Run(ctx); err != nil {
 			t.Fatal(err)
 		}
-		erased, err := s.DeleteFacts(ctx, bank, []string{"f1"})
+		erased, err := s.DeleteFacts(ctx, bank, nil, []string{"f1"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -412,6 +412,29 @@ func TestDeleteFactRequeuesOtherSources(t *testing.T) {
 					t.Errorf("%s still holds the deleted fact or what cited it: %s", table, r)
 				}
 			}
+		}
+		// An id is unique per scope: given a scope, only that scope's fact
+		// goes; without one, every scope's.
+		importFacts(t, s,
+			consolidation.Fact{ID: "same", Scope: "bob", Text: "Bob said so."},
+			consolidation.Fact{ID: "same", Scope: "carl", Text: "Carl said so."},
+			consolidation.Fact{ID: "same", Text: "Everyone said so."})
+		bob := "bob"
+		if erased, err := s.DeleteFacts(ctx, bank, &bob, []string{"same"}); err != nil || erased.Facts != 1 {
+			t.Fatalf("scoped delete: %+v %v", erased, err)
+		}
+		left, _ := s.ListFacts(ctx, bank, nil, "", 100)
+		var scopes []string
+		for _, f := range left {
+			if f.ID == "same" {
+				scopes = append(scopes, f.Scope)
+			}
+		}
+		if fmt.Sprint(scopes) != "[carl ]" && fmt.Sprint(scopes) != "[ carl]" {
+			t.Errorf("after deleting bob's: the id is left in scopes %q", scopes)
+		}
+		if erased, err := s.DeleteFacts(ctx, bank, nil, []string{"same"}); err != nil || erased.Facts != 2 {
+			t.Fatalf("unscoped delete: %+v %v", erased, err)
 		}
 	})
 }
