@@ -184,8 +184,8 @@ help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*?##/ { printf "  %-18s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
 .PHONY: bench-bank
-bench-bank: build ## Load-test the bank API of promptops serve --bank over loopback: 10,000 observations, SQLite and PostgreSQL (BENCH_CLIENTS=1,2,8 BENCH_DURATION=5s).
-	go run ./bench/bank -bin $(BIN)/promptops -clients $(BENCH_CLIENTS) -duration $(BENCH_DURATION)
+bench-bank: build ## Load-test the bank API of promptops serve --bank over loopback: 10,000 observations, SQLite and PostgreSQL (BENCH_CLIENTS=1,2,8 BENCH_DURATION=5s; BENCH_MODES=scoped: 10,000 scopes, consolidation, erasure).
+	go run ./bench/bank -bin $(BIN)/promptops -clients $(BENCH_CLIENTS) -duration $(BENCH_DURATION) $(if $(BENCH_MODES),-modes $(BENCH_MODES))
 
 .PHONY: bench-scale
 bench-scale: build envtest ## PromptTemplate controller at scale: 1,000 templates (N=...).

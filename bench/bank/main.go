@@ -9,7 +9,13 @@
 // by a second process with --plans-dir only (recall over HTTP, as a
 // sidecar calls a served bank).
 //
+// -modes scoped (scoped.go) measures a bank of scopes instead: recall
+// within a scope of 10,000 (10 observations each), consolidation of 2,000
+// facts over 500 scopes in this process with a scripted LLM, and the
+// erasure of one scope.
+//
 //	go build -o bin/promptops . && go run ./bench/bank
+//	go run ./bench/bank -modes scoped -duration 5s
 package main
 
 import (
@@ -44,17 +50,49 @@ const bank = "bench/memory"
 func main() {
 	bin := flag.String("bin", "bin/promptops", "The promptops binary.")
 	stores := flag.String("stores", "sqlite,postgres", "Stores to measure, comma-separated.")
-	modes := flag.String("modes", "recall,assemble,retain", "What to drive, comma-separated: recall, assemble, retain.")
+	modes := flag.String("modes", "recall,assemble,retain", "What to drive, comma-separated: recall, assemble, retain, scoped (a bank of scopes of its own: scoped recall, consolidation, erasure).")
 	clients := flag.String("clients", "1,2,8", "Concurrent keep-alive clients of recall, comma-separated.")
 	retainClients := flag.Int("retain-clients", 4, "Concurrent clients posting facts.")
 	n := flag.Int("observations", 10000, "Observations seeded.")
 	dims := flag.Int("dims", 1536, "Dimensions of the scripted embeddings.")
 	duration := flag.Duration("duration", 5*time.Second, "How long each scenario runs.")
+	sc := scopedConfig{}
+	flag.IntVar(&sc.scopes, "scopes", 10000, "scoped: scopes served.")
+	flag.IntVar(&sc.perScope, "per-scope", 10, "scoped: observations of each scope served.")
+	flag.IntVar(&sc.clients, "scoped-clients", 8, "scoped: concurrent keep-alive clients of scoped recall.")
+	flag.IntVar(&sc.erasures, "erasures", 200, "scoped: scopes erased, one after another.")
+	flag.IntVar(&sc.consFacts, "consolidate-facts", 2000, "scoped: pending facts consolidated.")
+	flag.IntVar(&sc.consScopes, "consolidate-scopes", 500, "scoped: scopes the consolidated facts are spread over.")
+	flag.IntVar(&sc.maxFacts, "max-facts", 0, "scoped: the consolidation run's MaxFacts; 0 is -consolidate-facts.")
+	flag.IntVar(&sc.batch, "batch-size", 0, "scoped: facts a consolidation batch; 0 is the default batch size.")
+	parallelism := flag.String("parallelism", "1,4", "scoped: consolidation parallelisms, comma-separated, each on fresh data.")
+	flag.BoolVar(&sc.embed, "consolidate-embeddings", false, "scoped: consolidate with the scripted embeddings server too (its handler time is taken off as the LLM's).")
 	flag.Parse()
+	sc.bin, sc.dims, sc.duration, sc.parallelism = *bin, *dims, *duration, splitInts(*parallelism)
+	var served []string
+	scoped := false
+	for _, m := range strings.Split(*modes, ",") {
+		switch m = strings.TrimSpace(m); m {
+		case "scoped":
+			scoped = true
+		case "":
+		default:
+			served = append(served, m)
+		}
+	}
 	for _, st := range strings.Split(*stores, ",") {
-		if err := run(os.Stdout, strings.TrimSpace(st), *bin, splitInts(*clients), *retainClients, *n, *dims, *duration, strings.Split(*modes, ",")); err != nil {
-			fmt.Fprintln(os.Stderr, "bench/bank:", err)
-			os.Exit(1)
+		st = strings.TrimSpace(st)
+		if len(served) > 0 {
+			if err := run(os.Stdout, st, *bin, splitInts(*clients), *retainClients, *n, *dims, *duration, served); err != nil {
+				fmt.Fprintln(os.Stderr, "bench/bank:", err)
+				os.Exit(1)
+			}
+		}
+		if scoped {
+			if err := runScoped(os.Stdout, st, sc); err != nil {
+				fmt.Fprintln(os.Stderr, "bench/bank:", err)
+				os.Exit(1)
+			}
 		}
 	}
 }
