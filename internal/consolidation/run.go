@@ -58,8 +58,11 @@ type runState struct {
 	// tokens are the tokens used, every scope's; reserved those of the
 	// calls under way, at their caps.
 	tokens, reserved int64
-	// taken counts the facts claimed (or being claimed) toward MaxFacts.
-	taken int
+	// taken counts the facts claimed toward MaxFacts, booked those of the
+	// claims under way (at their limits); settled is signalled when a
+	// booking settles or the run stops.
+	taken, booked int
+	settled       *sync.Cond
 	// bankCount is the bank's observations, every scope's.
 	bankCount int
 	// stopped is set when the run must start nothing more: the budget
@@ -107,31 +110,55 @@ func (st *runState) counted(delta int) {
 	st.mu.Unlock()
 }
 
-// take books up to n facts toward max; 0 when the run has taken its
-// share or stopped. untake gives back what a claim did not get.
+// take books up to n facts toward max for a claim; 0 when the run has
+// taken its share or stopped. While claims under way may still give back
+// part of their bookings, it waits for them to settle rather than answer 0
+// (a scope is not dropped from the run, nor its batch split, because
+// others booked whole batches). Every booking settles in the goroutine that claims, so the
+// wait never depends on a scope's turn.
 func (st *runState) take(n, max int) int {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if st.stopped {
-		return 0
+	for {
+		if st.stopped {
+			return 0
+		}
+		// A part of a batch only when no claim may give facts back: a
+		// scope's batch is not split because others' are under way.
+		if free := max - st.taken - st.booked; free >= n || (free > 0 && st.booked == 0) {
+			n = min(n, free)
+			st.booked += n
+			return n
+		}
+		if st.booked == 0 {
+			return 0
+		}
+		st.settled.Wait()
 	}
-	n = min(n, max-st.taken)
-	if n <= 0 {
-		return 0
-	}
-	st.taken += n
-	return n
 }
 
-func (st *runState) untake(n int) {
+// claimed settles a booking of n facts with the got the claim found.
+func (st *runState) claimed(n, got int) {
+	st.mu.Lock()
+	st.booked -= n
+	st.taken += got
+	st.settled.Broadcast()
+	st.mu.Unlock()
+}
+
+// unclaim gives back n claimed facts the run did not work on (released at
+// its end).
+func (st *runState) unclaim(n int) {
 	st.mu.Lock()
 	st.taken -= n
+	st.settled.Broadcast()
 	st.mu.Unlock()
 }
 
 func (st *runState) stop() {
 	st.mu.Lock()
 	st.stopped = true
+	st.settled.Broadcast()
 	st.mu.Unlock()
 }
 
@@ -175,6 +202,7 @@ func (e *Engine) Run(ctx context.Context) (Summary, error) {
 	e.Settings.Defaults()
 	s := e.Settings
 	st := &runState{}
+	st.settled = sync.NewCond(&st.mu)
 	st.sum.MissionHash = MissionHash(s.Mission)
 	st.sum.Recall = recallMode(e)
 	enc, err := tokens.Get(s.Encoding)
@@ -329,8 +357,8 @@ func (r *run) step(ctx context.Context, othersWaiting func() bool) (more bool, e
 		}
 		now := r.now()
 		facts, err = r.Store.ClaimFacts(ctx, s.Bank, r.id, limit, now, now.Add(s.ClaimLease))
+		r.st.claimed(limit, len(facts))
 	}
-	r.st.untake(limit - len(facts))
 	if err != nil {
 		return false, fmt.Errorf("store: claiming facts: %w", err)
 	}
@@ -366,8 +394,8 @@ func (r *run) step(ctx context.Context, othersWaiting func() bool) (more bool, e
 // store are stored.
 func (r *run) done(ctx context.Context) {
 	if r.next != nil {
-		_, _ = r.next.wait()
-		r.st.untake(r.next.limit)
+		facts, _ := r.next.wait()
+		r.st.unclaim(len(facts))
 		r.next = nil
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -398,6 +426,7 @@ func (r *run) claimNext(ctx context.Context) *nextClaim {
 	go func() {
 		defer close(c.done)
 		c.facts, c.err = r.Store.ClaimFacts(ctx, s.Bank, r.id, limit, now, now.Add(s.ClaimLease))
+		r.st.claimed(limit, len(c.facts))
 	}()
 	return c
 }
@@ -412,6 +441,7 @@ func (r *run) cutShort() {
 	st := r.st
 	st.mu.Lock()
 	st.stopped = true
+	st.settled.Broadcast()
 	first := st.sum.CutShort == ""
 	if first {
 		st.sum.CutShort = fmt.Sprintf("maxTokensPerRun (%d) reached after %d tokens: no further LLM call was started and the remaining facts stay pending for the next run",

@@ -112,14 +112,17 @@ type MemIndex struct {
 	dims  int
 	words int // uint64 words of signs per vector
 	ids   []string
-	data  [][]int8   // blocks of blockRows vectors
+	data  [][]int8   // blocks of blockRows vectors (the last may hold fewer)
 	bits  [][]uint64 // their signs, block by block
 	scale []float32
 	pos   map[string]int
+	want  int // rows Grow made room for
 }
 
-// blockRows is how many vectors a block of MemIndex holds: 1.5 MB at 1,536
-// dimensions.
+// blockRows is how many vectors a block of MemIndex holds at most: 1.5 MB
+// at 1,536 dimensions. The last block starts at the size Grow asked for (or
+// one row) and doubles, so a small index (one user's scope) holds what it
+// needs, not a whole block.
 const blockRows = 1024
 
 // vec is row i's int8 vector.
@@ -147,6 +150,7 @@ func (m *MemIndex) Grow(n int) {
 	}
 	m.ids = slices.Grow(m.ids, n)
 	m.scale = slices.Grow(m.scale, n)
+	m.want = max(m.want, len(m.ids)+n)
 	if len(m.pos) == 0 {
 		m.pos = make(map[string]int, n)
 	}
@@ -227,13 +231,32 @@ func (m *MemIndex) slot(id string) int {
 		i = len(m.ids)
 		m.pos[id] = i
 		m.ids = append(m.ids, id)
-		if i/blockRows == len(m.data) {
-			m.data = append(m.data, make([]int8, blockRows*m.dims))
-			m.bits = append(m.bits, make([]uint64, blockRows*m.words))
-		}
+		m.room(i)
 		m.scale = append(m.scale, 0)
 	}
 	return i
+}
+
+// room makes row i's block hold row i: a new block, or the last one grown
+// to twice its rows (or to what Grow asked for), at most blockRows.
+func (m *MemIndex) room(i int) {
+	b, r := i/blockRows, i%blockRows
+	if b == len(m.data) {
+		m.data, m.bits = append(m.data, nil), append(m.bits, nil)
+	}
+	have := 0
+	if m.words > 0 {
+		have = len(m.bits[b]) / m.words
+	}
+	if r < have {
+		return
+	}
+	rows := min(blockRows, max(r+1, 2*have, m.want-b*blockRows))
+	data := make([]int8, rows*m.dims)
+	copy(data, m.data[b])
+	bits := make([]uint64, rows*m.words)
+	copy(bits, m.bits[b])
+	m.data[b], m.bits[b] = data, bits
 }
 
 // Put adds or replaces id's vector; a vector of another dimension is ignored.

@@ -206,3 +206,49 @@ func TestNearestGroupedEqualsOneByOne(t *testing.T) {
 		}
 	}
 }
+
+// rows is how many vectors m's blocks have room for.
+func (m *MemIndex) rows() int {
+	n := 0
+	for _, b := range m.data {
+		n += len(b) / m.dims
+	}
+	return n
+}
+
+// TestMemIndexHoldsWhatItNeeds: a scope of ten vectors does not take a
+// block of 1,024; grown row by row a block doubles up to blockRows, and
+// every vector stays where it was put across the growth.
+func TestMemIndexHoldsWhatItNeeds(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	const d = 64
+	small := NewMemIndex(d)
+	for i := range 10 {
+		small.Put(fmt.Sprint(i), randVec(rng, d))
+	}
+	if got := small.rows(); got > 16 {
+		t.Errorf("10 vectors hold room for %d", got)
+	}
+	sized := NewMemIndex(d)
+	sized.Grow(10)
+	for i := range 10 {
+		sized.Put(fmt.Sprint(i), randVec(rng, d))
+	}
+	if got := sized.rows(); got != 10 {
+		t.Errorf("Grow(10) then 10 vectors: room for %d", got)
+	}
+	big := NewMemIndex(d)
+	vecs := make([][]float32, 2100)
+	for i := range vecs {
+		vecs[i] = randVec(rng, d)
+		big.Put(fmt.Sprint(i), vecs[i])
+	}
+	if len(big.data) != 3 || len(big.data[0]) != blockRows*d || len(big.data[1]) != blockRows*d || big.rows() > 2*blockRows+128 {
+		t.Errorf("2,100 vectors: %d blocks, room for %d", len(big.data), big.rows())
+	}
+	for _, i := range []int{0, 1, 511, 1023, 1024, 2099} {
+		if hits := big.Nearest([][]float32{vecs[i]}, 1, 0.99); len(hits[0]) != 1 || hits[0][0].ID != fmt.Sprint(i) {
+			t.Errorf("vector %d after growth: %+v", i, hits)
+		}
+	}
+}

@@ -438,3 +438,34 @@ func TestDeleteFactRequeuesOtherSources(t *testing.T) {
 		}
 	})
 }
+
+// TestParallelRunTakesEveryScope: with maxFactsPerRun exactly the pending
+// facts and scopes of fewer facts than a batch, parallel claims that book
+// whole batches never make the run drop a scope: every fact is
+// consolidated, one LLM call per scope.
+func TestParallelRunTakesEveryScope(t *testing.T) {
+	eachStore(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		const scopes, each = 60, 3
+		for round := range 3 {
+			var facts []consolidation.Fact
+			for i := range scopes {
+				for j := range each {
+					facts = append(facts, consolidation.Fact{ID: fmt.Sprintf("r%d-f%d-%d", round, i, j), Scope: fmt.Sprintf("r%d-u%d", round, i), Text: fmt.Sprintf("User %d of round %d said thing %d.", i, round, j)})
+				}
+			}
+			importFacts(t, s, facts...)
+			srv := llmtest.New(llmtest.OnePerFact)
+			sum, err := engine(s, srv, func(set *consolidation.Settings) {
+				set.MaxFacts, set.Parallelism = scopes*each, 4
+			}).Run(ctx)
+			srv.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sum.FactsConsolidated != scopes*each || sum.LLMCalls != scopes || sum.PendingFacts != 0 {
+				t.Fatalf("round %d: %d facts consolidated, %d LLM calls, %d pending; want %d, %d, 0", round, sum.FactsConsolidated, sum.LLMCalls, sum.PendingFacts, scopes*each, scopes)
+			}
+		}
+	})
+}
