@@ -65,6 +65,7 @@ func runServe(args []string, _ io.Reader, _, stderr io.Writer) int {
 	emb.register(fs, &envErrs)
 	maxFacts := fs.Int("max-facts-per-request", serve.DefaultMaxFactsPerRequest, "With --bank, the most facts one POST .../facts may carry; more get 413.")
 	maxRetain := fs.Int64("max-retain-bytes", serve.DefaultMaxRetainBytes, "With --bank, the largest body of POST .../facts; larger ones get 413.")
+	indexCache := fs.Int64("index-cache-bytes", serve.DefaultIndexCacheBytes, "With --bank, the most bytes of scopes' indexes held in memory beside the shared scope's; the least recently used scope's are dropped and loaded from the store again when asked.")
 	memTokenFile := fs.String("memory-token-file", "", "Bearer token sent to the memory banks that fill memory sections (re-read when it changes); default: the pod's ServiceAccount token ("+serve.DefaultServiceAccountTokenFile+") when it exists, else none.")
 	memTimeout := fs.Duration("memory-timeout", plan.DefaultMemoryTimeout, "Longest a memory section's recall may take; a slower or failed recall leaves the section empty and the answer says so.")
 	zapOpts := zap.Options{}
@@ -160,6 +161,11 @@ func runServe(args []string, _ io.Reader, _, stderr io.Writer) int {
 			return ExitInvalid
 		}
 		defer closeBank()
+		if *indexCache < 1 {
+			fmt.Fprintln(stderr, "promptops serve: --index-cache-bytes must be at least 1")
+			return ExitInvalid
+		}
+		bank.IndexCacheBytes = *indexCache
 		opts.Banks = []*serve.Bank{bank}
 		opts.BankLimits = serve.BankLimits{MaxFactsPerRequest: *maxFacts, MaxRetainBytes: *maxRetain}
 	}

@@ -169,6 +169,43 @@ type bankMemory struct {
 	lexMu sync.Mutex // LexIndex.Search reuses scratch space
 	lex   *LexIndex
 	vec   *MemIndex
+	// bytes estimates what it holds (Recaller.Bytes).
+	bytes int64
+}
+
+// Estimates of what a loaded observation holds beside its text: the
+// record, its map entry and ids, and its lexical postings (about three
+// times its text); a vector holds its int8 row, its signs and its id.
+const (
+	memObsBytes    = 320
+	memSourceBytes = 64
+	memLexPerByte  = 3
+	memVectorBytes = 100
+)
+
+// estimate sets m.bytes from what m holds.
+func (m *bankMemory) estimate() {
+	var n int64
+	for _, o := range m.obs {
+		n += memObsBytes + int64(len(o.Text))*(1+memLexPerByte) + int64(len(o.SourceFactIDs))*memSourceBytes
+		for _, t := range o.tags {
+			n += int64(len(t)) + 16
+		}
+	}
+	if m.vec != nil {
+		n += int64(m.vec.rows()) * int64(m.vec.dims+8*m.vec.words+memVectorBytes)
+	}
+	m.bytes = n
+}
+
+// Bytes estimates the memory the Recaller's loaded copy of its bank holds
+// (0 before the first recall): its observations, their lexical index and
+// their vectors.
+func (r *Recaller) Bytes() int64 {
+	if m := r.cur.Load(); m != nil {
+		return m.bytes
+	}
+	return 0
 }
 
 type memObs struct {
@@ -280,6 +317,7 @@ func (r *Recaller) loadLocked(ctx context.Context, gen Generation, sp Space) (*b
 	if old := r.cur.Load(); old != nil && old.sp.Dims > 0 && sp.Dims == 0 && old.gen == gen {
 		return old, nil
 	}
+	m.estimate()
 	r.cur.Store(m)
 	return m, nil
 }

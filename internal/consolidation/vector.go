@@ -307,6 +307,17 @@ func (m *MemIndex) Remove(id string) {
 	m.scale = m.scale[:last]
 }
 
+// rows is how many vectors m's blocks have room for.
+func (m *MemIndex) rows() int {
+	n := 0
+	for _, b := range m.bits {
+		if m.words > 0 {
+			n += len(b) / m.words
+		}
+	}
+	return n
+}
+
 // Len is the number of vectors held.
 func (m *MemIndex) Len() int { return len(m.ids) }
 

@@ -207,15 +207,6 @@ func TestNearestGroupedEqualsOneByOne(t *testing.T) {
 	}
 }
 
-// rows is how many vectors m's blocks have room for.
-func (m *MemIndex) rows() int {
-	n := 0
-	for _, b := range m.data {
-		n += len(b) / m.dims
-	}
-	return n
-}
-
 // TestMemIndexHoldsWhatItNeeds: a scope of ten vectors does not take a
 // block of 1,024; grown row by row a block doubles up to blockRows, and
 // every vector stays where it was put across the growth.

@@ -76,6 +76,9 @@ type Bank struct {
 	Recaller        *consolidation.Recaller
 	// Encoding counts recall's tokens.
 	Encoding string
+	// IndexCacheBytes bounds the indexes of the bank's scopes held in
+	// memory, beside the shared scope's; DefaultIndexCacheBytes when 0.
+	IndexCacheBytes int64
 
 	once   sync.Once
 	scoped *scopeRecallers

@@ -183,21 +183,8 @@ func TestAssembleScopedMemory(t *testing.T) {
 	defer store.Close()
 	const bank = "shop/customers"
 	seedObservations(t, store, bank, consolidation.Fact{ID: "s1", Text: "The customer is reached by email until six"})
-	for _, u := range []struct{ scope, text string }{{"user:ana", "The customer prefers email"}, {"user:bob", "The customer prefers a phone call"}} {
-		key := consolidation.BankKey(bank, u.scope)
-		if _, err := store.ImportFacts(ctx, bank, []consolidation.Fact{{ID: "f-" + u.scope, Scope: u.scope, Text: u.text}}); err != nil {
-			t.Fatal(err)
-		}
-		now := time.Now()
-		claimed, err := store.ClaimFacts(ctx, key, "t", 1, now, now.Add(time.Hour))
-		if err != nil || len(claimed) != 1 {
-			t.Fatal(len(claimed), err)
-		}
-		ops := consolidation.Ops{Creates: []consolidation.Create{{Text: u.text, SourceFactIDs: []string{claimed[0].ID}}}}
-		if _, err := store.Apply(ctx, key, "t", ops, []string{claimed[0].ID}, now); err != nil {
-			t.Fatal(err)
-		}
-	}
+	seedScope(t, store, bank, "user:ana", "The customer prefers email")
+	seedScope(t, store, bank, "user:bob", "The customer prefers a phone call")
 	const ask = `{"namespace":"shop","name":"support","intent":"chat","runtime":{"question":"Hi"},"query":"How does the customer like to be reached by email?","scope":%q}`
 	for _, shared := range []bool{false, true} {
 		s := New(Options{Log: logr.Discard(), Banks: []*Bank{{Namespace: "shop", Name: "customers", Store: store,
@@ -230,5 +217,79 @@ func TestAssembleScopedMemory(t *testing.T) {
 	ts := memoryServer(t, scopedMemoryPlanJSON(t, remote.URL, plan.MemoryScope{FromRequest: true, IncludeShared: true}), "", 0)
 	if code, _ := assembleMemory(t, ts.URL, fmt.Sprintf(ask, "user:bob")); code != 200 || got.Scope != "user:bob" || !got.IncludeShared {
 		t.Errorf("over HTTP: %d, asked %+v", code, got)
+	}
+}
+
+// seedScope stores a fact in a scope of bank and an observation of its
+// text, as a run would.
+func seedScope(t *testing.T, store *sqlstore.Store, bank, scope, text string) {
+	t.Helper()
+	ctx := context.Background()
+	key := consolidation.BankKey(bank, scope)
+	if _, err := store.ImportFacts(ctx, bank, []consolidation.Fact{{ID: "f-" + scope, Scope: scope, Text: text}}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	claimed, err := store.ClaimFacts(ctx, key, "t", 1, now, now.Add(time.Hour))
+	if err != nil || len(claimed) != 1 {
+		t.Fatal(len(claimed), err)
+	}
+	ops := consolidation.Ops{Creates: []consolidation.Create{{Text: text, SourceFactIDs: []string{claimed[0].ID}}}}
+	if _, err := store.Apply(ctx, key, "t", ops, []string{claimed[0].ID}, now); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The scopes' indexes a served bank holds stay within IndexCacheBytes,
+// the least recently used dropped first; the most recent is kept whatever
+// its size, and a dropped scope is loaded again when asked.
+func TestScopeIndexCacheIsBoundedInBytes(t *testing.T) {
+	ctx := context.Background()
+	store, err := sqlstore.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "bank.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	const bank = "shop/customers"
+	users := []string{"u1", "u2", "u3", "u4"}
+	for _, u := range users {
+		seedScope(t, store, bank, u, "The customer "+u+" prefers email over phone calls")
+	}
+	recall := func(bk *Bank, scope string) {
+		t.Helper()
+		items, err := recallScoped(ctx, bk, scope, false, consolidation.Query{Text: "Does the customer prefer email?", Limit: 5})
+		if err != nil || len(items) != 1 || !strings.Contains(items[0].Text, scope) {
+			t.Fatalf("%s: %+v %v", scope, items, err)
+		}
+	}
+	// One scope's size, measured alone.
+	one := &Bank{Namespace: "shop", Name: "customers", Store: store, Recaller: &consolidation.Recaller{Store: store, Bank: bank}, IndexCacheBytes: 1}
+	recall(one, "u1")
+	size := one.scopes().bytes
+	if size <= 0 || one.scopes().lru.Len() != 1 {
+		t.Fatalf("one scope: %d bytes, %d held", size, one.scopes().lru.Len())
+	}
+	recall(one, "u2")
+	if one.scopes().lru.Len() != 1 || one.scopes().byName["u2"] == nil {
+		t.Fatalf("a bound below one scope keeps the most recent only: %d held", one.scopes().lru.Len())
+	}
+	two := &Bank{Namespace: "shop", Name: "customers", Store: store, Recaller: &consolidation.Recaller{Store: store, Bank: bank}, IndexCacheBytes: 2*size + size/2}
+	for _, u := range []string{"u1", "u2", "u3", "u1", "u4"} {
+		recall(two, u)
+	}
+	sc := two.scopes()
+	if sc.lru.Len() != 2 || sc.byName["u1"] == nil || sc.byName["u4"] == nil || sc.bytes > sc.max {
+		t.Fatalf("held %d scopes (%d bytes of %d): u1 %v u4 %v", sc.lru.Len(), sc.bytes, sc.max, sc.byName["u1"] != nil, sc.byName["u4"] != nil)
+	}
+	var sum int64
+	for e := sc.lru.Front(); e != nil; e = e.Next() {
+		sum += e.Value.(*scopeRecaller).r.Bytes()
+	}
+	if sum != sc.bytes {
+		t.Errorf("bytes counted %d, held %d", sc.bytes, sum)
+	}
+	sc.drop("u1")
+	if sc.lru.Len() != 1 || sc.bytes != size {
+		t.Errorf("after dropping u1: %d held, %d bytes", sc.lru.Len(), sc.bytes)
 	}
 }

@@ -2,6 +2,7 @@ package serve
 
 import (
 	"bufio"
+	"container/list"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -33,23 +34,29 @@ type ScopeStore interface {
 	ExportScope(ctx context.Context, bank, scope string, fn func(consolidation.Exported) error) error
 }
 
-// maxScopeRecallers bounds the scopes whose indexes a served bank keeps;
-// the least recently used scope's are dropped (and loaded again from the
-// store when it is asked again).
-const maxScopeRecallers = 1024
+// DefaultIndexCacheBytes bounds, when Bank.IndexCacheBytes is 0, the
+// indexes of a served bank's scopes held in memory (beside its shared
+// scope's): about 3,000 scopes of ten observations with 1,536-dimension
+// vectors. The least recently used scope's go first and are loaded from
+// the store again when asked.
+const DefaultIndexCacheBytes = 64 << 20
 
 // scopeRecallers are a bank's recallers per scope, the shared scope's
-// first, the others made from it and kept while recently used.
+// first, the others made from it and kept while recently used, within a
+// bound of bytes.
 type scopeRecallers struct {
 	mu     sync.Mutex
 	shared *consolidation.Recaller
-	byName map[string]*scopeRecaller
-	tick   uint64
+	max    int64
+	byName map[string]*list.Element // of *scopeRecaller, most recent first
+	lru    list.List
+	bytes  int64 // the sum of the entries' bytes as last seen
 }
 
 type scopeRecaller struct {
-	r    *consolidation.Recaller
-	used uint64
+	name  string
+	r     *consolidation.Recaller
+	bytes int64
 }
 
 // get returns the recaller of scope ("" the shared one).
@@ -59,32 +66,54 @@ func (s *scopeRecallers) get(bank, scope string) *consolidation.Recaller {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.tick++
-	if sr := s.byName[scope]; sr != nil {
-		sr.used = s.tick
-		return sr.r
-	}
 	if s.byName == nil {
-		s.byName = map[string]*scopeRecaller{}
+		s.byName = map[string]*list.Element{}
 	}
-	if len(s.byName) >= maxScopeRecallers {
-		oldest, at := "", ^uint64(0)
-		for name, sr := range s.byName {
-			if sr.used < at {
-				oldest, at = name, sr.used
-			}
-		}
-		delete(s.byName, oldest)
+	if e := s.byName[scope]; e != nil {
+		s.lru.MoveToFront(e)
+		return e.Value.(*scopeRecaller).r
 	}
-	r := s.shared.ForKey(consolidation.BankKey(bank, scope))
-	s.byName[scope] = &scopeRecaller{r: r, used: s.tick}
-	return r
+	sr := &scopeRecaller{name: scope, r: s.shared.ForKey(consolidation.BankKey(bank, scope))}
+	s.byName[scope] = s.lru.PushFront(sr)
+	return sr.r
+}
+
+// loaded counts what a scope's recaller holds after a recall (which may
+// have loaded or reloaded its copy) and drops the least recently used
+// scopes over the bound.
+func (s *scopeRecallers) loaded(scope string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.byName[scope]; e != nil {
+		sr := e.Value.(*scopeRecaller)
+		b := sr.r.Bytes()
+		s.bytes += b - sr.bytes
+		sr.bytes = b
+	}
+	s.evict()
+}
+
+// evict drops the least recently used scopes while the bytes are over the
+// bound, never the most recent one.
+func (s *scopeRecallers) evict() {
+	for s.bytes > s.max && s.lru.Len() > 1 {
+		s.remove(s.lru.Back())
+	}
+}
+
+func (s *scopeRecallers) remove(e *list.Element) {
+	sr := e.Value.(*scopeRecaller)
+	s.lru.Remove(e)
+	delete(s.byName, sr.name)
+	s.bytes -= sr.bytes
 }
 
 // drop forgets a scope's recaller (after its erasure).
 func (s *scopeRecallers) drop(scope string) {
 	s.mu.Lock()
-	delete(s.byName, scope)
+	if e := s.byName[scope]; e != nil {
+		s.remove(e)
+	}
 	s.mu.Unlock()
 }
 
@@ -93,6 +122,9 @@ func (s *scopeRecallers) drop(scope string) {
 func recallScoped(ctx context.Context, bk *Bank, scope string, includeShared bool, q consolidation.Query) ([]consolidation.Recalled, error) {
 	bank := bk.Namespace + "/" + bk.Name
 	items, _, err := bk.scopes().get(bank, scope).Recall(ctx, q)
+	if scope != "" {
+		bk.scopes().loaded(scope)
+	}
 	if err != nil || scope == "" || !includeShared {
 		return items, err
 	}
@@ -109,7 +141,12 @@ func recallScoped(ctx context.Context, bk *Bank, scope string, includeShared boo
 }
 
 func (b *Bank) scopes() *scopeRecallers {
-	b.once.Do(func() { b.scoped = &scopeRecallers{shared: b.Recaller} })
+	b.once.Do(func() {
+		b.scoped = &scopeRecallers{shared: b.Recaller, max: b.IndexCacheBytes}
+		if b.scoped.max <= 0 {
+			b.scoped.max = DefaultIndexCacheBytes
+		}
+	})
 	return b.scoped
 }
 

@@ -27,7 +27,7 @@ func (s *Store) ScanRecallable(ctx context.Context, bank string, fn func(o conso
 		tags []string
 	}
 	srcs := map[string]*src{}
-	rows, err := s.db.QueryContext(ctx, s.q(`SELECT s.observation_id, s.fact_id, f.tags FROM promptops_observation_sources s
+	rows, err := s.scan.QueryContext(ctx, s.q(`SELECT s.observation_id, s.fact_id, f.tags FROM promptops_observation_sources s
 		JOIN promptops_facts f ON f.bank = s.bank AND f.id = s.fact_id WHERE s.bank = $1 ORDER BY s.observation_id, f.created_at DESC, f.id`), bank)
 	if err != nil {
 		return err
@@ -56,7 +56,7 @@ func (s *Store) ScanRecallable(ctx context.Context, bank string, fn func(o conso
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	rows, err = s.db.QueryContext(ctx, s.q("SELECT "+obsColumns+" FROM promptops_observations WHERE bank = $1"), bank)
+	rows, err = s.scan.QueryContext(ctx, s.q("SELECT "+obsColumns+" FROM promptops_observations WHERE bank = $1"), bank)
 	if err != nil {
 		return err
 	}

@@ -18,7 +18,8 @@ type lexCache struct {
 
 // generation reads a key's generation and its bank's erasures; Applied is
 // -1 when the key is unknown. A served bank reads it before every recall,
-// so its statement is prepared once (on SQLite that halves its cost).
+// so its statement is prepared once (on SQLite that halves its cost), on
+// the read handle (on SQLite, not behind a write).
 func (s *Store) generation(ctx context.Context, key string) (consolidation.Generation, error) {
 	g := consolidation.Generation{}
 	bank, _ := consolidation.SplitBankKey(key)
@@ -26,7 +27,7 @@ func (s *Store) generation(ctx context.Context, key string) (consolidation.Gener
 	if st := s.genStmt(ctx); st != nil {
 		err = st.QueryRowContext(ctx, key, bank).Scan(&g.Applied, &g.Erasures)
 	} else {
-		err = s.db.QueryRowContext(ctx, s.q(generationQuery), key, bank).Scan(&g.Applied, &g.Erasures)
+		err = s.scan.QueryRowContext(ctx, s.q(generationQuery), key, bank).Scan(&g.Applied, &g.Erasures)
 	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return consolidation.Generation{Applied: -1}, nil
@@ -42,7 +43,7 @@ func (s *Store) genStmt(ctx context.Context) *sql.Stmt {
 	if st := s.gen.Load(); st != nil {
 		return st
 	}
-	st, err := s.db.PrepareContext(ctx, s.q(generationQuery))
+	st, err := s.scan.PrepareContext(ctx, s.q(generationQuery))
 	if err != nil {
 		return nil
 	}
