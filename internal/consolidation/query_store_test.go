@@ -665,3 +665,35 @@ func TestQueryEntities(t *testing.T) {
 		t.Fatalf("%d entities of 100 words, want 127 (64 words, 63 pairs)", n)
 	}
 }
+
+// TestRecallerBytes: the estimate counts each observation's record, text
+// (with its lexical postings), sources and tags, and each vector row.
+func TestRecallerBytes(t *testing.T) {
+	ctx := context.Background()
+	st := &memQueryStore{gen: 1,
+		obs: []Observation{
+			{ID: "a", Text: "first observation", SourceFactIDs: []string{"f1", "f2"}},
+			{ID: "b", Text: "the second one", SourceFactIDs: []string{"f3"}},
+		},
+		tags: map[string][]string{"a": {"user", "vip"}},
+		vecs: map[string][]float32{"a": axis(100, 0, 0), "b": axis(100, 1, 0)},
+	}
+	r := &Recaller{Store: st, Bank: "b"}
+	if r.Bytes() != 0 {
+		t.Fatalf("before a load: %d", r.Bytes())
+	}
+	if err := r.Load(ctx, Space{}); err != nil {
+		t.Fatal(err)
+	}
+	words := int64(2*memObsBytes + (17+14)*(1+memLexPerByte) + 3*memSourceBytes + (4 + 16) + (3 + 16))
+	if got := r.Bytes(); got != words {
+		t.Fatalf("by words: %d bytes, want %d", got, words)
+	}
+	if err := r.Load(ctx, Space{Model: "scripted", Dims: 100}); err != nil {
+		t.Fatal(err)
+	}
+	// Two rows of 100 int8, two words of signs and the per-row overhead.
+	if got, want := r.Bytes(), words+2*(100+8*2+memVectorBytes); got != want {
+		t.Fatalf("with vectors: %d bytes, want %d", got, want)
+	}
+}
