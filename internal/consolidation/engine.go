@@ -710,6 +710,10 @@ func (r *run) fail(ctx context.Context, ids []string, reason string) error {
 		return fmt.Errorf("store: %w", err)
 	}
 	r.sum.FactsFailed += int64(len(ids))
-	r.progress("facts %s marked failed: %s", strings.Join(ids, ","), reason)
+	hashed := make([]string, len(ids))
+	for i, id := range ids {
+		hashed[i] = LogID(id)
+	}
+	r.progress("facts %s (id hashes) marked failed: %s", strings.Join(hashed, ","), reason)
 	return nil
 }

@@ -1,6 +1,8 @@
 package consolidation
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"strings"
 )
 
@@ -71,4 +73,13 @@ type Exported struct {
 	SourceFactIDs []string `json:"sourceFactIds,omitempty"`
 	ProofCount    int      `json:"proofCount,omitempty"`
 	UpdatedAt     string   `json:"updatedAt,omitempty"`
+}
+
+// LogID is how logs and progress lines name a fact or an observation: the
+// first 12 hex digits of the SHA-256 of its id, never the id itself (an
+// application's ids may say whose memory it is). The same from a shell:
+// printf %s ID | sha256sum | cut -c1-12.
+func LogID(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return hex.EncodeToString(sum[:6])
 }

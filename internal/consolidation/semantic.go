@@ -103,7 +103,7 @@ func (r *run) factVectors(ctx context.Context, facts []Fact) (map[string][]float
 		for i, f := range need {
 			vec := emb.Vectors[i]
 			if vec == nil {
-				r.progress("fact %s not embedded: %v", f.ID, emb.Errs[i])
+				r.progress("fact %s (id hash) not embedded: %v", LogID(f.ID), emb.Errs[i])
 				v.facts[f.ID] = nil
 				continue
 			}
@@ -201,7 +201,7 @@ func (r *run) initVectors(ctx context.Context, dims int) error {
 			if vec := emb.Vectors[i]; vec != nil && len(vec) == dims {
 				put[o.ID] = vec
 			} else {
-				r.progress("observation %s not embedded: %v", o.ID, emb.Errs[i])
+				r.progress("observation %s (id hash) not embedded: %v", LogID(o.ID), emb.Errs[i])
 			}
 		}
 		if err := v.store.PutObservationVectors(ctx, r.Settings.Bank, v.sp, put); err != nil {

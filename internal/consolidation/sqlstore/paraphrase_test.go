@@ -288,7 +288,7 @@ func TestEmbeddingsRefusedItem(t *testing.T) {
 		if err != nil || len(vecs) != 1 || vecs[facts[0].ID] == nil {
 			t.Fatalf("%v %v", err, vecs)
 		}
-		if !strings.Contains(strings.Join(lines, "\n"), "fact "+facts[2].ID+" not embedded: embeddings answered 400: input is too long") {
+		if !strings.Contains(strings.Join(lines, "\n"), "fact "+consolidation.LogID(facts[2].ID)+" (id hash) not embedded: embeddings answered 400: input is too long") {
 			t.Fatalf("the reason must be reported: %q", lines)
 		}
 	})
