@@ -2,8 +2,9 @@
 // envtest (real kube-apiserver and etcd) with an audit log, runs the
 // operator binary as its own process and user, creates N templates of six
 // intents (~4 KB each), and reports seconds until all are Ready, the
-// operator's writes per template (from the audit log), its peak RSS, and its
-// writes in the minutes after settling.
+// operator's writes per template (from the audit log), its peak RSS, its
+// writes in the minutes after settling, and the peak RSS of a shared
+// `serve --watch` of the namespace that loads every plan.
 //
 //	go build -o bin/promptops . && go run ./bench/scale -n 1000
 package main
@@ -14,6 +15,8 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -109,6 +112,22 @@ rules:
 	var peak peakRSS
 	stopRSS := peak.watch(mgr.Process.Pid)
 	defer stopRSS()
+	// The shared serve --watch of the namespace, loading each plan as it
+	// is rendered.
+	serveAddr, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	srv := exec.Command(bin, "serve", "--watch", "--namespace", "scale", "--listen", serveAddr, "--auth", "none", "--zap-log-level=error")
+	srv.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	srv.Stderr = os.Stderr
+	if err := srv.Start(); err != nil {
+		return err
+	}
+	defer func() { _ = srv.Process.Kill(); _, _ = srv.Process.Wait() }()
+	var servePeak peakRSS
+	stopServeRSS := servePeak.watch(srv.Process.Pid)
+	defer stopServeRSS()
 	time.Sleep(2 * time.Second) // caches synced before the clock starts
 
 	start := time.Now()
@@ -130,6 +149,12 @@ rules:
 		time.Sleep(200 * time.Millisecond)
 	}
 	allReady := time.Since(start)
+	plans := 0
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+		if plans = servedPlans(serveAddr); plans == n {
+			break
+		}
+	}
 	time.Sleep(3 * time.Second) // in-flight events and audit flush
 	writesReady, byKind, err := countWrites(auditLog)
 	if err != nil {
@@ -146,7 +171,37 @@ rules:
 	fmt.Printf("operator writes until Ready:  %d (%.2f per template) %v\n", writesReady, float64(writesReady)/float64(n), byKind)
 	fmt.Printf("operator writes in %v after settling: %d\n", settle, writesSettled-writesReady)
 	fmt.Printf("operator peak RSS:            %.1f MiB\n", float64(peak.get())/1024)
+	fmt.Printf("serve --watch peak RSS:       %.1f MiB (%d of %d plans loaded)\n", float64(servePeak.get())/1024, plans, n)
 	return nil
+}
+
+// freeAddr is a loopback address with a port free now.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// servedPlans is serve's promptops_serve_plans gauge; -1 when unread.
+func servedPlans(addr string) int {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "promptops_serve_plans "); ok {
+			n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err == nil {
+				return int(n)
+			}
+		}
+	}
+	return -1
 }
 
 func createTemplates(ctx context.Context, c client.Client, n int) error {

@@ -4,7 +4,7 @@
 package serve
 
 import (
-	"bytes"
+	"crypto/sha256"
 	"errors"
 	"sort"
 	"sync"
@@ -46,6 +46,9 @@ func (s *Store) Load() *Snapshot { return s.cur.Load() }
 // content, which must only agree with it.
 type source struct {
 	data []byte
+	// version, when set, changes whenever data does (a ConfigMap's
+	// resourceVersion): an unchanged version skips reading data again.
+	version string
 	// want is the template the source's place names; zero when the plan
 	// names itself (a single mounted ConfigMap, Server.Apply).
 	want Key
@@ -69,13 +72,35 @@ type loader struct {
 	log     logr.Logger
 
 	mu   sync.Mutex
-	last map[string]source     // what was last seen per source
+	last map[string]seen       // what was last seen per source
 	good map[string]*plan.Plan // last plan that loaded per source
 	bad  map[string]string     // sources whose last bytes failed, and why
 }
 
 func newLoader(store *Store, m *metrics, log logr.Logger) *loader {
-	return &loader{store: store, metrics: m, log: log, last: map[string]source{}, good: map[string]*plan.Plan{}, bad: map[string]string{}}
+	return &loader{store: store, metrics: m, log: log, last: map[string]seen{}, good: map[string]*plan.Plan{}, bad: map[string]string{}}
+}
+
+// seen is what the loader remembers of a source: its place and a digest
+// of its bytes, not the bytes (the parsed plan is kept; the bytes would
+// hold the plan a second time).
+type seen struct {
+	digest              [sha256.Size]byte
+	version             string
+	want                Key
+	refused, unreadable string
+}
+
+// seenOf is what the loader remembers of src; prev, when the source's
+// version has not moved, lends its digest instead of hashing data again.
+func seenOf(src source, prev seen, hadPrev bool) seen {
+	now := seen{version: src.version, want: src.want, refused: src.refused, unreadable: src.unreadable}
+	if hadPrev && src.version != "" && prev.version == src.version {
+		now.digest = prev.digest
+	} else {
+		now.digest = sha256.Sum256(src.data)
+	}
+	return now
 }
 
 // apply takes the complete current set of sources, each plan naming its
@@ -86,10 +111,6 @@ func (l *loader) apply(sources map[string][]byte) {
 		m[id] = source{data: data}
 	}
 	l.load(m)
-}
-
-func (a source) same(b source) bool {
-	return a.want == b.want && a.refused == b.refused && a.unreadable == b.unreadable && bytes.Equal(a.data, b.data)
 }
 
 // load takes the complete current set of sources and publishes the
@@ -107,11 +128,13 @@ func (l *loader) load(sources map[string]source) {
 		}
 	}
 	for id, src := range sources {
-		if prev, ok := l.last[id]; ok && prev.same(src) {
+		prev, ok := l.last[id]
+		now := seenOf(src, prev, ok)
+		if ok && prev == now {
 			continue
 		}
 		changed = true
-		l.last[id] = source{data: bytes.Clone(src.data), want: src.want, refused: src.refused, unreadable: src.unreadable}
+		l.last[id] = now
 		if src.refused != "" {
 			l.refuse(id, src.refused, "", Key{})
 			continue

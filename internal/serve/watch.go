@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"time"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -142,7 +143,10 @@ func (s *Server) Watch(ctx context.Context, cfg *rest.Config, namespaces []strin
 					continue
 				}
 				src := renderedSource(cm, sc.templates)
-				src.data = []byte(data)
+				// A view of the cached string, not a copy: the loader
+				// only reads it (a digest, and a parse when it changed).
+				src.data = unsafe.Slice(unsafe.StringData(data), len(data))
+				src.version = cm.ResourceVersion
 				sources["configmap "+cm.Namespace+"/"+cm.Name] = src
 			}
 		}
