@@ -221,3 +221,33 @@ func TestTemplatesListedInOrder(t *testing.T) {
 		t.Fatalf("keys %v, want %v", got, want)
 	}
 }
+
+// A source with a version (a ConfigMap's resourceVersion) is read again
+// only when its version moves; one without is compared by its bytes.
+func TestLoaderReadsASourceAgainWhenItsVersionMoves(t *testing.T) {
+	s := New(Options{Log: logr.Discard()})
+	ssa := fixture(t, "ssa-pro")
+	brief := withInstruction(t, ssa, "Be brief.")
+	instruction := func() string {
+		t.Helper()
+		p := s.Snapshot().Plan(Key{"default", "ssa-pro"})
+		if p == nil {
+			t.Fatal("not loaded")
+		}
+		return p.Intents[0].Instruction
+	}
+	s.loader.load(map[string]source{"cm": {data: ssa, version: "1"}})
+	first := instruction()
+	s.loader.load(map[string]source{"cm": {data: brief, version: "1"}})
+	if instruction() != first {
+		t.Errorf("read again at the same version")
+	}
+	s.loader.load(map[string]source{"cm": {data: brief, version: "2"}})
+	if instruction() == first || !strings.HasSuffix(instruction(), "Be brief.") {
+		t.Errorf("not read again after the version moved: %q", instruction())
+	}
+	s.loader.load(map[string]source{"cm": {data: ssa}})
+	if instruction() != first {
+		t.Errorf("a source without a version not compared by its bytes")
+	}
+}
