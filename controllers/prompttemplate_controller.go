@@ -153,8 +153,10 @@ var errDone = errors.New("done")
 // written once, at the end, errors included.
 func (r *PromptTemplateReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
 	r.init()
+	// The cache holds an outline of each template (templateOutline): the
+	// whole one comes from the API server.
 	pt := &promptopsv1.PromptTemplate{}
-	if err := r.Get(ctx, req.NamespacedName, pt); err != nil {
+	if err := r.APIReader.Get(ctx, req.NamespacedName, pt); err != nil {
 		if apierrors.IsNotFound(err) {
 			forgetTemplateMetrics(req.Namespace, req.Name)
 		}

@@ -65,14 +65,40 @@ func (realClock) Now() time.Time { return time.Now() }
 // sharding objects across managers); nil sees all.
 func CacheOptions(watch labels.Selector) cache.Options {
 	by := byObjectCache()
+	templates := cache.ByObject{Transform: templateOutline}
 	if watch != nil && !watch.Empty() {
-		by[&promptopsv1.PromptTemplate{}] = cache.ByObject{Label: watch}
+		templates.Label = watch
 		by[&promptopsv1.MemoryBank{}] = cache.ByObject{Label: watch}
 	}
+	by[&promptopsv1.PromptTemplate{}] = templates
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject:         by,
 	}
+}
+
+// templateOutline is what the cache keeps of a PromptTemplate: its
+// metadata (without managed fields and kubectl's last-applied copy), its
+// sections' and intents' references (the index functions read them) and
+// its status, not its texts, which are most of its bytes: the reconciler
+// reads the whole template from the API server. So the manager's memory
+// grows by about a kilobyte per template, not by the template's size.
+func templateOutline(o any) (any, error) {
+	pt, ok := o.(*promptopsv1.PromptTemplate)
+	if !ok {
+		return o, nil
+	}
+	pt.ManagedFields = nil
+	delete(pt.Annotations, corev1.LastAppliedConfigAnnotation)
+	pt.Spec.Variables = nil
+	for i := range pt.Spec.Sections {
+		pt.Spec.Sections[i].Text = nil
+	}
+	for i := range pt.Spec.Intents {
+		pt.Spec.Intents[i].Instruction = nil
+	}
+	pt.Status.Intents = nil
+	return pt, nil
 }
 
 // ctrlLog is the reconcile's logger.

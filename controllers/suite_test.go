@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -40,6 +41,8 @@ var (
 	// writes counts the manager's write requests (POST, PUT, PATCH, DELETE)
 	// by resource path, at the HTTP level.
 	writes = &writeCounter{byPath: map[string]int{}}
+	// mgrCache is the manager's cache, for what it holds.
+	mgrCache cache.Cache
 	// testClock is the MemoryBank controller's clock.
 	testClock = &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 )
@@ -48,9 +51,23 @@ type writeCounter struct {
 	mu     sync.Mutex
 	total  atomic.Int64
 	byPath map[string]int
+	// fullConfigMapReads are the manager's lists and watches of
+	// ConfigMaps that asked for whole objects, not metadata only.
+	fullConfigMapReads []string
+	// metaConfigMapReads counts those that asked for metadata only.
+	metaConfigMapReads int
 }
 
 func (w *writeCounter) count(req *http.Request) {
+	if req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/configmaps") {
+		w.mu.Lock()
+		if strings.Contains(req.Header.Get("Accept"), "as=PartialObjectMetadata") {
+			w.metaConfigMapReads++
+		} else {
+			w.fullConfigMapReads = append(w.fullConfigMapReads, req.URL.String())
+		}
+		w.mu.Unlock()
+	}
 	switch req.Method {
 	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
 		w.total.Add(1)
@@ -121,6 +138,7 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
+		mgrCache = mgr.GetCache()
 		if err := Setup(mgr, Options{JobImage: "promptops:test", MaxConcurrentReconciles: 2, Clock: testClock}); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
