@@ -3,9 +3,11 @@ package cli
 import (
 	"fmt"
 	"io"
-	"k8s.io/apimachinery/pkg/labels"
+	"os"
+	"runtime/debug"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -59,6 +61,15 @@ func runManager(args []string, _ io.Reader, _, stderr io.Writer) int {
 	log := ctrl.Log.WithName("setup")
 	log.Info("Starting promptops manager", "version", Version(), "revision", revision())
 	registerBuildInfo()
+	// The Go heap within 80% of the container's memory limit (GOMEMLIMIT,
+	// when set, wins): the collector works harder near the limit instead
+	// of the kernel killing the manager.
+	if limit, from := memoryLimit(os.Getenv, os.ReadFile); from != "" {
+		if from != "GOMEMLIMIT" {
+			debug.SetMemoryLimit(limit)
+		}
+		log.Info("Memory", "limit", limit, "from", from)
+	}
 
 	var cfg *rest.Config
 	var err error
