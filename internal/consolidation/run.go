@@ -402,6 +402,10 @@ func (r *run) done(ctx context.Context) {
 	defer cancel()
 	r.storeFactVectors(sctx)
 	r.st.add(&r.sum)
+	if kr, ok := r.Store.(KeyReleaser); ok && r.scope != "" {
+		// A run over many scopes holds one scope's index at a time.
+		kr.ReleaseKey(r.Settings.Bank)
+	}
 }
 
 // nextClaim is a claim of facts under way in its own goroutine.

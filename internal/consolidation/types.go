@@ -335,3 +335,9 @@ const (
 	DropDuplicate          = "duplicate"          // near-identical to an observation (duplicateSimilarity); its sources joined that one
 	DropErased             = "erased"             // cites a fact erased while the run worked on it
 )
+
+// KeyReleaser is a Store that holds a key's index in memory between
+// batches; a run releases each key when done with it.
+type KeyReleaser interface {
+	ReleaseKey(key string)
+}

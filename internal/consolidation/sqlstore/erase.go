@@ -278,6 +278,11 @@ func (s *Store) erased(ctx context.Context, tx *sql.Tx, bank string) error {
 	return err
 }
 
+// ReleaseKey drops the lexical index this store holds of a key: a run
+// calls it when done with a scope, so that a run over many scopes holds
+// one scope's index at a time, not every scope's it worked on.
+func (s *Store) ReleaseKey(key string) { s.forget(key) }
+
 // forget drops what this store holds in memory of a key.
 func (s *Store) forget(key string) {
 	s.mu.Lock()

@@ -466,6 +466,13 @@ func TestParallelRunTakesEveryScope(t *testing.T) {
 			if sum.FactsConsolidated != scopes*each || sum.LLMCalls != scopes || sum.PendingFacts != 0 {
 				t.Fatalf("round %d: %d facts consolidated, %d LLM calls, %d pending; want %d, %d, 0", round, sum.FactsConsolidated, sum.LLMCalls, sum.PendingFacts, scopes*each, scopes)
 			}
+			// The run let go of each scope's index when done with it.
+			s.mu.Lock()
+			held := len(s.lex)
+			s.mu.Unlock()
+			if held != 0 {
+				t.Errorf("round %d: the store still holds %d scopes' lexical indexes after the run", round, held)
+			}
 		}
 	})
 }
