@@ -224,9 +224,9 @@ func isControlledBy(refs []metav1.OwnerReference, uid types.UID) bool {
 func (r *PromptTemplateReconciler) pruneHistory(ctx context.Context, pt *promptopsv1.PromptTemplate) error {
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
-	if err := r.List(ctx, list, client.InNamespace(pt.Namespace), client.MatchingLabels{
-		promptopsv1.LabelPromptTemplate: pt.Name, labelRole: roleHistory,
-	}); err != nil {
+	// By index: a label selector would scan every ConfigMap of the
+	// namespace, each reconcile (quadratic in the templates of a namespace).
+	if err := r.List(ctx, list, client.InNamespace(pt.Namespace), client.MatchingFields{historyOfIndex: pt.Name}); err != nil {
 		return err
 	}
 	var copies []metav1.PartialObjectMetadata
@@ -260,4 +260,24 @@ func (r *PromptTemplateReconciler) pruneHistory(ctx context.Context, pt *prompto
 		}
 	}
 	return nil
+}
+
+// historyOfIndex indexes the cached ConfigMap metadata of history copies by
+// the name of their template.
+const historyOfIndex = "promptops.io/history-of"
+
+// configMapMeta is the cache's metadata-only ConfigMap.
+func configMapMeta() *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+	return m
+}
+
+// historyOf is historyOfIndex's function: a history copy's template.
+func historyOf(o client.Object) []string {
+	l := o.GetLabels()
+	if l[labelRole] != roleHistory || l[promptopsv1.LabelPromptTemplate] == "" {
+		return nil
+	}
+	return []string{l[promptopsv1.LabelPromptTemplate]}
 }

@@ -65,6 +65,9 @@ func (r *PromptTemplateReconciler) SetupWithManager(mgr ctrl.Manager, opts contr
 		}); err != nil {
 		return err
 	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), configMapMeta(), historyOfIndex, historyOf); err != nil {
+		return err
+	}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &promptopsv1.PromptTemplate{}, memoryBankRefIndex,
 		func(o client.Object) []string { return assembler.MemoryBanks(&o.(*promptopsv1.PromptTemplate).Spec) }); err != nil {
 		return err

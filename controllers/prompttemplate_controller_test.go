@@ -475,7 +475,7 @@ func TestNoWritesWhenSettled(t *testing.T) {
 
 	// A direct reconcile with a fresh reconciler (as after a restart) reads
 	// but does not write; a second one does not even read the content.
-	counting := &countingClient{Client: k8sClient}
+	counting := &countingClient{Client: mgrClient} // the cache and its indexes, as the manager reads
 	reader := &countingReader{Reader: k8sClient}
 	r := &PromptTemplateReconciler{Client: counting, APIReader: reader}
 	for i := 0; i < 2; i++ {

@@ -41,8 +41,10 @@ var (
 	// writes counts the manager's write requests (POST, PUT, PATCH, DELETE)
 	// by resource path, at the HTTP level.
 	writes = &writeCounter{byPath: map[string]int{}}
-	// mgrCache is the manager's cache, for what it holds.
-	mgrCache cache.Cache
+	// mgrCache is the manager's cache, for what it holds; mgrClient its
+	// client (reads from that cache, with the controllers' indexes).
+	mgrCache  cache.Cache
+	mgrClient client.Client
 	// testClock is the MemoryBank controller's clock.
 	testClock = &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 )
@@ -138,7 +140,7 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		mgrCache = mgr.GetCache()
+		mgrCache, mgrClient = mgr.GetCache(), mgr.GetClient()
 		if err := Setup(mgr, Options{JobImage: "promptops:test", MaxConcurrentReconciles: 2, Clock: testClock}); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
