@@ -172,6 +172,21 @@ func (r *configMapWriter) upToDate(ctx context.Context, uid types.UID, key types
 	return true, nil
 }
 
+// verifiedAt tells, from the cache and without reading the API, that the
+// ConfigMap holds revision rev as this process last verified or wrote it.
+func (r *configMapWriter) verifiedAt(ctx context.Context, uid types.UID, key types.NamespacedName, role, rev string) bool {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+	if err := r.Get(ctx, key, m); err != nil {
+		return false
+	}
+	if m.Annotations[promptopsv1.AnnotationRevision] != rev || m.Labels[labelRole] != role || !isControlledBy(m.OwnerReferences, uid) {
+		return false
+	}
+	v, ok := r.verified.Load(key)
+	return ok && v == m.ResourceVersion
+}
+
 // dropForeignKeys removes keys someone else added to a ConfigMap the
 // operator owns (data or binaryData): server-side apply removes only keys
 // its own field manager set, and applications must see exactly what was

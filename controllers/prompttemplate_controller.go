@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -156,6 +157,9 @@ var errDone = errors.New("done")
 // written once, at the end, errors included.
 func (r *PromptTemplateReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
 	r.init()
+	if r.settled(ctx, req.NamespacedName) {
+		return ctrl.Result{}, nil
+	}
 	// The cache holds an outline of each template (templateOutline): the
 	// whole one comes from the API server.
 	pt := &promptopsv1.PromptTemplate{}
@@ -199,6 +203,35 @@ func (r *PromptTemplateReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	setTemplateStatus(pt, scope.res, scope.verdict)
 	setMemoryCondition(pt, scope.banks)
 	return ctrl.Result{}, nil
+}
+
+// settled tells, from the cache alone, that a reconcile has nothing to do,
+// so that it reads nothing from the API server (the event of the template's
+// own rendered ConfigMap, a resync): the template's render is a function of
+// its spec only (no ConfigMap or MemoryBank inputs, no history copies), its
+// status says this generation rendered and is Ready with no reconcile
+// request pending, and the live ConfigMap holds that revision with the
+// content this process verified or wrote.
+func (r *PromptTemplateReconciler) settled(ctx context.Context, key types.NamespacedName) bool {
+	o := &promptopsv1.PromptTemplate{}
+	if err := r.Get(ctx, key, o); err != nil || !o.DeletionTimestamp.IsZero() {
+		return false
+	}
+	st := &o.Status
+	if st.ObservedGeneration != o.Generation || st.Revision == "" || historyLimit(o) > 0 ||
+		len(assembler.References(&o.Spec)) > 0 || len(assembler.MemoryBanks(&o.Spec)) > 0 {
+		return false
+	}
+	last := st.LastHandledReconcileAt
+	handleReconcileRequest(o.Annotations, &last)
+	if last != st.LastHandledReconcileAt {
+		return false
+	}
+	ready := meta.FindStatusCondition(st.Conditions, promptopsv1.ConditionReady)
+	if ready == nil || ready.Status != metav1.ConditionTrue || ready.ObservedGeneration != o.Generation {
+		return false
+	}
+	return r.cms.verifiedAt(ctx, o.UID, types.NamespacedName{Namespace: o.Namespace, Name: renderedName(o)}, roleLive, st.Revision)
 }
 
 func (r *PromptTemplateReconciler) reconcileSources(ctx context.Context, s *templateScope) error {

@@ -616,3 +616,53 @@ func TestMemorySectionFollowsTheBankEndpoint(t *testing.T) {
 		return nil
 	})
 }
+
+// TestSettledReconcileReadsNothing: a template whose render depends on its
+// spec alone, once rendered and verified by a reconciler, is reconciled
+// again (its ConfigMap's event, a resync) from the cache alone: no read of
+// the API server, no write. A hand edit of its ConfigMap is seen again.
+func TestSettledReconcileReadsNothing(t *testing.T) {
+	ns := newNamespace(t)
+	createYAML(t, ns, `
+apiVersion: promptops.io/v1
+kind: PromptTemplate
+metadata: {name: pure}
+spec:
+  budget: {maxTokens: 1000}
+  sections:
+  - {name: role, text: "You are terse."}
+  - {name: task, intent: true}
+  intents: [{name: chat, instruction: "Answer."}]
+`)
+	waitCondition(t, ns, "pure", promptopsv1.ConditionReady, metav1.ConditionTrue, "")
+	counting := &countingClient{Client: mgrClient}
+	reader := &countingReader{Reader: k8sClient}
+	r := &PromptTemplateReconciler{Client: counting, APIReader: reader}
+	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: "pure"}}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	first := reader.reads
+	if first == 0 {
+		t.Fatal("the first reconcile of a fresh reconciler read nothing")
+	}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if reader.reads != first || counting.writes != 0 {
+		t.Fatalf("a settled reconcile read %d times and wrote %d times", reader.reads-first, counting.writes)
+	}
+	// A hand edit moves the ConfigMap's resourceVersion: read again and
+	// repaired.
+	cm := getCM(t, ns, "pure-prompts")
+	cm.Data["chat.txt"] = "edited"
+	if err := k8sClient.Update(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, func() error {
+		if getCM(t, ns, "pure-prompts").Data["chat.txt"] == "edited" {
+			return fmt.Errorf("the edit is still there")
+		}
+		return nil
+	})
+}
