@@ -157,17 +157,26 @@ var errDone = errors.New("done")
 // written once, at the end, errors included.
 func (r *PromptTemplateReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
 	r.init()
-	if r.settled(ctx, req.NamespacedName) {
-		return ctrl.Result{}, nil
-	}
-	// The cache holds an outline of each template (templateOutline): the
-	// whole one comes from the API server.
 	pt := &promptopsv1.PromptTemplate{}
-	if err := r.APIReader.Get(ctx, req.NamespacedName, pt); err != nil {
+	if err := r.Get(ctx, req.NamespacedName, pt); err != nil {
 		if apierrors.IsNotFound(err) {
 			forgetTemplateMetrics(req.Namespace, req.Name)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if r.settled(ctx, pt) {
+		return ctrl.Result{}, nil
+	}
+	if pt.Annotations[outlineAnnotation] != "" {
+		// The cache holds the template's outline (templateOutline): the
+		// whole one comes from the API server.
+		pt = &promptopsv1.PromptTemplate{}
+		if err := r.APIReader.Get(ctx, req.NamespacedName, pt); err != nil {
+			if apierrors.IsNotFound(err) {
+				forgetTemplateMetrics(req.Namespace, req.Name)
+			}
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
 	}
 	if !pt.DeletionTimestamp.IsZero() {
 		// Children go with their owner reference; nothing outside the
@@ -205,16 +214,15 @@ func (r *PromptTemplateReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	return ctrl.Result{}, nil
 }
 
-// settled tells, from the cache alone, that a reconcile has nothing to do,
+// settled tells, from the cached o alone, that a reconcile has nothing to do,
 // so that it reads nothing from the API server (the event of the template's
 // own rendered ConfigMap, a resync): the template's render is a function of
 // its spec only (no ConfigMap or MemoryBank inputs, no history copies), its
 // status says this generation rendered and is Ready with no reconcile
 // request pending, and the live ConfigMap holds that revision with the
 // content this process verified or wrote.
-func (r *PromptTemplateReconciler) settled(ctx context.Context, key types.NamespacedName) bool {
-	o := &promptopsv1.PromptTemplate{}
-	if err := r.Get(ctx, key, o); err != nil || !o.DeletionTimestamp.IsZero() {
+func (r *PromptTemplateReconciler) settled(ctx context.Context, o *promptopsv1.PromptTemplate) bool {
+	if !o.DeletionTimestamp.IsZero() {
 		return false
 	}
 	st := &o.Status

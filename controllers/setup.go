@@ -77,12 +77,20 @@ func CacheOptions(watch labels.Selector) cache.Options {
 	}
 }
 
-// templateOutline is what the cache keeps of a PromptTemplate: its
-// metadata (without managed fields and kubectl's last-applied copy), its
-// sections' and intents' references (the index functions read them) and
-// its status, not its texts, which are most of its bytes: the reconciler
-// reads the whole template from the API server. So the manager's memory
-// grows by about a kilobyte per template, not by the template's size.
+// outlineAnnotation marks, in the manager's memory only, a cached
+// PromptTemplate that templateOutline reduced to its outline; it is never
+// written to the API server.
+const outlineAnnotation = "promptops.io/cached-outline"
+
+// templateOutline is what the cache keeps of a PromptTemplate once its
+// generation is rendered: its metadata (without managed fields and
+// kubectl's last-applied copy), its sections' and intents' references (the
+// index functions read them) and its status, not its texts, which are most
+// of its bytes; a reconcile of it reads the whole template from the API
+// server. A template not rendered yet (a new one, a new generation) is kept
+// whole until its status catches up, so that a burst of new templates
+// costs no extra read. So the manager's memory grows by about a kilobyte
+// per template, plus the templates waiting to be rendered.
 func templateOutline(o any) (any, error) {
 	pt, ok := o.(*promptopsv1.PromptTemplate)
 	if !ok {
@@ -90,6 +98,13 @@ func templateOutline(o any) (any, error) {
 	}
 	pt.ManagedFields = nil
 	delete(pt.Annotations, corev1.LastAppliedConfigAnnotation)
+	if pt.Status.ObservedGeneration != pt.Generation {
+		return pt, nil
+	}
+	if pt.Annotations == nil {
+		pt.Annotations = map[string]string{}
+	}
+	pt.Annotations[outlineAnnotation] = "true"
 	pt.Spec.Variables = nil
 	for i := range pt.Spec.Sections {
 		pt.Spec.Sections[i].Text = nil
