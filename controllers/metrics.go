@@ -1,6 +1,8 @@
 package controllers
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -63,19 +65,40 @@ func init() {
 		bankRunTokens, bankRunLLMCalls, bankRunFacts, bankObservations, bankFacts)
 }
 
+// intentSeries are, per template ("namespace/name"), the intents whose
+// series this process set: they are deleted by their exact labels.
+// DeletePartialMatch scans every series of the vector under its lock, at
+// every render: quadratic in the templates (60% of the manager's CPU at
+// 3,000).
+var intentSeries sync.Map // string -> []string
+
+// setIntentSeries records the intents whose series a template has now.
+func setIntentSeries(namespace, name string, intents []string) {
+	intentSeries.Store(namespace+"/"+name, intents)
+}
+
 // forgetTemplateIntentMetrics drops the per-intent series of a template
 // (before its intents are set again, or when it no longer renders).
 func forgetTemplateIntentMetrics(namespace, name string) {
-	l := prometheus.Labels{"namespace": namespace, "name": name}
-	promptTokens.DeletePartialMatch(l)
-	promptBudgetTokens.DeletePartialMatch(l)
-	promptBudgetExceeded.DeletePartialMatch(l)
+	v, ok := intentSeries.LoadAndDelete(namespace + "/" + name)
+	if !ok {
+		return
+	}
+	for _, intent := range v.([]string) {
+		for _, g := range []*prometheus.GaugeVec{promptTokens, promptBudgetTokens, promptBudgetExceeded} {
+			g.DeleteLabelValues(namespace, name, intent)
+		}
+	}
 }
 
-// forgetTemplateMetrics drops every series of a deleted template.
+// forgetTemplateMetrics drops every series of a deleted template, however
+// set (rare: a scan of the vectors is affordable here).
 func forgetTemplateMetrics(namespace, name string) {
-	forgetTemplateIntentMetrics(namespace, name)
-	templateReady.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
+	intentSeries.Delete(namespace + "/" + name)
+	l := prometheus.Labels{"namespace": namespace, "name": name}
+	for _, g := range []*prometheus.GaugeVec{promptTokens, promptBudgetTokens, promptBudgetExceeded, templateReady} {
+		g.DeletePartialMatch(l)
+	}
 }
 
 // forgetBankMetrics drops every series of a deleted bank.
