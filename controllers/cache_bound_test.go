@@ -91,17 +91,3 @@ func TestManagerCacheHoldsOutlines(t *testing.T) {
 		t.Errorf("the manager listed or watched whole ConfigMaps (their data in its cache): %v", reads)
 	}
 }
-
-// waitLong is eventually with its own bound on the wait.
-func waitLong(t *testing.T, limit time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = f(); err == nil {
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("condition not met: %v", err)
-}

@@ -210,7 +210,13 @@ func newNamespace(t *testing.T) string {
 // with f's last error. Time here bounds waiting, it is never asserted.
 func eventually(t *testing.T, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	waitLong(t, 30*time.Second, f)
+}
+
+// waitLong is eventually with its own bound on the wait (many objects).
+func waitLong(t *testing.T, limit time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
 	var err error
 	for time.Now().Before(deadline) {
 		if err = f(); err == nil {
