@@ -18,15 +18,32 @@ type QueryStore interface {
 	// BankGeneration is a key's generation (Applied -1 for a key the
 	// store does not know) and its bank's erasures.
 	BankGeneration(ctx context.Context, key string) (Generation, error)
-	// ScanRecallable streams the bank's observations with their source
-	// fact ids, and the tags of those facts.
-	ScanRecallable(ctx context.Context, bank string, fn func(o Observation, tags []string)) error
-	// ScanObservationQuantized streams the bank's observation vectors in
-	// sp, as QuantizedVectorStore does.
-	ScanObservationQuantized(ctx context.Context, bank string, sp Space, qfn func(id string, q []int8, scale float32), vfn func(id string, vec []float32)) error
+	// LoadRecallable reads what a Recaller holds of a key, as of one
+	// generation, which it answers (Applied -1 for a key the store does
+	// not know): the key's observations with their source fact ids and
+	// those facts' distinct tags, and their vectors in sp (none when
+	// sp.Dims is 0), into into.
+	LoadRecallable(ctx context.Context, key string, sp Space, into RecallableSink) (Generation, error)
 	// PendingFacts returns up to limit facts not consolidated yet, created
 	// at or after since, oldest first.
 	PendingFacts(ctx context.Context, bank string, since time.Time, limit int) ([]Fact, error)
+}
+
+// RecallableSink receives what QueryStore.LoadRecallable reads; the
+// vectors may come before or after their observations.
+type RecallableSink interface {
+	// Grow hears how many observations are coming, when the store knows
+	// it before the first.
+	Grow(n int)
+	// Observation is an observation with its source fact ids, and the
+	// distinct tags of those facts.
+	Observation(o Observation, tags []string)
+	// Quantized is an observation's vector as Quantize made it; q is
+	// valid only during the call.
+	Quantized(id string, q []int8, scale float32)
+	// Vector is an observation's vector stored unquantized; vec is valid
+	// only during the call.
+	Vector(id string, vec []float32)
 }
 
 // Query asks a bank what it remembers about a text.
@@ -208,6 +225,32 @@ func (r *Recaller) Bytes() int64 {
 	return 0
 }
 
+func (m *bankMemory) Grow(n int) {
+	if len(m.obs) == 0 {
+		m.obs = make(map[string]*memObs, n)
+	}
+	if m.vec != nil {
+		m.vec.Grow(n)
+	}
+}
+
+func (m *bankMemory) Observation(o Observation, tags []string) {
+	m.obs[o.ID] = &memObs{Observation: o, tags: tags}
+	m.lex.Put(o.ID, o.Text, o.Entities)
+}
+
+func (m *bankMemory) Quantized(id string, q []int8, scale float32) {
+	if m.vec != nil {
+		m.vec.PutQuantized(id, q, scale)
+	}
+}
+
+func (m *bankMemory) Vector(id string, vec []float32) {
+	if m.vec != nil {
+		m.vec.Put(id, vec)
+	}
+}
+
 type memObs struct {
 	Observation
 	tags []string
@@ -240,18 +283,21 @@ func (r *Recaller) Generation() int64 {
 // Load loads the bank now (for the lexical index, and for the vectors of
 // sp when sp.Dims > 0).
 func (r *Recaller) Load(ctx context.Context, sp Space) error {
-	gen, err := r.Store.BankGeneration(ctx, r.Bank)
-	if err != nil {
-		return err
-	}
-	_, err = r.load(ctx, gen, sp)
+	r.loading.Lock()
+	defer r.loading.Unlock()
+	_, err := r.loadLocked(ctx, sp)
 	return err
 }
 
-// memory returns the bank's memory: the one held when the generation
-// and space match; else, when one for sp is held, that one while a fresh
-// one loads in the background; else a fresh one.
+// memory returns the bank's memory. Without gc (nothing was held when the
+// recall began) it is loaded now. Else, as of the generation gc reads:
+// the one held when the generation and space match; else, when one for
+// sp is held, that one while a fresh one loads in the background; else a
+// fresh one.
 func (r *Recaller) memory(ctx context.Context, sp Space, gc *genCall) (*bankMemory, error) {
+	if gc == nil {
+		return r.load(ctx, sp, nil)
+	}
 	gen, err := waitGeneration(ctx, gc)
 	if err != nil {
 		return nil, err
@@ -268,52 +314,49 @@ func (r *Recaller) memory(ctx context.Context, sp Space, gc *genCall) (*bankMemo
 				defer r.loading.Unlock()
 				bctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 				defer cancel()
-				if _, err := r.loadLocked(bctx, gen, m.sp); err != nil && r.OnError != nil {
+				if _, err := r.loadLocked(bctx, m.sp); err != nil && r.OnError != nil {
 					r.OnError("refreshing the bank's indexes", err)
 				}
 			}()
 		}
 		return m, nil
 	}
-	return r.load(ctx, gen, sp)
+	return r.load(ctx, sp, gc)
 }
 
-func (r *Recaller) load(ctx context.Context, gen Generation, sp Space) (*bankMemory, error) {
-	r.loading.Lock()
-	defer r.loading.Unlock()
-	if m := r.cur.Load(); m != nil && m.gen == gen && (sp.Dims == 0 || m.sp == sp) {
-		return m, nil
-	}
-	return r.loadLocked(ctx, gen, sp)
-}
-
-// loadLocked reads the bank in full; call with r.loading held.
-func (r *Recaller) loadLocked(ctx context.Context, gen Generation, sp Space) (*bankMemory, error) {
-	m := &bankMemory{gen: gen, sp: sp, obs: map[string]*memObs{}, lex: NewLexIndex()}
-	if gen.Applied >= 0 {
-		err := r.Store.ScanRecallable(ctx, r.Bank, func(o Observation, tags []string) {
-			m.obs[o.ID] = &memObs{Observation: o, tags: tags}
-			m.lex.Put(o.ID, o.Text, o.Entities)
-		})
-		if err != nil {
-			return nil, fmt.Errorf("loading the bank's observations: %w", err)
+// load loads the bank, or waits for the load under way and uses it when
+// it is as of the generation gc reads (one is read when gc is nil): the
+// generation read after the recall began, so never a copy older than the
+// recall.
+func (r *Recaller) load(ctx context.Context, sp Space, gc *genCall) (*bankMemory, error) {
+	if !r.loading.TryLock() {
+		if gc == nil {
+			gc = r.startGeneration()
 		}
-		if sp.Dims > 0 {
-			vec := NewMemIndex(sp.Dims)
-			vec.Grow(len(m.obs))
-			if err := r.Store.ScanObservationQuantized(ctx, r.Bank, sp, vec.PutQuantized, vec.Put); err != nil {
-				return nil, fmt.Errorf("loading the bank's vectors: %w", err)
+		r.loading.Lock()
+		if m := r.cur.Load(); m != nil && (sp.Dims == 0 || m.sp == sp) {
+			if gen, err := waitGeneration(ctx, gc); err == nil && m.gen == gen {
+				r.loading.Unlock()
+				return m, nil
 			}
-			m.vec = vec
 		}
-		// Rows read while a batch was applied are as of no one
-		// generation: serve them, but load again next time.
-		if after, err := r.Store.BankGeneration(ctx, r.Bank); err != nil || after != gen {
-			m.gen.Applied = -2
-		}
-	} else {
-		m.sp = Space{}
 	}
+	defer r.loading.Unlock()
+	return r.loadLocked(ctx, sp)
+}
+
+// loadLocked reads the bank in full, in one read of the store; call with
+// r.loading held.
+func (r *Recaller) loadLocked(ctx context.Context, sp Space) (*bankMemory, error) {
+	m := &bankMemory{sp: sp, obs: map[string]*memObs{}, lex: NewLexIndex()}
+	if sp.Dims > 0 {
+		m.vec = NewMemIndex(sp.Dims)
+	}
+	gen, err := r.Store.LoadRecallable(ctx, r.Bank, sp, m)
+	if err != nil {
+		return nil, fmt.Errorf("loading the bank's memory: %w", err)
+	}
+	m.gen = gen
 	if old := r.cur.Load(); old != nil && old.sp.Dims > 0 && sp.Dims == 0 && old.gen == gen {
 		return old, nil
 	}
@@ -328,8 +371,12 @@ func (r *Recaller) loadLocked(ctx context.Context, gen Generation, sp Space) (*b
 // interleaves them, then filtered by tags and MinScore and cut to Limit.
 // semantic says whether the meaning arm took part.
 func (r *Recaller) Recall(ctx context.Context, q Query) (items []Recalled, semantic bool, err error) {
-	// The generation is read while the query is embedded.
-	gc := r.startGeneration()
+	// The generation is read while the query is embedded; a bank not held
+	// yet is loaded at once, its generation read with it.
+	var gc *genCall
+	if r.cur.Load() != nil {
+		gc = r.startGeneration()
+	}
 	var qvec []float32
 	sp := Space{}
 	if r.Embedder != nil {

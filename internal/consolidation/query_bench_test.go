@@ -17,17 +17,17 @@ type benchStore struct {
 func (s *benchStore) BankGeneration(context.Context, string) (Generation, error) {
 	return Generation{Applied: 1}, nil
 }
-func (s *benchStore) ScanRecallable(_ context.Context, _ string, fn func(Observation, []string)) error {
+func (s *benchStore) LoadRecallable(_ context.Context, _ string, sp Space, into RecallableSink) (Generation, error) {
+	into.Grow(len(s.obs))
 	for _, o := range s.obs {
-		fn(o, []string{"seed"})
+		into.Observation(o, []string{"seed"})
 	}
-	return nil
-}
-func (s *benchStore) ScanObservationQuantized(_ context.Context, _ string, _ Space, _ func(string, []int8, float32), vfn func(string, []float32)) error {
-	for id, v := range s.vecs {
-		vfn(id, v)
+	if sp.Dims > 0 {
+		for id, v := range s.vecs {
+			into.Vector(id, v)
+		}
 	}
-	return nil
+	return Generation{Applied: 1}, nil
 }
 func (s *benchStore) PendingFacts(context.Context, string, time.Time, int) ([]Fact, error) {
 	return nil, nil

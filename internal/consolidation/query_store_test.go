@@ -29,10 +29,9 @@ type memQueryStore struct {
 	vecErr   error
 	pendErr  error
 	scans    int
-	onScan   func() // called during each ScanRecallable
 	sinces   []time.Time
 	limits   []int
-	scanning chan struct{} // when set, ScanRecallable waits for it to close
+	scanning chan struct{} // when set, LoadRecallable waits for it to close
 	vecScans int
 }
 
@@ -42,46 +41,46 @@ func (s *memQueryStore) BankGeneration(context.Context, string) (Generation, err
 	return Generation{Applied: s.gen}, s.genErr
 }
 
-func (s *memQueryStore) ScanRecallable(ctx context.Context, _ string, fn func(Observation, []string)) error {
+// LoadRecallable answers as one read: the generation and the data as
+// they were when the read began, handed over once scanning (when set) is
+// closed.
+func (s *memQueryStore) LoadRecallable(ctx context.Context, _ string, sp Space, into RecallableSink) (Generation, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return Generation{}, err
 	}
 	s.mu.Lock()
 	s.scans++
-	wait, onScan, err := s.scanning, s.onScan, s.scanErr
-	obs := slices.Clone(s.obs)
+	if sp.Dims > 0 {
+		s.vecScans++
+	}
+	wait, gen, obs, tags, vecs := s.scanning, s.gen, slices.Clone(s.obs), s.tags, s.vecs
+	var err error
+	switch {
+	case s.genErr != nil:
+		err = s.genErr
+	case s.scanErr != nil:
+		err = s.scanErr
+	case sp.Dims > 0 && s.vecErr != nil:
+		err = s.vecErr
+	}
 	s.mu.Unlock()
 	if wait != nil {
 		<-wait
 	}
-	if onScan != nil {
-		onScan()
-	}
 	if err != nil {
-		return err
+		return Generation{}, err
 	}
+	if gen < 0 {
+		return Generation{Applied: -1}, nil
+	}
+	into.Grow(len(obs))
 	for _, o := range obs {
-		fn(o, s.tags[o.ID])
-	}
-	return nil
-}
-
-func (s *memQueryStore) ScanObservationQuantized(ctx context.Context, _ string, sp Space, _ func(string, []int8, float32), vfn func(string, []float32)) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.vecScans++
-	if s.vecErr != nil {
-		return s.vecErr
-	}
-	for id, v := range s.vecs {
-		if len(v) == sp.Dims {
-			vfn(id, v)
+		into.Observation(o, tags[o.ID])
+		if v := vecs[o.ID]; sp.Dims > 0 && len(v) == sp.Dims {
+			into.Vector(o.ID, v)
 		}
 	}
-	return nil
+	return Generation{Applied: gen}, nil
 }
 
 func (s *memQueryStore) PendingFacts(_ context.Context, _ string, since time.Time, limit int) ([]Fact, error) {
@@ -169,12 +168,12 @@ func TestRecallerLoadAndGeneration(t *testing.T) {
 		t.Fatalf("generation after the load: %d, want 7", g)
 	}
 	st.set(func(s *memQueryStore) { s.genErr = errors.New("store down") })
-	if err := r.Load(ctx, Space{}); err == nil || err.Error() != "store down" {
+	if err := r.Load(ctx, Space{}); err == nil || err.Error() != "loading the bank's memory: store down" {
 		t.Fatalf("load with the store down: %v", err)
 	}
 	st.set(func(s *memQueryStore) { s.genErr, s.scanErr = nil, errors.New("scan broke") })
 	st.set(func(s *memQueryStore) { s.gen = 8 })
-	if err := r.Load(ctx, Space{}); err == nil || !strings.Contains(err.Error(), "loading the bank's observations: scan broke") {
+	if err := r.Load(ctx, Space{}); err == nil || !strings.Contains(err.Error(), "loading the bank's memory: scan broke") {
 		t.Fatalf("load with a failing scan: %v", err)
 	}
 	if g := r.Generation(); g != 7 {
@@ -283,14 +282,20 @@ func TestRecallConcurrentLoadsShareOne(t *testing.T) {
 	}
 }
 
-// A bank the store does not know (generation -1) recalls nothing and is
-// not scanned.
+// A bank the store does not know (generation -1) recalls nothing, and
+// is not read again while it stays unknown.
 func TestRecallUnknownBank(t *testing.T) {
 	st := &memQueryStore{gen: -1, obs: []Observation{{ID: "a", Text: "alpha beta"}}}
-	r := &Recaller{Store: st, Bank: "b"}
-	items, _, err := r.Recall(context.Background(), Query{Text: "alpha beta", Limit: 5})
-	if err != nil || len(items) != 0 || st.scans != 0 {
-		t.Fatalf("items %v, err %v, scans %d", items, err, st.scans)
+	emb := &scriptedEmbedder{vecs: map[string][]float32{"alpha beta": axis(4, 0, 0)}}
+	r := &Recaller{Store: st, Bank: "b", Embedder: emb}
+	for range 2 {
+		items, _, err := r.Recall(context.Background(), Query{Text: "alpha beta", Limit: 5})
+		if err != nil || len(items) != 0 || st.scans != 1 {
+			t.Fatalf("items %v, err %v, loads %d", items, err, st.scans)
+		}
+	}
+	if g := r.Generation(); g != -1 {
+		t.Fatalf("generation %d", g)
 	}
 }
 
@@ -337,7 +342,7 @@ func TestRecallRefreshesInTheBackground(t *testing.T) {
 	})
 	mu.Lock()
 	defer mu.Unlock()
-	if reported[0] != "refreshing the bank's indexes: loading the bank's observations: disk gone" {
+	if reported[0] != "refreshing the bank's indexes: loading the bank's memory: disk gone" {
 		t.Fatalf("reported %q", reported)
 	}
 	if r.Generation() != 2 {
@@ -356,35 +361,72 @@ func waitFor(t *testing.T, cond func() bool) {
 	t.Fatal("timed out waiting")
 }
 
-// Rows read while a batch was applied belong to no one generation: they
-// answer that recall, and the next one loads the bank again.
-func TestRecallLoadsAgainAfterAMovingLoad(t *testing.T) {
+// A bank not held yet is loaded in one read of the store, which gives
+// its generation too; one held is checked with a read of the generation
+// only. A recall that comes while a load that began before it is under
+// way uses that load only when it is as of the generation read after the
+// recall began: here the bank moved on meanwhile, so it loads again.
+func TestRecallReadsOfTheStore(t *testing.T) {
 	ctx := context.Background()
-	st := &memQueryStore{gen: 1, obs: []Observation{{ID: "a", Text: "alpha beta gamma"}}}
-	st.onScan = func() {
-		st.set(func(s *memQueryStore) {
-			if s.scans == 1 {
-				s.gen = 2
-			}
-		})
-	}
-	r := &Recaller{Store: st, Bank: "b"}
+	st := &memQueryStore{gen: 1, obs: []Observation{{ID: "old", Text: "alpha beta gamma"}}}
+	gens := 0
+	r := &Recaller{Store: countingGens{st, &gens}, Bank: "b"}
 	q := Query{Text: "alpha beta gamma", Limit: 5}
 	if _, _, err := r.Recall(ctx, q); err != nil {
 		t.Fatal(err)
 	}
-	if g := r.Generation(); g != -2 {
-		t.Fatalf("a bank loaded while its generation moved is held as %d, want -2", g)
+	if st.scans != 1 || gens != 0 {
+		t.Fatalf("a first recall: %d loads and %d reads of the generation, want 1 and 0", st.scans, gens)
 	}
 	if _, _, err := r.Recall(ctx, q); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return r.Generation() == 2 })
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.scans != 2 {
-		t.Fatalf("scans %d, want 2", st.scans)
+	if st.scans != 1 || gens != 1 {
+		t.Fatalf("a recall of the bank held: %d loads and %d reads of the generation, want 1 and 1", st.scans, gens)
 	}
+
+	release := make(chan struct{})
+	st2 := &memQueryStore{gen: 1, obs: []Observation{{ID: "old", Text: "alpha beta gamma"}}, scanning: release}
+	r = &Recaller{Store: st2, Bank: "b"}
+	first := make(chan []Recalled)
+	go func() {
+		items, _, _ := r.Recall(ctx, q)
+		first <- items
+	}()
+	waitFor(t, func() bool { st2.mu.Lock(); defer st2.mu.Unlock(); return st2.scans == 1 })
+	st2.set(func(s *memQueryStore) {
+		s.gen, s.scanning = 2, nil
+		s.obs = []Observation{{ID: "new", Text: "alpha beta gamma"}}
+	})
+	second := make(chan []Recalled)
+	go func() {
+		items, _, _ := r.Recall(ctx, q)
+		second <- items
+	}()
+	time.Sleep(20 * time.Millisecond) // the second waits for the first's load
+	close(release)
+	if got := itemIDs(<-first); !slices.Equal(got, []string{"old"}) {
+		t.Fatalf("the first recall: %v", got)
+	}
+	if got := itemIDs(<-second); !slices.Equal(got, []string{"new"}) {
+		t.Fatalf("the second recall: %v, want the bank as of after it began", got)
+	}
+	if st2.scans != 2 {
+		t.Fatalf("loads %d, want 2", st2.scans)
+	}
+}
+
+// countingGens counts the reads of the generation.
+type countingGens struct {
+	*memQueryStore
+	n *int
+}
+
+func (c countingGens) BankGeneration(ctx context.Context, key string) (Generation, error) {
+	c.mu.Lock()
+	*c.n++
+	c.mu.Unlock()
+	return c.memQueryStore.BankGeneration(ctx, key)
 }
 
 // With an embedder, the nearest observation by meaning comes first even
@@ -479,7 +521,7 @@ func TestRecallCancelledWhileEmbedding(t *testing.T) {
 func TestRecallVectorLoadFails(t *testing.T) {
 	st := &memQueryStore{gen: 1, obs: []Observation{{ID: "a", Text: "alpha"}}, vecErr: errors.New("vectors unreadable")}
 	r := &Recaller{Store: st, Bank: "b", Embedder: &scriptedEmbedder{vecs: map[string][]float32{"alpha": axis(4, 0, 0)}}}
-	if _, _, err := r.Recall(context.Background(), Query{Text: "alpha", Limit: 5}); err == nil || err.Error() != "loading the bank's vectors: vectors unreadable" {
+	if _, _, err := r.Recall(context.Background(), Query{Text: "alpha", Limit: 5}); err == nil || err.Error() != "loading the bank's memory: vectors unreadable" {
 		t.Fatalf("err %v", err)
 	}
 }

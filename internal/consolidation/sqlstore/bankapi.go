@@ -2,8 +2,14 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
+	"encoding/binary"
+	"math"
+	"slices"
 	"sort"
+	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/promptops/promptops/internal/consolidation"
 )
@@ -19,70 +25,121 @@ func (s *Store) BankGeneration(ctx context.Context, key string) (consolidation.G
 	return s.generation(ctx, key)
 }
 
-// ScanRecallable streams the bank's observations with their source fact
-// ids, and the distinct tags of those facts: two queries for the bank.
-func (s *Store) ScanRecallable(ctx context.Context, bank string, fn func(o consolidation.Observation, tags []string)) error {
-	type src struct {
-		ids  []string
-		tags []string
-	}
-	srcs := map[string]*src{}
-	rows, err := s.scan.QueryContext(ctx, s.q(`SELECT s.observation_id, s.fact_id, f.tags FROM promptops_observation_sources s
-		JOIN promptops_facts f ON f.bank = s.bank AND f.id = s.fact_id WHERE s.bank = $1 ORDER BY s.observation_id, f.created_at DESC, f.id`), bank)
+// recallableQuery reads, in one statement and so in one snapshot of the
+// store, what a Recaller holds of a key: its generation (the row 'g',
+// with the bank's erasures and the key's count of observations), its
+// observations with their vectors in a space (rows 'o'), and their
+// sources with the tags of those facts (rows 's'). $1 is the key, $2 and
+// $3 the space (none matches a space of 0 dimensions), $4 the bank. The
+// rows come in any order.
+const recallableQuery = `SELECT 'g', NULL, NULL, b.generation, COALESCE((SELECT erasures FROM promptops_banks WHERE id = $4), 0),
+		NULL, NULL, NULL, NULL, NULL, NULL, NULL, (SELECT count(*) FROM promptops_observations WHERE bank = $1)
+	FROM promptops_banks b WHERE b.id = $1
+UNION ALL
+SELECT 'o', o.id, o.text, o.proof_count, NULL, o.occurred_start, o.occurred_end, o.entities_norm, o.created_at, o.updated_at,
+		v.qvec, CASE WHEN v.qvec IS NULL THEN v.vec END, NULL
+	FROM promptops_observations o
+	LEFT JOIN promptops_observation_vectors v ON v.bank = o.bank AND v.observation_id = o.id AND v.model = $2 AND v.dims = $3
+	WHERE o.bank = $1
+UNION ALL
+SELECT 's', s.observation_id, s.fact_id, NULL, NULL, NULL, NULL, f.tags, f.created_at, NULL, NULL, NULL, NULL
+	FROM promptops_observation_sources s JOIN promptops_facts f ON f.bank = s.bank AND f.id = s.fact_id
+	WHERE s.bank = $1`
+
+// LoadRecallable reads a key's generation, observations, sources and
+// vectors in sp in one statement, so that what it reads is as of the
+// generation it answers (Applied -1 when the store does not know the
+// key). into hears the count of observations when it comes first, and
+// each vector as it is read; each observation, with its source fact ids
+// (newest fact first) and their distinct tags, once all is read.
+func (s *Store) LoadRecallable(ctx context.Context, key string, sp consolidation.Space, into consolidation.RecallableSink) (consolidation.Generation, error) {
+	gen := consolidation.Generation{Applied: -1}
+	bank, scope := consolidation.SplitBankKey(key)
+	rows, err := s.scan.QueryContext(ctx, s.q(recallableQuery), key, sp.Model, sp.Dims, bank)
 	if err != nil {
-		return err
+		return gen, err
 	}
+	defer rows.Close()
+	type source struct {
+		fact    string
+		created time.Time
+		tags    string
+	}
+	sources := map[string][]source{}
+	var obs []consolidation.Observation
+	var buf []float32
+	var (
+		kind, id, text, txt sql.NullString
+		num, num2, count    sql.NullInt64
+		os, oe, ca, ua      scanTime
+		rawQ, rawV          sql.RawBytes
+	)
 	for rows.Next() {
-		var obs, fact, tags string
-		if err := rows.Scan(&obs, &fact, &tags); err != nil {
-			rows.Close()
-			return err
+		if err := rows.Scan(&kind, &id, &text, &num, &num2, &os, &oe, &txt, &ca, &ua, &rawQ, &rawV, &count); err != nil {
+			return gen, err
 		}
-		sc := srcs[obs]
-		if sc == nil {
-			sc = &src{}
-			srcs[obs] = sc
+		switch kind.String {
+		case "g":
+			gen = consolidation.Generation{Applied: num.Int64, Erasures: num2.Int64}
+			if len(obs) == 0 {
+				into.Grow(int(count.Int64))
+			}
+		case "o":
+			o := consolidation.Observation{ID: id.String, Text: text.String, ProofCount: int(num.Int64), Scope: scope,
+				OccurredStart: os.t, OccurredEnd: oe.t, Entities: entityList(txt.String)}
+			if ca.t != nil {
+				o.CreatedAt = *ca.t
+			}
+			if ua.t != nil {
+				o.UpdatedAt = *ua.t
+			}
+			obs = append(obs, o)
+			switch {
+			case sp.Dims > 0 && len(rawQ) == 4+sp.Dims:
+				// The int8s are the bytes as they are: read in place,
+				// not copied once more on the way to the index.
+				q := unsafe.Slice((*int8)(unsafe.Pointer(unsafe.SliceData(rawQ[4:]))), sp.Dims)
+				into.Quantized(o.ID, q, math.Float32frombits(binary.LittleEndian.Uint32(rawQ)))
+			case sp.Dims > 0 && rawQ == nil && rawV != nil:
+				buf = decodeVec(rawV, buf)
+				into.Vector(o.ID, buf)
+			}
+		case "s":
+			src := source{fact: text.String, tags: txt.String}
+			if ca.t != nil {
+				src.created = *ca.t
+			}
+			sources[id.String] = append(sources[id.String], src)
 		}
-		sc.ids = append(sc.ids, fact)
-		if tags != "[]" && tags != "" {
-			for _, t := range fromJSON(tags) {
-				if !contains(sc.tags, t) {
-					sc.tags = append(sc.tags, t)
+	}
+	if err := rows.Err(); err != nil {
+		return gen, err
+	}
+	for _, o := range obs {
+		srcs := sources[o.ID]
+		slices.SortFunc(srcs, func(a, b source) int {
+			if c := b.created.Compare(a.created); c != 0 {
+				return c
+			}
+			return strings.Compare(a.fact, b.fact)
+		})
+		var tags []string
+		if len(srcs) > 0 {
+			o.SourceFactIDs = make([]string, len(srcs))
+		}
+		for i, src := range srcs {
+			o.SourceFactIDs[i] = src.fact
+			if src.tags != "[]" && src.tags != "" {
+				for _, t := range fromJSON(src.tags) {
+					if !contains(tags, t) {
+						tags = append(tags, t)
+					}
 				}
 			}
 		}
+		into.Observation(o, tags)
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	rows, err = s.scan.QueryContext(ctx, s.q("SELECT "+obsColumns+" FROM promptops_observations WHERE bank = $1"), bank)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var o consolidation.Observation
-		var ents string
-		var os, oe, ca, ua scanTime
-		if err := rows.Scan(&o.ID, &o.Text, &o.ProofCount, &os, &oe, &ents, &ca, &ua); err != nil {
-			return err
-		}
-		o.OccurredStart, o.OccurredEnd, o.Entities = os.t, oe.t, entityList(ents)
-		if ca.t != nil {
-			o.CreatedAt = *ca.t
-		}
-		if ua.t != nil {
-			o.UpdatedAt = *ua.t
-		}
-		_, o.Scope = consolidation.SplitBankKey(bank)
-		var tags []string
-		if sc := srcs[o.ID]; sc != nil {
-			o.SourceFactIDs, tags = sc.ids, sc.tags
-		}
-		fn(o, tags)
-	}
-	return rows.Err()
+	return gen, nil
 }
 
 func contains(list []string, s string) bool {
