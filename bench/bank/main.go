@@ -60,6 +60,7 @@ func main() {
 	flag.IntVar(&sc.scopes, "scopes", 10000, "scoped: scopes served.")
 	flag.IntVar(&sc.perScope, "per-scope", 10, "scoped: observations of each scope served.")
 	flag.IntVar(&sc.clients, "scoped-clients", 8, "scoped: concurrent keep-alive clients of scoped recall.")
+	flag.IntVar(&sc.hot, "hot-scopes", 100, "scoped: scopes of the second timed recall, the hot ones (0: none).")
 	flag.IntVar(&sc.erasures, "erasures", 200, "scoped: scopes erased, one after another.")
 	flag.IntVar(&sc.consFacts, "consolidate-facts", 2000, "scoped: pending facts consolidated.")
 	flag.IntVar(&sc.consScopes, "consolidate-scopes", 500, "scoped: scopes the consolidated facts are spread over.")

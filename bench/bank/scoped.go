@@ -3,18 +3,28 @@ package main
 // The scoped case (-modes scoped): a bank whose facts and observations
 // belong to scopes (one per user of a product, say).
 //
+// The bank larger than a pod of the scale issue:
+//
+//	go run ./bench/bank -modes scoped -stores postgres -scopes 50000 -per-scope 20 -dims 384 \
+//	    -consolidate-facts 10000 -consolidate-scopes 2500 -parallelism 4
+//	go run ./bench/bank -modes scoped -stores sqlite -scopes 10000 -per-scope 20 -dims 384 \
+//	    -consolidate-facts 10000 -consolidate-scopes 2500 -parallelism 4
+//
 //  1. Recall within a scope: 10,000 scopes of 10 observations each (with
 //     the scripted embeddings' vectors) are served by the built binary;
 //     POST .../recall with "scope" set, the scope drawn uniformly from all
 //     of them, from 8 keep-alive clients. Every answer is checked: each
-//     item's source facts must be the queried scope's.
+//     item's source facts must be the queried scope's. Then the same over
+//     the first -hot-scopes scopes (100), loaded before the timing; and
+//     serve's peak resident set.
 //  2. Consolidation of 2,000 pending facts over 500 scopes (4 a scope) by
 //     the Engine in this process with a scripted LLM (llmtest.OnePerFact),
 //     at each -parallelism, on fresh data each time. The time the LLM's
 //     handler was running is measured around the handler (a front server
 //     of our own that calls the scripted server's handler) and taken off
 //     the wall time: what is left is the engine's (store, prompts,
-//     parsing, the HTTP client).
+//     parsing, the HTTP client). The peak resident set of this process
+//     during the run (with the scripted servers) is reported.
 //  3. Erasure of one scope: DELETE .../scopes/{scope} of distinct scopes of
 //     the bank of 1., one after another, against the served binary (served
 //     with --auth none, as every case of this benchmark: the eraser verb
@@ -31,6 +41,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -39,6 +50,7 @@ import (
 
 	promptopsv1 "github.com/promptops/promptops/api/v1"
 	"github.com/promptops/promptops/bench/internal/loopback"
+	"github.com/promptops/promptops/bench/internal/proc"
 	"github.com/promptops/promptops/internal/consolidation"
 	"github.com/promptops/promptops/internal/consolidation/llm"
 	"github.com/promptops/promptops/internal/consolidation/sqlstore"
@@ -60,6 +72,8 @@ type scopedConfig struct {
 	// consFacts pending facts over consScopes scopes are consolidated in
 	// batches of batch, at each parallelism.
 	consFacts, consScopes, batch int
+	// hot scopes (the first) are recalled in a second timed phase.
+	hot int
 	// maxFacts is the run's MaxFacts; 0 is consFacts.
 	maxFacts    int
 	parallelism []int
@@ -351,6 +365,32 @@ func servedScopes(w io.Writer, url string, cfg scopedConfig) error {
 	report(w, fmt.Sprintf("scoped recall scopes=%d clients=%d", cfg.scopes, cfg.clients), lat, errs, cfg.duration, 1, cpu())
 	fmt.Fprintf(w, "  checked: %s\n", timed)
 
+	// The same over a few hot scopes, loaded once before the timing.
+	if hot := min(cfg.hot, cfg.scopes); hot > 0 {
+		cl := &http.Client{}
+		for sc := range hot {
+			if _, err := recallScopeOnce(cl, base, sc, asked(sc, cfg.perScope)); err != nil {
+				return err
+			}
+		}
+		hotCheck := &scopeCheck{}
+		cpu = cpuMeter(cmd.Process.Pid)
+		lat, errs = drive(cfg.clients, cfg.duration, func(cl *http.Client, k int) error {
+			sc := int(mix(uint64(k)) % uint64(hot))
+			i := asked(sc, cfg.perScope)
+			items, err := recallScopeOnce(cl, base, sc, i)
+			if err == nil {
+				hotCheck.check(sc, i, cfg.perScope, items)
+			}
+			return err
+		})
+		report(w, fmt.Sprintf("scoped recall hot scopes=%d clients=%d", hot, cfg.clients), lat, errs, cfg.duration, 1, cpu())
+		fmt.Fprintf(w, "  checked: %s\n", hotCheck)
+	}
+	hwm, _ := proc.Status(cmd.Process.Pid, "VmHWM")
+	anon, _ := proc.Status(cmd.Process.Pid, "RssAnon")
+	fmt.Fprintf(w, "serve peak RSS (VmHWM) %s, RssAnon now %s, with --index-cache-bytes at its default\n", proc.MiB(hwm), proc.MiB(anon))
+
 	return eraseScopes(w, base, cfg)
 }
 
@@ -531,12 +571,19 @@ func consolidateScopes(ctx context.Context, w io.Writer, url string, cfg scopedC
 		e.Embedder = llm.NewEmbeddings(llm.EmbeddingsConfig{BaseURL: embFront.URL + "/v1", Model: "bench-embed", Timeout: 60 * time.Second, MaxRetries: 1})
 	}
 
+	// The peak resident set of this process (the engine, with the
+	// scripted servers) from here on.
+	runtime.GC()
+	if err := proc.ResetPeak(os.Getpid()); err != nil {
+		return err
+	}
 	t0 := time.Now()
 	sum, err := e.Run(ctx)
 	wall := time.Since(t0)
 	if err != nil {
 		return err
 	}
+	hwm, _ := proc.Status(os.Getpid(), "VmHWM")
 	hTotal, hBusy, _ := handlers.total()
 	cTotal, cBusy, _ := calls.total()
 	eTotal, eBusy, _ := embHandlers.total()
@@ -573,9 +620,9 @@ func consolidateScopes(ctx context.Context, w io.Writer, url string, cfg scopedC
 	per := func(d time.Duration) string {
 		return fmt.Sprintf("%.3fms", float64(d.Microseconds())/1000/float64(cfg.consFacts))
 	}
-	fmt.Fprintf(w, "consolidate parallelism=%d facts=%d scopes=%d batch=%d embeddings=%t wall=%s engine_per_fact=%s llm_calls=%d server_requests=%d sum_ceil_facts_per_batch=%d batches=%d retries=%d calls_with_several_scopes=%d consolidated=%d failed=%d pending_after=%d%s\n",
+	fmt.Fprintf(w, "consolidate parallelism=%d facts=%d scopes=%d batch=%d embeddings=%t wall=%s engine_per_fact=%s llm_calls=%d server_requests=%d sum_ceil_facts_per_batch=%d batches=%d retries=%d calls_with_several_scopes=%d consolidated=%d failed=%d pending_after=%d peak_rss=%s%s\n",
 		p, cfg.consFacts, len(perScope), batch, cfg.embed, wall.Round(time.Millisecond), per(wall-busy), sum.LLMCalls, len(reqs), want, sum.Batches, sum.Retries, mixed,
-		sum.FactsConsolidated, sum.FactsFailed, sum.PendingFacts, cond(sum.CutShort != "", " cut short: "+sum.CutShort, ""))
+		sum.FactsConsolidated, sum.FactsFailed, sum.PendingFacts, proc.MiB(hwm), cond(sum.CutShort != "", " cut short: "+sum.CutShort, ""))
 	fmt.Fprintf(w, "  llm handler: sum=%s busy=%s (%s a fact); client side around calls: sum=%s busy=%s, engine_per_fact by it=%s%s\n",
 		hTotal.Round(time.Microsecond), hBusy.Round(time.Microsecond), per(hBusy), cTotal.Round(time.Microsecond), cBusy.Round(time.Microsecond), per(wall-aroundBusy),
 		cond(cfg.embed, fmt.Sprintf("; embeddings handler: sum=%s busy=%s, calls=%d", eTotal.Round(time.Microsecond), eBusy.Round(time.Microsecond), sum.EmbeddingCalls), ""))

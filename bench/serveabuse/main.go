@@ -18,11 +18,9 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -40,6 +38,7 @@ import (
 	"time"
 
 	"github.com/promptops/promptops/bench/internal/loopback"
+	"github.com/promptops/promptops/bench/internal/proc"
 )
 
 type config struct {
@@ -113,7 +112,7 @@ func run(w io.Writer, c config) error {
 		return fmt.Errorf("%w\n%s", err, srvLog.String())
 	}
 	pid := srv.Process.Pid
-	idle, _ := status(pid, "RssAnon")
+	idle, _ := proc.Status(pid, "RssAnon")
 
 	var peak atomic.Int64
 	stopSampling := make(chan struct{})
@@ -123,7 +122,7 @@ func run(w io.Writer, c config) error {
 		t := time.NewTicker(10 * time.Millisecond)
 		defer t.Stop()
 		for {
-			if v, err := status(pid, "RssAnon"); err == nil && v > peak.Load() {
+			if v, err := proc.Status(pid, "RssAnon"); err == nil && v > peak.Load() {
 				peak.Store(v)
 			}
 			select {
@@ -203,15 +202,15 @@ func run(w io.Writer, c config) error {
 	time.Sleep(c.drain)
 	close(stopSampling)
 	<-sampled
-	hwm, _ := status(pid, "VmHWM")
-	after, _ := status(pid, "RssAnon")
+	hwm, _ := proc.Status(pid, "VmHWM")
+	after, _ := proc.Status(pid, "RssAnon")
 	alive := srv.ProcessState == nil && srv.Process.Signal(syscall.Signal(0)) == nil
 
 	fmt.Fprintf(w, "promptops serve (%s) %s, PROMPTOPS_MEMORY_LIMIT=%q GOMEMLIMIT=%q\n", c.bin, strings.Join(c.extraArgs, " "), c.memoryLimit, c.goMemLimit)
 	fmt.Fprintf(w, "%s of: %d connections sending a %d-byte Content-Length and nothing (%d reopened), %d hostile %d-byte bodies, %d ordinary 8 KB clients\n\n",
 		c.duration, c.slow, c.bodyBytes, reopened.Load(), c.hostile, c.bodyBytes, c.clients)
 	fmt.Fprintf(w, "RssAnon: idle %s, peak %s during the load, %s including %s after it, %s at the end; VmHWM (anon+file) %s; server alive: %v\n",
-		mib(idle), mib(duringPeak), mib(peak.Load()), c.drain, mib(after), mib(hwm), alive)
+		proc.MiB(idle), proc.MiB(duringPeak), proc.MiB(peak.Load()), c.drain, proc.MiB(after), proc.MiB(hwm), alive)
 	fmt.Fprintf(w, "ordinary: %s\n", ordinary.summary())
 	fmt.Fprintf(w, "hostile:  %s\n", hostile.summary())
 	if n := strings.Count(srvLog.String(), "\n"); n > 0 {
@@ -323,24 +322,6 @@ func mapKeys(m map[string]int) func(func(string) bool) {
 }
 
 // status reads a "kB" field of /proc/PID/status, in bytes.
-func status(pid int, field string) (int64, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		name, rest, ok := strings.Cut(sc.Text(), ":")
-		if ok && name == field {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb << 10, err
-		}
-	}
-	return 0, errors.New(field + " not found")
-}
-
-func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 
 type lockedBuffer struct {
 	mu sync.Mutex
