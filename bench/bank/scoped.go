@@ -313,7 +313,11 @@ func servedScopes(w io.Writer, url string, cfg scopedConfig) error {
 		return err
 	}
 	base := "http://" + addr
-	cmd, err := startServe(cfg.bin, base, []string{"PROMPTOPS_STORE=" + url, "PROMPTOPS_EMBEDDINGS_BASE_URL=" + emb.BaseURL()},
+	// Served as the bank's Deployment serves it: with the default pod's
+	// memory limit, from which serve sets the Go runtime's.
+	res := promptopsv1.DefaultServingResources()
+	limit := res.Limits.Memory().Value()
+	cmd, err := startServe(cfg.bin, base, []string{"PROMPTOPS_STORE=" + url, "PROMPTOPS_EMBEDDINGS_BASE_URL=" + emb.BaseURL(), fmt.Sprintf("PROMPTOPS_MEMORY_LIMIT=%d", limit)},
 		"--bank", bank, "--embeddings-model", "bench-embed")
 	if err != nil {
 		return err
@@ -389,7 +393,7 @@ func servedScopes(w io.Writer, url string, cfg scopedConfig) error {
 	}
 	hwm, _ := proc.Status(cmd.Process.Pid, "VmHWM")
 	anon, _ := proc.Status(cmd.Process.Pid, "RssAnon")
-	fmt.Fprintf(w, "serve peak RSS (VmHWM) %s, RssAnon now %s, with --index-cache-bytes at its default\n", proc.MiB(hwm), proc.MiB(anon))
+	fmt.Fprintf(w, "serve peak RSS (VmHWM) %s, RssAnon now %s, with --index-cache-bytes at its default and PROMPTOPS_MEMORY_LIMIT=%s (the default pod's limit)\n", proc.MiB(hwm), proc.MiB(anon), proc.MiB(limit))
 
 	return eraseScopes(w, base, cfg)
 }

@@ -16,6 +16,11 @@ type LexIndex struct {
 	byID     map[string]int32
 	gramID   map[uint64]int32 // gram (eachGramKey) -> index in posts
 	posts    [][]int32
+	// The postings once frozen (Freeze), in place of gramID and posts:
+	// the grams sorted, gram keys[i]'s postings flat[off[i]:off[i+1]].
+	keys     []uint64
+	off      []int32
+	flat     []int32
 	entities map[string][]int32
 	dead     int
 	// scratch, reused by Search
@@ -38,8 +43,79 @@ func NewLexIndex() *LexIndex {
 // Len is the number of observations indexed.
 func (x *LexIndex) Len() int { return len(x.byID) }
 
+// Freeze packs the postings into three flat slices, about a sixth of
+// the memory of the map and slice per gram a growing index needs: for an
+// index that is read, not written (a bank loaded for recall). Put and
+// Delete still work on a frozen index, which they unpack first.
+func (x *LexIndex) Freeze() {
+	if x.keys != nil || x.gramID == nil {
+		return
+	}
+	x.compact()
+	keys := make([]uint64, 0, len(x.gramID))
+	for k := range x.gramID {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	n := 0
+	for _, post := range x.posts {
+		n += len(post)
+	}
+	x.keys, x.off, x.flat = keys, make([]int32, len(keys)+1), make([]int32, 0, n)
+	for i, k := range keys {
+		x.flat = append(x.flat, x.posts[x.gramID[k]]...)
+		x.off[i+1] = int32(len(x.flat))
+	}
+	x.gramID, x.posts = nil, nil
+}
+
+// thaw unpacks a frozen index's postings for writing.
+func (x *LexIndex) thaw() {
+	if x.gramID != nil {
+		return
+	}
+	x.gramID, x.posts = make(map[uint64]int32, len(x.keys)), make([][]int32, len(x.keys))
+	for i, k := range x.keys {
+		x.gramID[k] = int32(i)
+		x.posts[i] = slices.Clone(x.flat[x.off[i]:x.off[i+1]])
+	}
+	x.keys, x.off, x.flat = nil, nil, nil
+}
+
+// postings are the observations holding gram k.
+func (x *LexIndex) postings(k uint64) []int32 {
+	if x.gramID != nil {
+		if p, ok := x.gramID[k]; ok {
+			return x.posts[p]
+		}
+		return nil
+	}
+	if i, ok := slices.BinarySearch(x.keys, k); ok {
+		return x.flat[x.off[i]:x.off[i+1]]
+	}
+	return nil
+}
+
+// bytes estimates the memory the index holds.
+func (x *LexIndex) bytes() int64 {
+	n := int64(len(x.keys))*8 + int64(len(x.off)+len(x.flat))*4 + int64(len(x.gramID))*48 + int64(len(x.docs))*(48+16) + int64(len(x.byID))*48
+	for _, post := range x.posts {
+		n += 24 + int64(cap(post))*4
+	}
+	for e, post := range x.entities {
+		n += 48 + int64(len(e)) + int64(cap(post))*4
+	}
+	for _, d := range x.docs {
+		for _, e := range d.entities {
+			n += 16 + int64(len(e))
+		}
+	}
+	return n
+}
+
 // Put indexes an observation, replacing what the index had for its id.
 func (x *LexIndex) Put(id, text string, entities []string) {
+	x.thaw()
 	x.Delete(id)
 	n := int32(len(x.docs))
 	var ngrams int32
@@ -84,6 +160,10 @@ func (x *LexIndex) Delete(id string) {
 
 // compact drops deleted observations from the postings.
 func (x *LexIndex) compact() {
+	if x.dead == 0 {
+		return
+	}
+	x.thaw()
 	remap := make([]int32, len(x.docs))
 	docs := make([]lexDoc, 0, len(x.byID))
 	for i, d := range x.docs {
@@ -160,11 +240,7 @@ func (x *LexIndex) search(fact Fact, limit int) []lexHit {
 	slices.Sort(g)
 	g = slices.Compact(g)
 	for _, k := range g {
-		p, ok := x.gramID[k]
-		if !ok {
-			continue
-		}
-		for _, n := range x.posts[p] {
+		for _, n := range x.postings(k) {
 			if counts[n] == 0 {
 				x.touched = append(x.touched, n)
 			}

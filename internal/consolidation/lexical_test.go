@@ -50,6 +50,8 @@ func bruteSearch(docs map[string]Observation, fact Fact, limit int) []string {
 	return out
 }
 
+// The index answers as a brute-force scan does, growing, frozen, and
+// written again after it was frozen.
 func TestLexIndexMatchesBruteForce(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	words := []string{"alice", "moved", "to", "bergen", "bob", "works", "at", "acme", "labs", "likes", "jazz", "张伟", "在", "北京", "工作", "cats", "has", "three", "project", "P7"}
@@ -78,24 +80,43 @@ func TestLexIndexMatchesBruteForce(t *testing.T) {
 		if x.Len() != len(docs) {
 			t.Fatalf("Len %d, want %d", x.Len(), len(docs))
 		}
-		for k := 0; k < 50; k++ {
-			s, ents := text()
-			f := Fact{Text: s, Entities: ents}
-			want := bruteSearch(docs, f, 20)
-			if got := x.Search(f, 20); !slices.Equal(got, want) {
-				t.Fatalf("round %d, %q %v:\n got %v\nwant %v", round, s, ents, got, want)
+		// The same answers growing and frozen; the next round writes
+		// to the frozen index.
+		queries := rng.Uint64()
+		for _, frozen := range []bool{false, true} {
+			if frozen {
+				x.Freeze()
+				if x.Len() != len(docs) {
+					t.Fatalf("Len %d frozen, want %d", x.Len(), len(docs))
+				}
 			}
-			// SearchRanked is the same hits as Rank orders them.
-			cands := make([]Candidate, len(want))
-			for i, id := range want {
-				cands[i] = Candidate{Observation: docs[id]}
+			rng := rand.New(rand.NewPCG(queries, 0))
+			text := func() (string, []string) {
+				s := ""
+				for k := 0; k < 3+rng.IntN(5); k++ {
+					s += words[rng.IntN(len(words))] + " "
+				}
+				return s, []string{people[rng.IntN(len(people))]}
 			}
-			var ranked []string
-			for _, c := range Rank(f, cands, len(cands)) {
-				ranked = append(ranked, c.ID)
-			}
-			if got := x.SearchRanked(f, 20); !slices.Equal(got, ranked) || len(ranked) != len(want) {
-				t.Fatalf("round %d, %q %v: ranked\n got %v\nwant %v (of %d hits)", round, s, ents, got, ranked, len(want))
+			for k := 0; k < 50; k++ {
+				s, ents := text()
+				f := Fact{Text: s, Entities: ents}
+				want := bruteSearch(docs, f, 20)
+				if got := x.Search(f, 20); !slices.Equal(got, want) {
+					t.Fatalf("round %d (frozen %t), %q %v:\n got %v\nwant %v", round, frozen, s, ents, got, want)
+				}
+				// SearchRanked is the same hits as Rank orders them.
+				cands := make([]Candidate, len(want))
+				for i, id := range want {
+					cands[i] = Candidate{Observation: docs[id]}
+				}
+				var ranked []string
+				for _, c := range Rank(f, cands, len(cands)) {
+					ranked = append(ranked, c.ID)
+				}
+				if got := x.SearchRanked(f, 20); !slices.Equal(got, ranked) || len(ranked) != len(want) {
+					t.Fatalf("round %d, %q %v: ranked\n got %v\nwant %v (of %d hits)", round, s, ents, got, ranked, len(want))
+				}
 			}
 		}
 	}

@@ -190,21 +190,20 @@ type bankMemory struct {
 	bytes int64
 }
 
-// Estimates of what a loaded observation holds beside its text: the
-// record, its map entry and ids, and its lexical postings (about three
-// times its text); a vector holds its int8 row, its signs and its id.
+// Estimates of what a loaded observation holds beside its text and its
+// lexical postings (LexIndex.bytes): the record, its map entry and ids;
+// a vector holds its int8 row, its signs and its id.
 const (
 	memObsBytes    = 320
 	memSourceBytes = 64
-	memLexPerByte  = 3
 	memVectorBytes = 100
 )
 
 // estimate sets m.bytes from what m holds.
 func (m *bankMemory) estimate() {
-	var n int64
+	n := m.lex.bytes()
 	for _, o := range m.obs {
-		n += memObsBytes + int64(len(o.Text))*(1+memLexPerByte) + int64(len(o.SourceFactIDs))*memSourceBytes
+		n += memObsBytes + int64(len(o.Text)) + int64(len(o.SourceFactIDs))*memSourceBytes
 		for _, t := range o.tags {
 			n += int64(len(t)) + 16
 		}
@@ -357,6 +356,7 @@ func (r *Recaller) loadLocked(ctx context.Context, sp Space) (*bankMemory, error
 		return nil, fmt.Errorf("loading the bank's memory: %w", err)
 	}
 	m.gen = gen
+	m.lex.Freeze()
 	if old := r.cur.Load(); old != nil && old.sp.Dims > 0 && sp.Dims == 0 && old.gen == gen {
 		return old, nil
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"runtime"
 	"slices"
 	"strings"
@@ -708,34 +709,60 @@ func TestQueryEntities(t *testing.T) {
 	}
 }
 
-// TestRecallerBytes: the estimate counts each observation's record, text
-// (with its lexical postings), sources and tags, and each vector row.
+// TestRecallerBytes: what Bytes says a loaded bank holds is what its load
+// adds to the heap, within a fifth, by words only and with vectors: 500
+// scopes of 20 observations as users' scopes are (ten words a text, an
+// entity, a source, a tag), each loaded by a Recaller of its own as serve
+// holds them. The index cache of serve is bounded by this estimate, so a
+// change that makes a loaded bank larger without counting it fails here.
 func TestRecallerBytes(t *testing.T) {
-	ctx := context.Background()
-	st := &memQueryStore{gen: 1,
-		obs: []Observation{
-			{ID: "a", Text: "first observation", SourceFactIDs: []string{"f1", "f2"}},
-			{ID: "b", Text: "the second one", SourceFactIDs: []string{"f3"}},
-		},
-		tags: map[string][]string{"a": {"user", "vip"}},
-		vecs: map[string][]float32{"a": axis(100, 0, 0), "b": axis(100, 1, 0)},
-	}
-	r := &Recaller{Store: st, Bank: "b"}
-	if r.Bytes() != 0 {
+	if r := (&Recaller{Store: &memQueryStore{}, Bank: "b"}); r.Bytes() != 0 {
 		t.Fatalf("before a load: %d", r.Bytes())
 	}
-	if err := r.Load(ctx, Space{}); err != nil {
-		t.Fatal(err)
-	}
-	words := int64(2*memObsBytes + (17+14)*(1+memLexPerByte) + 3*memSourceBytes + (4 + 16) + (3 + 16))
-	if got := r.Bytes(); got != words {
-		t.Fatalf("by words: %d bytes, want %d", got, words)
-	}
-	if err := r.Load(ctx, Space{Model: "scripted", Dims: 100}); err != nil {
-		t.Fatal(err)
-	}
-	// Two rows of 100 int8, two words of signs and the per-row overhead.
-	if got, want := r.Bytes(), words+2*(100+8*2+memVectorBytes); got != want {
-		t.Fatalf("with vectors: %d bytes, want %d", got, want)
+	for _, dims := range []int{0, 384} {
+		rng := rand.New(rand.NewPCG(1, 2))
+		words := madeUpWords(rng, 2000)
+		const scopes, per = 500, 20
+		stores := make([]*memQueryStore, scopes)
+		for s := range stores {
+			st := &memQueryStore{gen: 1, tags: map[string][]string{}, vecs: map[string][]float32{}}
+			for j := 0; j < per; j++ {
+				id := fmt.Sprintf("user-%05d-%02d", s, j)
+				text := words[rng.IntN(len(words))]
+				for range 9 {
+					text += " " + words[rng.IntN(len(words))]
+				}
+				st.obs = append(st.obs, Observation{ID: id, Text: text, SourceFactIDs: []string{id}, Entities: []string{"Person " + words[rng.IntN(100)]}})
+				st.tags[id] = []string{"seed"}
+				if dims > 0 {
+					v := make([]float32, dims)
+					for i := range v {
+						v[i] = float32(rng.NormFloat64())
+					}
+					st.vecs[id] = v
+				}
+			}
+			stores[s] = st
+		}
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		rs := make([]*Recaller, scopes)
+		var estimate int64
+		for s := range rs {
+			rs[s] = &Recaller{Store: stores[s], Bank: "b"}
+			if err := rs[s].Load(context.Background(), Space{Model: "m", Dims: dims}); err != nil {
+				t.Fatal(err)
+			}
+			estimate += rs[s].Bytes()
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		runtime.KeepAlive(rs)
+		heap := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+		t.Logf("dims %d: %d bytes a scope on the heap, %d estimated", dims, heap/scopes, estimate/scopes)
+		if r := float64(estimate) / float64(heap); r < 0.8 || r > 1.25 {
+			t.Errorf("dims %d: the estimate is %.2f of the heap the loads took (%d and %d bytes a scope)", dims, r, estimate/scopes, heap/scopes)
+		}
 	}
 }
