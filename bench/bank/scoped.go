@@ -41,7 +41,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -577,7 +577,7 @@ func consolidateScopes(ctx context.Context, w io.Writer, url string, cfg scopedC
 
 	// The peak resident set of this process (the engine, with the
 	// scripted servers) from here on.
-	runtime.GC()
+	debug.FreeOSMemory()
 	if err := proc.ResetPeak(os.Getpid()); err != nil {
 		return err
 	}
