@@ -61,9 +61,9 @@ func runManager(args []string, _ io.Reader, _, stderr io.Writer) int {
 	log := ctrl.Log.WithName("setup")
 	log.Info("Starting promptops manager", "version", Version(), "revision", revision())
 	registerBuildInfo()
-	// The Go heap within 80% of the container's memory limit (GOMEMLIMIT,
-	// when set, wins): the collector works harder near the limit instead
-	// of the kernel killing the manager.
+	// The Go heap within the container's memory limit as serve's is
+	// (memoryLimit; GOMEMLIMIT, when set, wins): the collector works
+	// harder near the limit instead of the kernel killing the manager.
 	if limit, from := memoryLimit(os.Getenv, os.ReadFile); from != "" {
 		if from != "GOMEMLIMIT" {
 			debug.SetMemoryLimit(limit)

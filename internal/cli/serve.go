@@ -266,11 +266,10 @@ func splitNamespaces(list string) ([]string, error) {
 const memoryLimitEnv = "PROMPTOPS_MEMORY_LIMIT"
 
 // memoryLimit is the Go runtime's soft memory limit for serve, and where it
-// came from: GOMEMLIMIT when set (the runtime has applied it); else 80% of
-// the container's limit, from PROMPTOPS_MEMORY_LIMIT or else the cgroup
-// (v2 memory.max, v1 memory.limit_in_bytes); the other 20% is for what the
-// Go runtime does not count (kernel socket buffers, page cache charged to
-// the container). from is empty when there is no limit.
+// came from: GOMEMLIMIT when set (the runtime has applied it); else the
+// container's limit, from PROMPTOPS_MEMORY_LIMIT or else the cgroup (v2
+// memory.max, v1 memory.limit_in_bytes), less what the Go runtime does not
+// count (memoryReserve). from is empty when there is no limit.
 func memoryLimit(getenv func(string) string, readFile func(string) ([]byte, error)) (limit int64, from string) {
 	if getenv("GOMEMLIMIT") != "" {
 		return debug.SetMemoryLimit(-1), "GOMEMLIMIT"
@@ -287,8 +286,14 @@ func memoryLimit(getenv func(string) string, readFile func(string) ([]byte, erro
 	if container <= 0 {
 		return 0, ""
 	}
-	return container / 5 * 4, from
+	return container - min(max(container/5, memoryReserve), container/2), from
 }
+
+// memoryReserve is what a container's limit keeps, at least, beside the Go
+// runtime's limit (a fifth of it when that is more, half at most): the
+// binary's own resident pages (57 MiB idle, about 64 under load, which
+// the container is charged for), kernel socket buffers and page cache.
+const memoryReserve = 80 << 20
 
 // parseLimit reads a limit in bytes; 0 for none ("max", unlimited cgroup
 // v1's near 2^63, or not a number).

@@ -145,8 +145,9 @@ func TestServeFixturesAreCurrent(t *testing.T) {
 	}
 }
 
-// serve's memory limit: GOMEMLIMIT when set, else 80% of the container's
-// limit from the downward API's env or the cgroup, else none.
+// serve's memory limit: GOMEMLIMIT when set, else the container's limit
+// from the downward API's env or the cgroup less 80 MiB (a fifth of it
+// when more, half at most), else none.
 func TestServeMemoryLimit(t *testing.T) {
 	files := func(m map[string]string) func(string) ([]byte, error) {
 		return func(name string) ([]byte, error) {
@@ -164,9 +165,9 @@ func TestServeMemoryLimit(t *testing.T) {
 		limit int64
 		from  string
 	}{
-		{map[string]string{"PROMPTOPS_MEMORY_LIMIT": "134217728"}, map[string]string{v2: "268435456\n"}, 128 << 20 / 5 * 4, "PROMPTOPS_MEMORY_LIMIT"},
-		{nil, map[string]string{v2: "268435456\n"}, 256 << 20 / 5 * 4, v2},
-		{nil, map[string]string{v2: "max\n", v1: "134217728\n"}, 128 << 20 / 5 * 4, v1},
+		{map[string]string{"PROMPTOPS_MEMORY_LIMIT": "134217728"}, map[string]string{v2: "268435456\n"}, 64 << 20, "PROMPTOPS_MEMORY_LIMIT"},
+		{nil, map[string]string{v2: "268435456\n"}, 176 << 20, v2},
+		{nil, map[string]string{v2: "max\n", v1: "1073741824\n"}, 1<<30 - 1<<30/5, v1},
 		{nil, map[string]string{v1: "9223372036854771712\n"}, 0, ""},
 		{map[string]string{"PROMPTOPS_MEMORY_LIMIT": "128Mi"}, nil, 0, ""},
 		{nil, nil, 0, ""},
