@@ -12,20 +12,29 @@ import (
 // a fact, the observations Rank would score best, without a database query
 // per fact. Not safe for concurrent use.
 type LexIndex struct {
-	docs     []lexDoc
-	byID     map[string]int32
-	gramID   map[uint64]int32 // gram (eachGramKey) -> index in posts
-	posts    [][]int32
+	docs   []lexDoc
+	byID   map[string]int32
+	gramID map[uint64]int32 // gram (eachGramKey) -> index in posts
+	posts  [][]int32
 	// The postings once frozen (Freeze), in place of gramID and posts:
 	// the grams sorted, gram keys[i]'s postings flat[off[i]:off[i+1]].
-	keys     []uint64
-	off      []int32
-	flat     []int32
+	keys []uint64
+	off  []int32
+	flat []int32
+	// pending are the (gram, observation) pairs of observations Added
+	// and not yet in the postings, each observation's grams distinct and
+	// the observations in order.
+	pending  []gramDoc
 	entities map[string][]int32
 	dead     int
 	// scratch, reused by Search
 	counts  []int32
 	touched []int32
+}
+
+type gramDoc struct {
+	g uint64
+	n int32
 }
 
 type lexDoc struct {
@@ -48,7 +57,27 @@ func (x *LexIndex) Len() int { return len(x.byID) }
 // index that is read, not written (a bank loaded for recall). Put and
 // Delete still work on a frozen index, which they unpack first.
 func (x *LexIndex) Freeze() {
-	if x.keys != nil || x.gramID == nil {
+	if x.gramID == nil {
+		return
+	}
+	if len(x.gramID) == 0 {
+		// Only Added, or empty: the pairs sorted by gram, each gram's
+		// observations in order.
+		slices.SortStableFunc(x.pending, func(a, b gramDoc) int { return cmp.Compare(a.g, b.g) })
+		x.keys, x.off, x.flat = []uint64{}, []int32{0}, make([]int32, len(x.pending))
+		for i, p := range x.pending {
+			if len(x.keys) == 0 || x.keys[len(x.keys)-1] != p.g {
+				if len(x.keys) > 0 {
+					x.off = append(x.off, int32(i))
+				}
+				x.keys = append(x.keys, p.g)
+			}
+			x.flat[i] = p.n
+		}
+		if len(x.keys) > 0 {
+			x.off = append(x.off, int32(len(x.flat)))
+		}
+		x.pending, x.gramID, x.posts = nil, nil, nil
 		return
 	}
 	x.compact()
@@ -69,17 +98,47 @@ func (x *LexIndex) Freeze() {
 	x.gramID, x.posts = nil, nil
 }
 
-// thaw unpacks a frozen index's postings for writing.
+// thaw unpacks a frozen index's postings, and the pairs Added, into the
+// map and slices a growing index writes.
 func (x *LexIndex) thaw() {
-	if x.gramID != nil {
+	if x.gramID == nil {
+		x.gramID, x.posts = make(map[uint64]int32, len(x.keys)), make([][]int32, len(x.keys))
+		for i, k := range x.keys {
+			x.gramID[k] = int32(i)
+			x.posts[i] = slices.Clone(x.flat[x.off[i]:x.off[i+1]])
+		}
+		x.keys, x.off, x.flat = nil, nil, nil
+	}
+	for _, p := range x.pending {
+		i, ok := x.gramID[p.g]
+		if !ok {
+			i = int32(len(x.posts))
+			x.gramID[p.g] = i
+			x.posts = append(x.posts, nil)
+		}
+		x.posts[i] = append(x.posts[i], p.n)
+	}
+	x.pending = nil
+}
+
+// Add indexes an observation as Put does, for an index built in bulk and
+// then frozen (a bank loaded for recall): its grams are kept as pairs, not
+// in a growing index's map and slice per gram, until Freeze sorts them
+// once. An index written with Put takes Add as Put.
+func (x *LexIndex) Add(id, text string, entities []string) {
+	if len(x.gramID) > 0 || x.gramID == nil {
+		x.Put(id, text, entities)
 		return
 	}
-	x.gramID, x.posts = make(map[uint64]int32, len(x.keys)), make([][]int32, len(x.keys))
-	for i, k := range x.keys {
-		x.gramID[k] = int32(i)
-		x.posts[i] = slices.Clone(x.flat[x.off[i]:x.off[i+1]])
-	}
-	x.keys, x.off, x.flat = nil, nil, nil
+	x.Delete(id)
+	n := int32(len(x.docs))
+	start := len(x.pending)
+	eachGramKey(text, func(g uint64) { x.pending = append(x.pending, gramDoc{g, n}) })
+	seg := x.pending[start:]
+	slices.SortFunc(seg, func(a, b gramDoc) int { return cmp.Compare(a.g, b.g) })
+	seg = slices.CompactFunc(seg, func(a, b gramDoc) bool { return a.g == b.g })
+	x.pending = x.pending[:start+len(seg)]
+	x.addDoc(id, n, int32(len(seg)), entities)
 }
 
 // postings are the observations holding gram k.
@@ -98,7 +157,7 @@ func (x *LexIndex) postings(k uint64) []int32 {
 
 // bytes estimates the memory the index holds.
 func (x *LexIndex) bytes() int64 {
-	n := int64(len(x.keys))*8 + int64(len(x.off)+len(x.flat))*4 + int64(len(x.gramID))*48 + int64(len(x.docs))*(48+16) + int64(len(x.byID))*48
+	n := int64(len(x.keys))*8 + int64(len(x.off)+len(x.flat))*4 + int64(cap(x.pending))*16 + int64(len(x.gramID))*48 + int64(len(x.docs))*(48+16) + int64(len(x.byID))*48
 	for _, post := range x.posts {
 		n += 24 + int64(cap(post))*4
 	}
@@ -133,6 +192,12 @@ func (x *LexIndex) Put(id, text string, entities []string) {
 		x.posts[p] = append(post, n)
 		ngrams++
 	})
+	x.addDoc(id, n, ngrams, entities)
+}
+
+// addDoc records observation n (id, its count of distinct grams and its
+// entities) once its grams are indexed.
+func (x *LexIndex) addDoc(id string, n, ngrams int32, entities []string) {
 	var ents []string
 	for _, e := range entities {
 		if e = strings.ToLower(strings.TrimSpace(e)); e != "" && !slices.Contains(ents, e) {
@@ -229,6 +294,9 @@ func (x *LexIndex) SearchRanked(fact Fact, limit int) []string {
 func (x *LexIndex) search(fact Fact, limit int) []lexHit {
 	if limit <= 0 || len(x.byID) == 0 {
 		return nil
+	}
+	if len(x.pending) > 0 {
+		x.Freeze()
 	}
 	if cap(x.counts) < len(x.docs) {
 		x.counts = make([]int32, len(x.docs))

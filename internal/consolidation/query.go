@@ -188,6 +188,8 @@ type bankMemory struct {
 	vec   *MemIndex
 	// bytes estimates what it holds (Recaller.Bytes).
 	bytes int64
+	// bulk builds the lexical index in bulk (Grow told a small count).
+	bulk bool
 }
 
 // Estimates of what a loaded observation holds beside its text and its
@@ -227,6 +229,7 @@ func (r *Recaller) Bytes() int64 {
 func (m *bankMemory) Grow(n int) {
 	if len(m.obs) == 0 {
 		m.obs = make(map[string]*memObs, n)
+		m.bulk = n <= maxBulkLexical
 	}
 	if m.vec != nil {
 		m.vec.Grow(n)
@@ -235,8 +238,18 @@ func (m *bankMemory) Grow(n int) {
 
 func (m *bankMemory) Observation(o Observation, tags []string) {
 	m.obs[o.ID] = &memObs{Observation: o, tags: tags}
-	m.lex.Put(o.ID, o.Text, o.Entities)
+	if m.bulk {
+		m.lex.Add(o.ID, o.Text, o.Entities)
+	} else {
+		m.lex.Put(o.ID, o.Text, o.Entities)
+	}
 }
+
+// maxBulkLexical is the most observations whose lexical index is built
+// in bulk (LexIndex.Add): 16 bytes a gram until it is frozen, four times
+// the postings' own, where a growing index holds about 90 in many small
+// objects. A larger bank grows its index, then freezes it.
+const maxBulkLexical = 4096
 
 func (m *bankMemory) Quantized(id string, q []int8, scale float32) {
 	if m.vec != nil {
