@@ -186,6 +186,10 @@ spec:
 	if v := testutil.ToFloat64(templateReady.WithLabelValues(ns, "tight", "False")); v != 1 {
 		t.Fatalf("promptops_prompttemplate_ready{condition=False} = %v", v)
 	}
+	// "huge" and "tight" not Ready, in the counts of the namespace.
+	if v := testutil.ToFloat64(templatesByReady.WithLabelValues(ns, "False")); v != 2 {
+		t.Fatalf("promptops_prompttemplates{ready=False} = %v, want 2", v)
+	}
 	// Deleted: its series go.
 	if err := k8sClient.Delete(ctx, pt); err != nil {
 		t.Fatal(err)

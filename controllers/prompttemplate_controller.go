@@ -42,8 +42,12 @@ type PromptTemplateReconciler struct {
 	// directly, so the cache never holds ConfigMaps the operator does not need.
 	APIReader client.Reader
 	Recorder  events.EventRecorder
+	// PerTemplateMetrics publishes series of each template and intent
+	// besides the counts per namespace.
+	PerTemplateMetrics bool
 
-	cms *configMapWriter
+	cms     *configMapWriter
+	metrics *templateMetrics
 }
 
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch;delete
@@ -133,6 +137,9 @@ func (r *PromptTemplateReconciler) init() {
 	if r.cms == nil {
 		r.cms = &configMapWriter{Client: r.Client, APIReader: r.APIReader}
 	}
+	if r.metrics == nil {
+		r.metrics = &templateMetrics{perTemplate: r.PerTemplateMetrics}
+	}
 }
 
 // templateScope is what one reconcile of a template works on, phase to
@@ -160,7 +167,7 @@ func (r *PromptTemplateReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	pt := &promptopsv1.PromptTemplate{}
 	if err := r.Get(ctx, req.NamespacedName, pt); err != nil {
 		if apierrors.IsNotFound(err) {
-			forgetTemplateMetrics(req.Namespace, req.Name)
+			r.metrics.forget(req.Namespace, req.Name)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -173,7 +180,7 @@ func (r *PromptTemplateReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		pt = &promptopsv1.PromptTemplate{}
 		if err := r.APIReader.Get(ctx, req.NamespacedName, pt); err != nil {
 			if apierrors.IsNotFound(err) {
-				forgetTemplateMetrics(req.Namespace, req.Name)
+				r.metrics.forget(req.Namespace, req.Name)
 			}
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
@@ -192,7 +199,7 @@ func (r *PromptTemplateReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 			}
 			result, retErr = ctrl.Result{}, err
 		}
-		setReadyGauge(templateReady, pt.Namespace, pt.Name, pt.Status.Conditions)
+		r.metrics.record(pt)
 	}()
 	handleReconcileRequest(pt.Annotations, &pt.Status.LastHandledReconcileAt)
 
@@ -365,7 +372,6 @@ func notRendered(pt *promptopsv1.PromptTemplate, err error) error {
 	gen := pt.Generation
 	st := &pt.Status
 	st.Intents, st.LargestTokens = nil, 0
-	forgetTemplateIntentMetrics(pt.Namespace, pt.Name)
 	meta.RemoveStatusCondition(&st.Conditions, promptopsv1.ConditionBudgetExceeded)
 	meta.RemoveStatusCondition(&st.Conditions, promptopsv1.ConditionTruncated)
 	msg := capitalize(err.Error()) + "."

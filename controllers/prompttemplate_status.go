@@ -34,24 +34,12 @@ func setTemplateStatus(pt *promptopsv1.PromptTemplate, res *assembler.Result, v 
 	st.Encoding = promptopsv1.Encoding(res.Plan.Encoding)
 	st.LargestTokens = int32(res.Largest())
 	st.Intents = st.Intents[:0]
-	forgetTemplateIntentMetrics(pt.Namespace, pt.Name)
-	intents := make([]string, 0, len(res.Intents))
 	for _, a := range res.Intents {
-		intents = append(intents, a.Intent)
 		st.Intents = append(st.Intents, promptopsv1.IntentStatus{
 			Name: a.Intent, Tokens: int32(a.Tokens), FixedTokens: int32(a.FixedTokens), ReservedTokens: int32(a.ReservedTokens),
 			MaxTokens: int32(a.MaxTokens), WithinBudget: a.WithinBudget, TruncatedSections: a.Cut,
 		})
-		l := []string{pt.Namespace, pt.Name, a.Intent}
-		promptTokens.WithLabelValues(l...).Set(float64(a.Tokens))
-		promptBudgetTokens.WithLabelValues(l...).Set(float64(a.MaxTokens))
-		exceeded := 0.0
-		if !a.WithinBudget {
-			exceeded = 1
-		}
-		promptBudgetExceeded.WithLabelValues(l...).Set(exceeded)
 	}
-	setIntentSeries(pt.Namespace, pt.Name, intents)
 
 	overMsg := overBudgetMessage(v.over)
 	if len(v.over) > 0 {

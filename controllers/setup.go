@@ -43,6 +43,9 @@ type Options struct {
 	JobImage string
 	// MaxConcurrentReconciles per controller.
 	MaxConcurrentReconciles int
+	// PerTemplateMetrics publishes series of each PromptTemplate and
+	// intent besides the counts per namespace.
+	PerTemplateMetrics bool
 	// Clock tells the time for schedules; nil is the real clock. Tests
 	// inject their own.
 	Clock Clock
@@ -132,6 +135,8 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Recorder:  mgr.GetEventRecorder("promptops-prompttemplate"),
+
+		PerTemplateMetrics: opts.PerTemplateMetrics,
 	}
 	if err := pt.SetupWithManager(mgr, copts); err != nil {
 		return fmt.Errorf("setting up the PromptTemplate controller: %w", err)

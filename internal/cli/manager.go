@@ -50,6 +50,7 @@ func runManager(args []string, _ io.Reader, _, stderr io.Writer) int {
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "Path to a kubeconfig; by default $KUBECONFIG, the in-cluster config, then ~/.kube/config.")
 	fs.StringVar(&jobImage, "job-image", envDefault(lookupEnv, "PROMPTOPS_JOB_IMAGE", ""), "Image of consolidation Jobs: the operator's own image ($PROMPTOPS_JOB_IMAGE).")
 	fs.IntVar(&concurrency, "max-concurrent-reconciles", 4, "Reconciles run in parallel per controller.")
+	perTemplate := fs.Bool("per-template-metrics", false, "Also publish series of each PromptTemplate (Ready) and intent (tokens, budget, overrun), about 20 a template; the counts per namespace are always published.")
 	fs.Float64Var(&qps, "kube-api-qps", 100, "Requests per second the manager may send to the API server.")
 	fs.IntVar(&burst, "kube-api-burst", 200, "Burst of requests above --kube-api-qps.")
 	zapOpts := zap.Options{}
@@ -110,7 +111,7 @@ func runManager(args []string, _ io.Reader, _, stderr io.Writer) int {
 		log.Error(err, "Unable to create the manager")
 		return ExitFailed
 	}
-	if err := controllers.Setup(mgr, controllers.Options{JobImage: jobImage, MaxConcurrentReconciles: concurrency}); err != nil {
+	if err := controllers.Setup(mgr, controllers.Options{JobImage: jobImage, MaxConcurrentReconciles: concurrency, PerTemplateMetrics: *perTemplate}); err != nil {
 		log.Error(err, "Unable to set up the controllers")
 		return ExitFailed
 	}
