@@ -113,10 +113,7 @@ func runScoped(w io.Writer, store string, cfg scopedConfig) error {
 	case "sqlite":
 		newURL = func(name string) (string, error) { return "sqlite://" + filepath.Join(dir, name+".db"), nil }
 	case "postgres":
-		// Sized as a server for a bank of this size would be: the
-		// default 128MB of shared buffers holds a tenth of a million
-		// observations.
-		pg, err := pgtest.StartSized("1GB")
+		pg, err := pgtest.Start()
 		if err != nil {
 			return err
 		}

@@ -55,19 +55,10 @@ func (s *Server) cmd(name string, args ...string) *exec.Cmd {
 // Start initialises and starts a server on a free loopback port.
 func Start() (*Server, error) { return StartAt("127.0.0.1") }
 
-// StartSized is Start with shared_buffers set (e.g. "1GB"), for a
-// benchmark whose data would not fit the default 128MB as it would not in
-// a production server sized for it.
-func StartSized(sharedBuffers string) (*Server, error) {
-	return start("127.0.0.1", nil, "-c shared_buffers="+sharedBuffers)
-}
-
 // StartAt starts a server listening on host (an IP address of this
 // machine) at a free port, trusting clients from 127.0.0.1 and from each of
 // allow (CIDRs, e.g. a cluster's pod network).
-func StartAt(host string, allow ...string) (*Server, error) { return start(host, allow, "") }
-
-func start(host string, allow []string, extra string) (*Server, error) {
+func StartAt(host string, allow ...string) (*Server, error) {
 	bin, err := findBin()
 	if err != nil {
 		return nil, err
@@ -119,7 +110,7 @@ func start(host string, allow []string, extra string) (*Server, error) {
 	}
 	s.port = l.Addr().(*net.TCPAddr).Port
 	_ = l.Close()
-	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=%s -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=50 %s", s.port, s.dir, host, extra)
+	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=%s -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=50", s.port, s.dir, host)
 	if out, err := s.cmd("pg_ctl", "-D", data, "-o", opts, "-l", filepath.Join(s.dir, "log"), "-w", "-t", "60", "start").CombinedOutput(); err != nil {
 		log, _ := os.ReadFile(filepath.Join(s.dir, "log"))
 		s.Stop()
