@@ -45,8 +45,12 @@ func metricsTemplate(ns, name string, ready metav1.ConditionStatus, intents ...p
 // with their intent or template.
 func TestTemplateMetrics(t *testing.T) {
 	ns := "metrics-counts"
-	within := func(name string) promptopsv1.IntentStatus { return promptopsv1.IntentStatus{Name: name, WithinBudget: true} }
-	over := func(name string) promptopsv1.IntentStatus { return promptopsv1.IntentStatus{Name: name, Tokens: 900, MaxTokens: 800} }
+	within := func(name string) promptopsv1.IntentStatus {
+		return promptopsv1.IntentStatus{Name: name, WithinBudget: true}
+	}
+	over := func(name string) promptopsv1.IntentStatus {
+		return promptopsv1.IntentStatus{Name: name, Tokens: 900, MaxTokens: 800}
+	}
 	counts := func(wantTrue, wantFalse, wantUnknown, wantOver float64) {
 		t.Helper()
 		for s, want := range map[string]float64{"True": wantTrue, "False": wantFalse, "Unknown": wantUnknown} {

@@ -3,6 +3,7 @@ package serve
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -249,5 +250,43 @@ func TestLoaderReadsASourceAgainWhenItsVersionMoves(t *testing.T) {
 	s.loader.load(map[string]source{"cm": {data: ssa}})
 	if instruction() != first {
 		t.Errorf("a source without a version not compared by its bytes")
+	}
+}
+
+// A rendered ConfigMap's bytes are released once loaded (heldPlans): a
+// source without them is read through fetch only when the loader needs
+// them, a refused one is never fetched, and a fetch that fails is a load
+// error that keeps the previous version.
+func TestLoaderFetchesOnlyWhatItNeeds(t *testing.T) {
+	s := New(Options{Log: logr.Discard()})
+	ssa := fixture(t, "ssa-pro")
+	want := Key{"default", "ssa-pro"}
+	fetches := 0
+	fetch := func(data []byte, err error) func() ([]byte, error) {
+		return func() ([]byte, error) { fetches++; return data, err }
+	}
+	s.loader.load(map[string]source{"cm": {data: ssa, version: "1", want: want}})
+	if !s.loader.parsed("cm", "1") || s.loader.parsed("cm", "2") {
+		t.Fatal("parsed at version 1 only")
+	}
+	// The same version without its bytes: nothing to read.
+	s.loader.load(map[string]source{"cm": {fetch: fetch(nil, errors.New("unreachable")), version: "1", want: want}})
+	if fetches != 0 || s.Snapshot().Plan(want) == nil {
+		t.Fatalf("%d fetches at an unchanged version", fetches)
+	}
+	// Refused (its owner gone), then back at the same version: read again.
+	s.loader.load(map[string]source{"cm": {fetch: fetch(nil, errors.New("unreachable")), version: "1", refused: "its owner is gone"}})
+	if fetches != 0 || s.Snapshot().Plan(want) != nil || s.loader.parsed("cm", "1") {
+		t.Fatalf("a refused source: %d fetches", fetches)
+	}
+	s.loader.load(map[string]source{"cm": {fetch: fetch(ssa, nil), version: "1", want: want}})
+	if fetches != 1 || s.Snapshot().Plan(want) == nil {
+		t.Fatalf("back at the same version: %d fetches, plan %v", fetches, s.Snapshot().Plan(want) != nil)
+	}
+	// A fetch that fails is a load error; the plan held stays.
+	errs := testutilValue(s.metrics.loadErrors)
+	s.loader.load(map[string]source{"cm": {fetch: fetch(nil, errors.New("forbidden")), version: "2", want: want}})
+	if fetches != 2 || testutilValue(s.metrics.loadErrors) != errs+1 || s.Snapshot().Plan(want) == nil {
+		t.Fatalf("a failed fetch: %d fetches, %v load errors", fetches, testutilValue(s.metrics.loadErrors)-errs)
 	}
 }

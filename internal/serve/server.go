@@ -64,6 +64,8 @@ type Server struct {
 	recaller     Recaller
 	memTimeout   time.Duration
 	bank         *bankAPI
+	// held are the plan.json bytes a Watch holds until they are loaded.
+	held *heldPlans
 }
 
 // Options configure a Server.

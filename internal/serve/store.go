@@ -46,6 +46,10 @@ func (s *Store) Load() *Snapshot { return s.cur.Load() }
 // content, which must only agree with it.
 type source struct {
 	data []byte
+	// fetch, when set, reads data when it is needed and not given (a
+	// rendered ConfigMap whose held plan.json was released; see
+	// heldPlans).
+	fetch func() ([]byte, error)
 	// version, when set, changes whenever data does (a ConfigMap's
 	// resourceVersion): an unchanged version skips reading data again.
 	version string
@@ -93,14 +97,39 @@ type seen struct {
 
 // seenOf is what the loader remembers of src; prev, when the source's
 // version has not moved, lends its digest instead of hashing data again.
-func seenOf(src source, prev seen, hadPrev bool) seen {
+func seenOf(src *source, prev seen, hadPrev bool) seen {
 	now := seen{version: src.version, want: src.want, refused: src.refused, unreadable: src.unreadable}
 	if hadPrev && src.version != "" && prev.version == src.version {
 		now.digest = prev.digest
 	} else {
+		src.read()
 		now.digest = sha256.Sum256(src.data)
 	}
 	return now
+}
+
+// read fetches data when it is not given and can be (once); a failure
+// makes the source unreadable.
+func (src *source) read() {
+	if src.data != nil || src.fetch == nil || src.unreadable != "" {
+		return
+	}
+	data, err := src.fetch()
+	src.fetch = nil
+	if err != nil {
+		src.unreadable = err.Error()
+		return
+	}
+	src.data = data
+}
+
+// parsed says whether the loader has read the source id at version (it
+// loaded, or did not, but was not refused): its bytes need not be kept.
+func (l *loader) parsed(id, version string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s, ok := l.last[id]
+	return ok && s.version == version && s.refused == ""
 }
 
 // apply takes the complete current set of sources, each plan naming its
@@ -129,7 +158,7 @@ func (l *loader) load(sources map[string]source) {
 	}
 	for id, src := range sources {
 		prev, ok := l.last[id]
-		now := seenOf(src, prev, ok)
+		now := seenOf(&src, prev, ok)
 		if ok && prev == now {
 			continue
 		}
@@ -141,7 +170,7 @@ func (l *loader) load(sources map[string]source) {
 		}
 		var p *plan.Plan
 		var err error
-		if src.unreadable != "" {
+		if src.read(); src.unreadable != "" {
 			err = errors.New(src.unreadable)
 		} else {
 			p, err = plan.Load(src.data)

@@ -3,6 +3,7 @@ package serve
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -82,6 +83,8 @@ func (s *Server) Watch(ctx context.Context, cfg *rest.Config, namespaces []strin
 			f.Shutdown()
 		}
 	}
+	held := &heldPlans{by: map[string]heldPlan{}}
+	s.held = held
 	for _, ns := range namespaces {
 		factory := informers.NewSharedInformerFactoryWithOptions(cs, 10*time.Minute,
 			informers.WithNamespace(ns),
@@ -97,12 +100,19 @@ func (s *Server) Watch(ctx context.Context, cfg *rest.Config, namespaces []strin
 			return err
 		}
 		synced = append(synced, cms.Informer().HasSynced, pts.Informer().HasSynced)
-		// The cache keeps only what a plan needs: no managed fields.
+		// The cache keeps only what a plan needs: no managed fields, and
+		// not plan.json itself, which is held apart until it is loaded.
 		if err := cms.Informer().SetTransform(func(o any) (any, error) {
 			if cm, ok := o.(*corev1.ConfigMap); ok {
 				cm.ManagedFields = nil
+				if _, done := cm.Data[heldKey]; done {
+					// Transformed already: client-go may call this again
+					// on an object it has.
+					return o, nil
+				}
 				if p, ok := cm.Data[PlanFile]; ok {
-					cm.Data = map[string]string{PlanFile: p}
+					held.hold(cm.Namespace+"/"+cm.Name, cm.ResourceVersion, p)
+					cm.Data = hasPlan
 				} else {
 					cm.Data = nil
 				}
@@ -131,6 +141,7 @@ func (s *Server) Watch(ctx context.Context, cfg *rest.Config, namespaces []strin
 	}
 	publish := func() {
 		sources := map[string]source{}
+		keys := map[string]string{}
 		for _, sc := range scopes {
 			cms, err := sc.configMaps.List(labels.Everything())
 			if err != nil {
@@ -138,19 +149,34 @@ func (s *Server) Watch(ctx context.Context, cfg *rest.Config, namespaces []strin
 				return
 			}
 			for _, cm := range cms {
-				data, ok := cm.Data[PlanFile]
-				if !ok {
+				if _, ok := cm.Data[heldKey]; !ok {
 					continue
 				}
+				key := cm.Namespace + "/" + cm.Name
 				src := renderedSource(cm, sc.templates)
-				// A view of the cached string, not a copy: the loader
-				// only reads it (a digest, and a parse when it changed).
-				src.data = unsafe.Slice(unsafe.StringData(data), len(data))
 				src.version = cm.ResourceVersion
-				sources["configmap "+cm.Namespace+"/"+cm.Name] = src
+				if data, ok := held.get(key, cm.ResourceVersion); ok {
+					// A view of the held string, not a copy: the loader
+					// only reads it (a digest, and a parse when it changed).
+					src.data = unsafe.Slice(unsafe.StringData(data), len(data))
+				} else {
+					// Released once loaded; read again only if the loader
+					// needs it at the same version (its owner came back).
+					src.fetch = fetchPlan(ctx, cs, cm.Namespace, cm.Name)
+				}
+				id := "configmap " + key
+				sources[id], keys[id] = src, key
 			}
 		}
 		s.loader.load(sources)
+		current := make(map[string]bool, len(keys))
+		for id, key := range keys {
+			current[key] = true
+			if s.loader.parsed(id, sources[id].version) {
+				held.release(key, sources[id].version)
+			}
+		}
+		held.prune(current)
 	}
 	publish()
 	go func() {
@@ -165,6 +191,77 @@ func (s *Server) Watch(ctx context.Context, cfg *rest.Config, namespaces []strin
 		}
 	}()
 	return nil
+}
+
+// hasPlan is the data a cached rendered ConfigMap keeps: that it has a
+// plan.json, held apart (heldPlans). Its key has a slash, which no key of
+// a ConfigMap can: a ConfigMap with it has been transformed.
+var hasPlan = map[string]string{heldKey: ""}
+
+const heldKey = "plan.json/held"
+
+// fetchPlan reads a ConfigMap's plan.json from the API server.
+func fetchPlan(ctx context.Context, cs kubernetes.Interface, namespace, name string) func() ([]byte, error) {
+	return func() ([]byte, error) {
+		ctx, cancel := context.WithTimeout(ctx, fetchTimeout)
+		defer cancel()
+		cm, err := cs.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("reading the ConfigMap again: %w", err)
+		}
+		return []byte(cm.Data[PlanFile]), nil
+	}
+}
+
+// fetchTimeout bounds a read of a ConfigMap's plan.json.
+const fetchTimeout = 30 * time.Second
+
+// heldPlans keeps each rendered ConfigMap's plan.json from when the watch
+// brings a version of it (the informer's transform) until the loader has
+// read it: the informer's cache keeps the ConfigMap without it, so the
+// bytes are not held for as long as the parsed plan is (at 10,000
+// templates, they were most of serve's memory).
+type heldPlans struct {
+	mu sync.Mutex
+	by map[string]heldPlan // by "namespace/name"
+}
+
+type heldPlan struct{ version, data string }
+
+func (h *heldPlans) hold(key, version, data string) {
+	h.mu.Lock()
+	h.by[key] = heldPlan{version, data}
+	h.mu.Unlock()
+}
+
+// get is the plan.json held for key at version.
+func (h *heldPlans) get(key, version string) (string, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	p, ok := h.by[key]
+	return p.data, ok && p.version == version
+}
+
+// release drops the plan.json of key once read at version (a newer one,
+// held since, stays).
+func (h *heldPlans) release(key, version string) {
+	h.mu.Lock()
+	if h.by[key].version == version {
+		delete(h.by, key)
+	}
+	h.mu.Unlock()
+}
+
+// prune drops what is held of ConfigMaps not listed (deleted; or so new
+// that the lister has not got them yet: fetched then).
+func (h *heldPlans) prune(current map[string]bool) {
+	h.mu.Lock()
+	for key := range h.by {
+		if !current[key] {
+			delete(h.by, key)
+		}
+	}
+	h.mu.Unlock()
 }
 
 // renderedSource names the template of a rendered ConfigMap from the

@@ -151,6 +151,22 @@ func TestWatchServesRenderedConfigMaps(t *testing.T) {
 		t.Fatal(err)
 	}
 	wait("the second template", func(s *Snapshot) bool { return s.Plan(Key{nsB, "support-assistant"}) != nil })
+	// What is loaded is not held twice: the bytes went with the load.
+	if n := s.heldPlans(); n != 0 {
+		t.Errorf("%d plan.json still held after their loads", n)
+	}
+	// Read again, with serve's RBAC, when the loader needs it: the
+	// ConfigMap's plan.json, or why not.
+	sacs, err := kubernetes.NewForConfig(sa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if data, err := fetchPlan(ctx, sacs, nsA, "ssa-pro-prompts")(); err != nil || string(data) != string(v2) {
+		t.Errorf("fetching the plan: %d bytes, %v", len(data), err)
+	}
+	if _, err := fetchPlan(ctx, sacs, nsA, "nothing-prompts")(); err == nil || !strings.Contains(err.Error(), "reading the ConfigMap again") {
+		t.Errorf("fetching a plan that is not there: %v", err)
+	}
 
 	// A broken plan keeps the previous version.
 	cm, _ = cs.CoreV1().ConfigMaps(nsA).Get(ctx, "ssa-pro-prompts", metav1.GetOptions{})
@@ -170,7 +186,6 @@ func TestWatchServesRenderedConfigMaps(t *testing.T) {
 	wait("the deleted template to go", func(s *Snapshot) bool { return s.Plan(Key{nsB, "support-assistant"}) == nil })
 
 	// The RBAC grants reading ConfigMaps and templates and nothing more.
-	sacs, _ := kubernetes.NewForConfig(sa)
 	if _, err := sacs.CoreV1().Secrets(nsA).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
 		t.Fatalf("listing secrets: %v, want forbidden", err)
 	}
@@ -225,5 +240,46 @@ func TestServeSamplesAreRestricted(t *testing.T) {
 	}
 	if found != 2 {
 		t.Fatalf("want two sample Deployments, found %d", found)
+	}
+}
+
+// heldPlans counts the plan.json bytes the watch holds, not loaded yet.
+func (s *Server) heldPlans() int {
+	if s.held == nil {
+		return 0
+	}
+	s.held.mu.Lock()
+	defer s.held.mu.Unlock()
+	return len(s.held.by)
+}
+
+// heldPlans keeps the newest version of each plan.json until it is
+// released at that version, and drops what is no longer listed.
+func TestHeldPlans(t *testing.T) {
+	h := &heldPlans{by: map[string]heldPlan{}}
+	h.hold("a/x", "1", "one")
+	if d, ok := h.get("a/x", "1"); !ok || d != "one" {
+		t.Fatalf("get at 1: %q %v", d, ok)
+	}
+	if _, ok := h.get("a/x", "2"); ok {
+		t.Fatal("held at another version")
+	}
+	if _, ok := h.get("a/y", "1"); ok {
+		t.Fatal("held for another ConfigMap")
+	}
+	h.hold("a/x", "2", "two")
+	h.release("a/x", "1") // read at 1; 2 came since and stays
+	if d, ok := h.get("a/x", "2"); !ok || d != "two" {
+		t.Fatalf("a newer version went with the release of an older one: %q %v", d, ok)
+	}
+	h.release("a/x", "2")
+	if len(h.by) != 0 {
+		t.Fatalf("released, still held: %v", h.by)
+	}
+	h.hold("a/x", "3", "three")
+	h.hold("a/gone", "1", "old")
+	h.prune(map[string]bool{"a/x": true})
+	if _, ok := h.get("a/x", "3"); !ok || len(h.by) != 1 {
+		t.Fatalf("prune kept %v", h.by)
 	}
 }
