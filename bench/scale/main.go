@@ -39,6 +39,10 @@ import (
 
 const managerUser = "promptops-bench-manager"
 
+// memoryLimit is the container limit the manager and serve run under: the
+// chart's default for both.
+var memoryLimit = flag.Int64("memory-limit", 256<<20, "Bytes of the containers' memory limit the manager and serve take (PROMPTOPS_MEMORY_LIMIT); 0 for none.")
+
 func main() {
 	n := flag.Int("n", 1000, "Templates to create.")
 	settle := flag.Duration("settle", 60*time.Second, "How long to watch for writes after all are Ready.")
@@ -105,6 +109,14 @@ rules:
 	}
 
 	mgr := exec.Command(bin, "manager", "--kubeconfig", kubeconfig, "--metrics-bind-address=0", "--health-probe-bind-address=0", "--zap-log-level=error")
+	// As the chart runs both: under its default memory limit, from which
+	// they set the Go runtime's (PROMPTOPS_MEMORY_LIMIT stands for the
+	// cgroup's; -memory-limit 0 leaves it out).
+	limitEnv := []string{}
+	if *memoryLimit > 0 {
+		limitEnv = append(limitEnv, fmt.Sprintf("PROMPTOPS_MEMORY_LIMIT=%d", *memoryLimit))
+	}
+	mgr.Env = append(os.Environ(), limitEnv...)
 	mgr.Stderr = os.Stderr
 	if err := mgr.Start(); err != nil {
 		return err
@@ -141,7 +153,7 @@ rules:
 		return err
 	}
 	srv := exec.Command(bin, "serve", "--watch", "--namespace", "scale", "--listen", serveAddr, "--auth", "none", "--zap-log-level=error")
-	srv.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	srv.Env = append(append(os.Environ(), "KUBECONFIG="+kubeconfig), limitEnv...)
 	srv.Stderr = os.Stderr
 	if err := srv.Start(); err != nil {
 		return err
@@ -172,6 +184,7 @@ rules:
 	fmt.Printf("all Ready after:              %.1f s\n", allReady.Seconds())
 	fmt.Printf("operator writes until Ready:  %d (%.2f per template) %v\n", writesReady, float64(writesReady)/float64(n), byKind)
 	fmt.Printf("operator writes in %v after settling: %d\n", settle, writesSettled-writesReady)
+	fmt.Printf("memory limit:                 %d MiB (0: none)\n", *memoryLimit>>20)
 	fmt.Printf("operator peak RSS:            %.1f MiB\n", float64(peak.get())/1024)
 	fmt.Printf("serve --watch peak RSS:       %.1f MiB (%d of %d plans loaded)\n", float64(servePeak.get())/1024, plans, n)
 	return nil
