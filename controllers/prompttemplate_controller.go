@@ -24,6 +24,7 @@ import (
 
 	promptopsv1 "github.com/promptops/promptops/api/v1"
 	"github.com/promptops/promptops/internal/assembler"
+	"github.com/promptops/promptops/internal/tokens"
 )
 
 // configMapRefIndex indexes PromptTemplates by the ConfigMaps they read.
@@ -45,6 +46,9 @@ type PromptTemplateReconciler struct {
 	// PerTemplateMetrics publishes series of each template and intent
 	// besides the counts per namespace.
 	PerTemplateMetrics bool
+	// TokenizerRetry is how often a template whose encoding's vocabulary
+	// is not supplied looks for it again.
+	TokenizerRetry time.Duration
 
 	cms     *configMapWriter
 	metrics *templateMetrics
@@ -159,6 +163,11 @@ type templateScope struct {
 // a watch brings the next reconcile (a referenced ConfigMap appearing).
 var errDone = errors.New("done")
 
+// errNoTokenizer ends a reconcile early without an error: the status says
+// the encoding's vocabulary is missing, and the reconcile comes back after
+// TokenizerRetry to look for it (a mounted directory has no watch).
+var errNoTokenizer = errors.New("no tokenizer")
+
 // Reconcile renders one template in phases: read the referenced ConfigMaps,
 // render, write the ConfigMaps, prune history, set the status. The status is
 // written once, at the end, errors included.
@@ -212,6 +221,8 @@ func (r *PromptTemplateReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	} {
 		if err := phase(ctx, scope); errors.Is(err, errDone) {
 			return ctrl.Result{}, nil
+		} else if errors.Is(err, errNoTokenizer) {
+			return ctrl.Result{RequeueAfter: r.TokenizerRetry}, nil
 		} else if err != nil {
 			return ctrl.Result{}, err
 		}
@@ -379,6 +390,14 @@ func notRendered(pt *promptopsv1.PromptTemplate, err error) error {
 	if errors.As(err, &missing) {
 		markNotReady(&st.Conditions, gen, promptopsv1.ReasonReferenceNotFound, msg+" Waiting for it.")
 		return errDone
+	}
+	// A vocabulary not supplied needs the platform team, not the author
+	// (Stalled), and is looked for again: Ready once it is there.
+	var noTokenizer *tokens.UnavailableError
+	if errors.As(err, &noTokenizer) {
+		markStalled(&st.Conditions, gen, promptopsv1.ReasonTokenizerUnavailable, msg)
+		st.ObservedGeneration = gen
+		return errNoTokenizer
 	}
 	reason := promptopsv1.ReasonInvalidTemplate
 	var tooLarge *assembler.TooLargeError

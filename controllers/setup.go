@@ -3,6 +3,7 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -49,7 +50,15 @@ type Options struct {
 	// Clock tells the time for schedules; nil is the real clock. Tests
 	// inject their own.
 	Clock Clock
+	// TokenizerRetry is how often a template whose encoding's vocabulary
+	// is not supplied looks for it again; zero is DefaultTokenizerRetry.
+	TokenizerRetry time.Duration
 }
+
+// DefaultTokenizerRetry is how often a template whose vocabulary is not
+// supplied looks for it again: the tokenizers directory is a mounted
+// volume, which no watch reports.
+const DefaultTokenizerRetry = 30 * time.Second
 
 // Clock tells the time.
 type Clock interface{ Now() time.Time }
@@ -137,6 +146,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		Recorder:  mgr.GetEventRecorder("promptops-prompttemplate"),
 
 		PerTemplateMetrics: opts.PerTemplateMetrics,
+		TokenizerRetry:     cmp.Or(opts.TokenizerRetry, DefaultTokenizerRetry),
 	}
 	if err := pt.SetupWithManager(mgr, copts); err != nil {
 		return fmt.Errorf("setting up the PromptTemplate controller: %w", err)

@@ -141,7 +141,7 @@ func TestMain(m *testing.M) {
 			return 1
 		}
 		mgrCache, mgrClient = mgr.GetCache(), mgr.GetClient()
-		if err := Setup(mgr, Options{JobImage: "promptops:test", MaxConcurrentReconciles: 2, Clock: testClock, PerTemplateMetrics: true}); err != nil {
+		if err := Setup(mgr, Options{JobImage: "promptops:test", MaxConcurrentReconciles: 2, Clock: testClock, PerTemplateMetrics: true, TokenizerRetry: time.Second}); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}

@@ -599,6 +599,13 @@ func (p *Plan) prepare(intent string, runtime map[string]string) (*Intent, *toke
 	if err != nil {
 		return nil, nil, err
 	}
+	if p.rejectsSpecials(e) {
+		for name, content := range runtime {
+			if tok, ok := e.Special(content); ok {
+				return nil, nil, &SpecialTokenError{Plan: p.Name, Section: name, Token: tok}
+			}
+		}
+	}
 	return pi, e, nil
 }
 

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/promptops/promptops/internal/memscope"
+	"github.com/promptops/promptops/internal/tokens"
 )
 
 // MemorySource is where a memory section's items come from: a recall of a
@@ -193,6 +195,11 @@ const (
 	MemoryNoRecall     = "NoRecall"
 	MemoryTimedOut     = "TimedOut"
 	MemoryRecallFailed = "RecallFailed"
+	// MemorySpecialToken: an item holds a special-token string of the
+	// encoding and specialTokens is Reject. The section is left empty
+	// rather than failing the request: the item is the bank's, not the
+	// caller's, and stays until it is erased.
+	MemorySpecialToken = "SpecialToken"
 )
 
 // MemoryResult is what recall gave a memory section.
@@ -243,7 +250,7 @@ func (p *Plan) AssembleWithMemory(ctx context.Context, intent string, runtime ma
 	if err != nil {
 		return nil, err
 	}
-	mem, err := p.recallAll(ctx, runtime, o)
+	mem, err := p.recallAll(ctx, e, runtime, o)
 	if err != nil {
 		return nil, fmt.Errorf("plan %s: assembling intent %s: %w", p.Name, intent, err)
 	}
@@ -262,7 +269,7 @@ type recalled struct {
 // recallAll asks every memory section's recall at once and fits each
 // answer to its section. It returns when all answered or timed out; a
 // RecallFunc that ignores its context is left behind.
-func (p *Plan) recallAll(ctx context.Context, runtime map[string]string, o MemoryOptions) (map[string]*memoryFill, error) {
+func (p *Plan) recallAll(ctx context.Context, e *tokens.Encoder, runtime map[string]string, o MemoryOptions) (map[string]*memoryFill, error) {
 	timeout := o.Timeout
 	if timeout <= 0 {
 		timeout = DefaultMemoryTimeout
@@ -354,6 +361,10 @@ func (p *Plan) recallAll(ctx context.Context, runtime map[string]string, o Memor
 			continue
 		}
 		res.Recalled = len(r.items)
+		if p.rejectsSpecials(e) && slices.ContainsFunc(r.items, func(it MemoryItem) bool { _, ok := e.Special(it.Text); return ok }) {
+			res.Code = MemorySpecialToken
+			continue
+		}
 		fit, err := p.fitRecalled(w.req, r.items)
 		if err != nil {
 			return nil, err

@@ -38,8 +38,14 @@ type Plan struct {
 	Name      string `json:"name,omitempty"`
 	// Revision is "sha256:" and the hash of the plan with Revision empty.
 	Revision string `json:"revision"`
-	// Encoding is the tiktoken encoding tokens are counted in.
+	// Encoding is the encoding tokens are counted in.
 	Encoding string `json:"encoding"`
+	// SpecialTokens is Reject or Allow for an encoding with special
+	// tokens (llama3), absent for the others: whether a runtime content or
+	// memory item holding a special-token string is refused
+	// (SpecialTokenError) or counted as the model's tokenizer counts it.
+	// Absent with such an encoding means Reject.
+	SpecialTokens string `json:"specialTokens,omitempty"`
 	// MaxTokens is the budget of one assembled prompt.
 	MaxTokens int `json:"maxTokens"`
 	// OnExceed is what the operator did at render time: Reject, Warn or
@@ -181,7 +187,12 @@ func (p *Plan) Validate() error {
 		return fmt.Errorf("not a promptops plan: apiVersion %q kind %q, want %s %s", p.APIVersion, p.Kind, PlanAPIVersion, PlanKind)
 	}
 	if _, err := tokens.Get(p.Encoding); err != nil {
-		return bad("%v", err)
+		return fmt.Errorf("invalid plan %s/%s: %w", p.Namespace, p.Name, err)
+	}
+	switch p.SpecialTokens {
+	case "", SpecialTokensReject, SpecialTokensAllow:
+	default:
+		return bad("specialTokens %q, want %s or %s", p.SpecialTokens, SpecialTokensReject, SpecialTokensAllow)
 	}
 	if p.Separator != Separator {
 		return bad("separator %q, want %q", p.Separator, Separator)
@@ -313,4 +324,30 @@ type UnknownSectionError struct {
 // Error names the section.
 func (e *UnknownSectionError) Error() string {
 	return fmt.Sprintf("plan %s has no runtime section %q", e.Plan, e.Section)
+}
+
+// The values of Plan.SpecialTokens.
+const (
+	SpecialTokensReject = "Reject"
+	SpecialTokensAllow  = "Allow"
+)
+
+// SpecialTokenError is a runtime content or memory item that holds a
+// special-token string of the plan's encoding under SpecialTokens Reject:
+// the model's serving stack would read it as a control token.
+type SpecialTokenError struct {
+	// Plan is the plan's name, Section the section whose content holds
+	// Token.
+	Plan, Section, Token string
+}
+
+// Error names the section and the special token (a string of the
+// encoding's vocabulary, never the content around it).
+func (e *SpecialTokenError) Error() string {
+	return fmt.Sprintf("section %s holds the special token %s, which the model would read as a control token (the template's specialTokens is Reject)", e.Section, e.Token)
+}
+
+// rejectsSpecials reports whether contents with special tokens are refused.
+func (p *Plan) rejectsSpecials(e *tokens.Encoder) bool {
+	return e.HasSpecials() && p.SpecialTokens != SpecialTokensAllow
 }

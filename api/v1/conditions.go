@@ -71,6 +71,9 @@ const (
 	// ReasonMemoryBankNotFound: a MemoryBank a memory section names does
 	// not exist in the template's namespace.
 	ReasonMemoryBankNotFound = "MemoryBankNotFound"
+	// ReasonTokenizerUnavailable: the encoding's vocabulary is not in the
+	// manager's tokenizers directory, or is another model's.
+	ReasonTokenizerUnavailable = "TokenizerUnavailable"
 	// ReasonMemoryBankNotServed: a MemoryBank a memory section names has no
 	// status.serving.endpoint.
 	ReasonMemoryBankNotServed = "MemoryBankNotServed"
@@ -110,12 +113,16 @@ const (
 	LabelMemoryBank = "promptops.io/memorybank"
 )
 
-// Encoding is a tiktoken encoding.
-// +kubebuilder:validation:Enum=cl100k_base;o200k_base
+// Encoding is the tokenizer tokens are counted with: a tiktoken encoding
+// (built in) or an open model's, whose vocabulary the platform team
+// supplies (the manager's and serve's tokenizers directory).
+// +kubebuilder:validation:Enum=cl100k_base;o200k_base;llama3
 type Encoding string
 
 // Supported encodings.
 const (
 	EncodingCL100K Encoding = "cl100k_base"
 	EncodingO200K  Encoding = "o200k_base"
+	// EncodingLlama3 is Llama 3.0-3.3's; its vocabulary is supplied.
+	EncodingLlama3 Encoding = "llama3"
 )

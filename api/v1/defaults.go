@@ -11,6 +11,7 @@ import (
 const (
 	DefaultEncoding                   = EncodingO200K
 	DefaultOnExceed                   = OnExceedReject
+	DefaultSpecialTokens              = SpecialTokensReject
 	DefaultTruncationPolicy           = TruncationPriority
 	DefaultRevisionHistoryLimit int32 = 0
 

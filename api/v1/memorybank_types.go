@@ -91,9 +91,12 @@ type LLMSpec struct {
 	// +optional
 	APIKeySecretRef *SecretKeyRef `json:"apiKeySecretRef,omitempty"`
 
-	// encoding tokens are counted with when sizing prompts.
+	// encoding tokens are counted with when sizing prompts: o200k_base or
+	// cl100k_base (consolidation Jobs carry no tokenizers directory, so not
+	// a supplied encoding such as llama3).
 	// +optional
 	// +kubebuilder:default=o200k_base
+	// +kubebuilder:validation:XValidation:rule="self in ['o200k_base', 'cl100k_base']",message="a bank's encoding is o200k_base or cl100k_base: consolidation Jobs have no tokenizers directory for a supplied encoding"
 	Encoding Encoding `json:"encoding,omitempty"`
 
 	// maxPromptTokens is the budget for one consolidation call; batches are

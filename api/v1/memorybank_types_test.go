@@ -37,6 +37,7 @@ func TestCRDDefaultsMatchConstants(t *testing.T) {
 		{"memorybanks", []string{"spec", "serving", "replicas"}, DefaultServingReplicas},
 		{"prompttemplates", []string{"spec", "encoding"}, string(DefaultEncoding)},
 		{"prompttemplates", []string{"spec", "budget", "onExceed"}, string(DefaultOnExceed)},
+		{"prompttemplates", []string{"spec", "specialTokens"}, string(DefaultSpecialTokens)},
 		{"prompttemplates", []string{"spec", "revisionHistoryLimit"}, DefaultRevisionHistoryLimit},
 		{"prompttemplates", []string{"spec", "sections", "[]", "truncation", "policy"}, string(DefaultTruncationPolicy)},
 	} {

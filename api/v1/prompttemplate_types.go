@@ -4,6 +4,21 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// SpecialTokens says what happens to a special-token string of the
+// template's encoding (llama3's <|eot_id|>) in its prompt.
+// +kubebuilder:validation:Enum=Reject;Allow
+type SpecialTokens string
+
+// The SpecialTokens values.
+const (
+	// SpecialTokensReject refuses a special-token string: in static text
+	// the template does not render; at request time the assembly is refused
+	// naming the section.
+	SpecialTokensReject SpecialTokens = "Reject"
+	// SpecialTokensAllow counts it as the model's tokenizer does: one token.
+	SpecialTokensAllow SpecialTokens = "Allow"
+)
+
 // OnExceed says what the operator does when an intent does not fit its budget.
 // +kubebuilder:validation:Enum=Reject;Warn;Truncate
 type OnExceed string
@@ -282,11 +297,28 @@ type Intent struct {
 // +kubebuilder:validation:XValidation:rule="self.sections.all(s, !has(s.memory) || !has(s.memory.query.fromRuntime) || self.sections.exists(r, r.name == s.memory.query.fromRuntime && has(r.runtime)))",message="memory.query.fromRuntime must name a runtime section of this template"
 // +kubebuilder:validation:XValidation:rule="self.sections.all(s, !has(s.memory) || !has(s.memory.scope) || !has(s.memory.scope.fromRuntime) || self.sections.exists(r, r.name == s.memory.scope.fromRuntime && has(r.runtime)))",message="memory.scope.fromRuntime must name a runtime section of this template"
 type PromptTemplateSpec struct {
-	// encoding is the tiktoken encoding tokens are counted with:
-	// o200k_base (GPT-4o and later) or cl100k_base (GPT-4, GPT-3.5).
+	// encoding is the tokenizer tokens are counted with: o200k_base
+	// (GPT-4o and later) or cl100k_base (GPT-4, GPT-3.5), built in; or
+	// llama3 (Llama 3.0-3.3), whose tokenizer.json the platform team
+	// supplies in the tokenizers directory (the chart's tokenizers values).
+	// Without it the template is Ready=False, TokenizerUnavailable.
 	// +optional
 	// +kubebuilder:default=o200k_base
 	Encoding Encoding `json:"encoding,omitempty"`
+
+	// specialTokens is what happens to a special-token string of the
+	// encoding (llama3's <|eot_id|>, <|start_header_id|>) in the prompt. A
+	// model's serving stack turns one into a control token, so a runtime
+	// value or a recalled memory that holds one could end the system turn
+	// and start a turn of its own. Reject (the default) refuses it: in
+	// static text the template is Stalled, InvalidTemplate (and the webhook
+	// refuses it); in a runtime value or memory item the assembly is
+	// refused naming the section (serve answers 422, code SpecialToken).
+	// Allow counts it as the model's tokenizer does, one token. The
+	// tiktoken encodings count such strings as text and have none.
+	// +optional
+	// +kubebuilder:default=Reject
+	SpecialTokens SpecialTokens `json:"specialTokens,omitempty"`
 
 	// budget is the token budget every intent must fit.
 	// +required

@@ -5,6 +5,7 @@
 package assembler
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"regexp"
@@ -164,6 +165,17 @@ func RenderContext(ctx context.Context, in Input) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Under specialTokens Reject (the default) no text the template holds
+	// may carry a special-token string of the encoding.
+	special := func(field, text string) error {
+		if spec.SpecialTokens == promptopsv1.SpecialTokensAllow {
+			return nil
+		}
+		if tok, ok := encoder.Special(text); ok {
+			return &InvalidSpecError{Field: field, Message: fmt.Sprintf("holds the special token %s of encoding %s, which the model would read as a control token: remove it, or set spec.specialTokens: Allow to count it as one token", tok, enc)}
+		}
+		return nil
+	}
 	res := &Result{}
 	plan := &Plan{
 		APIVersion: PlanAPIVersion, Kind: PlanKind,
@@ -172,11 +184,17 @@ func RenderContext(ctx context.Context, in Input) (*Result, error) {
 		Separator: Separator,
 		Runtime:   RuntimeSummary{Placeholder: Placeholder("NAME")},
 	}
+	if encoder.HasSpecials() {
+		plan.SpecialTokens = string(cmp.Or(spec.SpecialTokens, promptopsv1.DefaultSpecialTokens))
+	}
 	for i := range spec.Sections {
 		s := &spec.Sections[i]
 		where := "section " + s.Name
 		heading, err := substitute(where+" heading", s.Heading, spec.Variables)
 		if err != nil {
+			return nil, err
+		}
+		if err := special(fmt.Sprintf("spec.sections[%d].heading", i), heading); err != nil {
 			return nil, err
 		}
 		never, prio, minT := truncationOf(s)
@@ -227,6 +245,9 @@ func RenderContext(ctx context.Context, in Input) (*Result, error) {
 			if ps.Text, err = substitute(where, text, spec.Variables); err != nil {
 				return nil, err
 			}
+			if err := special(fmt.Sprintf("spec.sections[%d].%s", i, textField("text", s.From != nil)), ps.Text); err != nil {
+				return nil, err
+			}
 			ps.Tokens = encoder.Count(block(heading, ps.Text))
 		}
 		plan.Sections = append(plan.Sections, ps)
@@ -241,6 +262,9 @@ func RenderContext(ctx context.Context, in Input) (*Result, error) {
 		if text, err = substitute(where, text, spec.Variables); err != nil {
 			return nil, err
 		}
+		if err := special(fmt.Sprintf("spec.intents[%d].%s", i, textField("instruction", it.From != nil)), text); err != nil {
+			return nil, err
+		}
 		plan.Intents = append(plan.Intents, PlanIntent{Name: it.Name, Instruction: text})
 	}
 	if err := plan.Validate(); err != nil {
@@ -253,6 +277,15 @@ func RenderContext(ctx context.Context, in Input) (*Result, error) {
 	res.Intents = intents
 	res.Plan = plan
 	return res, nil
+}
+
+// textField names where a text came from: the spec's own field, or the
+// ConfigMap it names.
+func textField(own string, fromConfigMap bool) string {
+	if fromConfigMap {
+		return "from"
+	}
+	return own
 }
 
 // block is a section as rendered: heading line, then text. An empty text

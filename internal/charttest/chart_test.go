@@ -71,6 +71,7 @@ var valueSets = map[string][]string{
 	"issuer":      {"webhook.enabled=true", "certManager.enabled=true", "certManager.issuerRef.kind=ClusterIssuer", "certManager.issuerRef.name=corp-ca"},
 	"serviceacct": {"serviceAccount.create=false", "serviceAccount.name=existing"},
 	"namespaced":  {"serve.enabled=true", "serve.namespaces={team-a,team-b}", "networkPolicy.enabled=true", "webhook.enabled=true"},
+	"tokenizers":  {"serve.enabled=true", "webhook.enabled=true", "tokenizers.volume.persistentVolumeClaim.claimName=model-files"},
 }
 
 // servedNamespaces are those of the "namespaced" values; the apply test
@@ -282,6 +283,38 @@ func TestChartValues(t *testing.T) {
 		checkServeAuthRole(t, objs)
 		if find(t, objs, "Role", "promptops-serve", nil) || find(t, objs, "NetworkPolicy", "promptops-manager", nil) {
 			t.Error("namespaced serve Roles or NetworkPolicies without their values")
+		}
+	})
+	t.Run("tokenizers", func(t *testing.T) {
+		// The manager and serve both read the supplied vocabularies from
+		// the one volume, read-only, beside the manager's webhook certs.
+		objs := render(t, valueSets["tokenizers"]...)
+		d, c := managerContainer(t, objs)
+		serve := &appsv1.Deployment{}
+		if !find(t, objs, "Deployment", "promptops-serve", serve) {
+			t.Fatal("no serve")
+		}
+		for _, pod := range []*corev1.PodSpec{&d.Spec.Template.Spec, &serve.Spec.Template.Spec} {
+			c := &pod.Containers[0]
+			if env(c, "PROMPTOPS_TOKENIZERS_DIR") != "/var/run/promptops/tokenizers" {
+				t.Errorf("%s: PROMPTOPS_TOKENIZERS_DIR %q", c.Name, env(c, "PROMPTOPS_TOKENIZERS_DIR"))
+			}
+			i := slices.IndexFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == "tokenizers" })
+			if i < 0 || c.VolumeMounts[i].MountPath != "/var/run/promptops/tokenizers" || !c.VolumeMounts[i].ReadOnly {
+				t.Errorf("%s: mounts %+v", c.Name, c.VolumeMounts)
+			}
+			j := slices.IndexFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name == "tokenizers" })
+			if j < 0 || pod.Volumes[j].PersistentVolumeClaim == nil || pod.Volumes[j].PersistentVolumeClaim.ClaimName != "model-files" {
+				t.Errorf("%s: volumes %+v", c.Name, pod.Volumes)
+			}
+		}
+		if len(c.VolumeMounts) != 2 || len(d.Spec.Template.Spec.Volumes) != 2 {
+			t.Errorf("manager: the webhook's certificates and the tokenizers, got %+v", c.VolumeMounts)
+		}
+		// Without the value, nothing of it.
+		_, c = managerContainer(t, render(t))
+		if env(c, "PROMPTOPS_TOKENIZERS_DIR") != "" || len(c.VolumeMounts) != 0 {
+			t.Errorf("tokenizers by default: %+v", c)
 		}
 	})
 	t.Run("serve in some namespaces, network policies", func(t *testing.T) {

@@ -22,6 +22,7 @@ const DefaultAssembleTimeout = time.Minute
 
 func runAssemble(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlagSet("assemble", stderr)
+	tokenizersDirFlag(fs)
 	planPath := fs.String("plan", "", "Path to plan.json (the rendered ConfigMap's key).")
 	intent := fs.String("intent", "", "Intent to assemble.")
 	timeout := fs.Duration("timeout", DefaultAssembleTimeout, "Give up assembling after this long (exit 2); 0 for no limit.")

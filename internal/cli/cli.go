@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/promptops/promptops/internal/tokens"
 	"io"
 	"os"
 	"sort"
@@ -75,7 +76,8 @@ func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 }
 
 // parseFlags parses args and maps -h and bad flags to exit codes. ok is false
-// when the caller should return code.
+// when the caller should return code. A verb that counts tokens has
+// --tokenizers-dir (tokenizersDirFlag), which takes effect here.
 func parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -83,7 +85,17 @@ func parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
 		}
 		return ExitInvalid, false
 	}
+	if f := fs.Lookup(tokenizersDirName); f != nil && f.Value.String() != "" {
+		tokens.SetDir(f.Value.String())
+	}
 	return 0, true
+}
+
+const tokenizersDirName = "tokenizers-dir"
+
+// tokenizersDirFlag adds --tokenizers-dir to a verb that counts tokens.
+func tokenizersDirFlag(fs *flag.FlagSet) {
+	fs.String(tokenizersDirName, "", "Directory of the supplied encodings' vocabularies, <dir>/<encoding>/tokenizer.json (default $"+tokens.EnvDir+").")
 }
 
 // envDefault returns the environment variable's value when set, else def. It

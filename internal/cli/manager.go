@@ -25,6 +25,7 @@ func init() {
 
 func runManager(args []string, _ io.Reader, _, stderr io.Writer) int {
 	fs := newFlagSet("manager", stderr)
+	tokenizersDirFlag(fs)
 	var (
 		metricsAddr, probeAddr, kubeconfig, jobImage                       string
 		webhookHost, webhookCertDir, webhookConfiguration, webhookDNSNames string

@@ -68,6 +68,7 @@ type manifest struct {
 
 func runRender(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlagSet("render", stderr)
+	tokenizersDirFlag(fs)
 	var files stringList
 	fs.Var(&files, "f", "Manifest file or directory (recursive); repeatable.")
 	output := fs.String("o", "text", "Output: text or json.")

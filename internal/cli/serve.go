@@ -43,6 +43,7 @@ var serveReady func(addr string)
 
 func runServe(args []string, _ io.Reader, _, stderr io.Writer) int {
 	fs := newFlagSet("serve", stderr)
+	tokenizersDirFlag(fs)
 	listen := fs.String("listen", "127.0.0.1:8089", "Address to listen on (the default suits a sidecar; use :8089 for a shared Deployment).")
 	plansDir := fs.String("plans-dir", "", "Directory of plans: a mounted <name>-prompts ConfigMap, a tree of them, or `render --out-dir` output. Reloaded when its files change.")
 	watch := fs.Bool("watch", false, "Read the rendered ConfigMaps from the API server instead of --plans-dir.")

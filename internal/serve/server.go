@@ -37,10 +37,13 @@ const retryAfter = 1
 
 // Error codes of the JSON error body {"error": {"code", "message"}}.
 const (
-	CodeNotReady         = "NotReady"
-	CodeMalformed        = "MalformedRequest"
-	CodeInvalidRuntime   = "InvalidRuntimeValue"
-	CodeUnknownSection   = "UnknownSection"
+	CodeNotReady       = "NotReady"
+	CodeMalformed      = "MalformedRequest"
+	CodeInvalidRuntime = "InvalidRuntimeValue"
+	CodeUnknownSection = "UnknownSection"
+	// CodeSpecialToken: a runtime value holds a special-token string of
+	// the template's encoding, and its specialTokens is Reject (422).
+	CodeSpecialToken     = "SpecialToken"
 	CodeTemplateNotFound = "TemplateNotFound"
 	CodeIntentNotFound   = "IntentNotFound"
 	CodeTooLarge         = "RequestTooLarge"
@@ -264,6 +267,7 @@ func (s *Server) assemble(w http.ResponseWriter, r *http.Request) int {
 	if err != nil {
 		var ui *plan.UnknownIntentError
 		var us *plan.UnknownSectionError
+		var st *plan.SpecialTokenError
 		switch {
 		case r.Context().Err() != nil:
 			// The deadline passed or the client went away: nobody may read this.
@@ -272,6 +276,8 @@ func (s *Server) assemble(w http.ResponseWriter, r *http.Request) int {
 			return writeError(w, http.StatusNotFound, CodeIntentNotFound, fmt.Sprintf("template %s has no intent %q (intents: %s)", k, ui.Intent, strings.Join(ui.Intents, ", ")))
 		case errors.As(err, &us):
 			return writeError(w, http.StatusBadRequest, CodeUnknownSection, fmt.Sprintf("template %s has no runtime section %q (runtime sections: %s)", k, us.Section, strings.Join(p.RuntimeSections(), ", ")))
+		case errors.As(err, &st):
+			return writeError(w, http.StatusUnprocessableEntity, CodeSpecialToken, fmt.Sprintf("runtime.%s: %v", st.Section, st))
 		}
 		s.log.Error(err, "Assembly failed", "template", k, "intent", req.Intent)
 		return writeError(w, http.StatusInternalServerError, "Internal", "assembly failed")

@@ -23,19 +23,26 @@ type referenceRow struct {
 	count  [2]int
 }
 
-func loadReference(t testing.TB) []referenceRow {
+// gzipLines returns a scanner over the lines of a gzipped testdata file.
+func gzipLines(t testing.TB, path string) *bufio.Scanner {
 	t.Helper()
-	f, err := os.Open("testdata/reference.jsonl.gz")
+	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	t.Cleanup(func() { f.Close() })
 	zr, err := gzip.NewReader(f)
 	if err != nil {
 		t.Fatal(err)
 	}
 	sc := bufio.NewScanner(zr)
 	sc.Buffer(nil, 1<<24)
+	return sc
+}
+
+func loadReference(t testing.TB) []referenceRow {
+	t.Helper()
+	sc := gzipLines(t, "testdata/reference.jsonl.gz")
 	var header struct {
 		Strings int `json:"strings"`
 	}

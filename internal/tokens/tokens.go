@@ -1,6 +1,8 @@
-// Package tokens counts, cuts and decodes tokens of the tiktoken encodings
-// cl100k_base and o200k_base exactly and offline. It owns its own
-// pre-tokenizer (Unicode 16 tables), rank tables and merge; counts are cached.
+// Package tokens counts, cuts and decodes tokens exactly and offline: the
+// tiktoken encodings cl100k_base and o200k_base, built in, and open models'
+// byte-level BPE encodings, whose vocabularies the platform team supplies
+// (supplied.go). It owns its own pre-tokenizers (Unicode 16 tables), rank
+// tables and merge; counts are cached.
 package tokens
 
 import (
@@ -16,7 +18,12 @@ import (
 const (
 	CL100K = "cl100k_base"
 	O200K  = "o200k_base"
+	// Llama3 is Llama 3.0-3.3's encoding (128,000 ranks and 256 specials).
+	Llama3 = "llama3"
 )
+
+// Names lists every encoding, built in first.
+var Names = []string{O200K, CL100K, Llama3}
 
 // DefaultCacheEntries bounds the count cache of each encoder.
 const DefaultCacheEntries = 16384
@@ -27,28 +34,44 @@ type Encoder struct {
 	name  string
 	vocab *vocab
 	split splitFunc
-	cache *countCache
+	// specials are the special-token strings the reference tokenizer
+	// counts as one control token each wherever they are in the text; nil
+	// for the tiktoken encodings, which count them as text.
+	specials *specials
+	cache    *countCache
 }
 
 var encoders = map[string]*encoderOnce{
 	CL100K: {file: "cl100k_base.tiktoken", split: splitCL100K},
 	O200K:  {file: "o200k_base.tiktoken", split: splitO200K},
+	Llama3: {supplied: &supplied{
+		model: "Llama 3.0-3.3 (meta-llama/Llama-3.1-8B-Instruct and its family)",
+		sum:   llama3Sum,
+	}, split: splitCL100K},
 }
 
 type encoderOnce struct {
-	file  string
-	split splitFunc
-	once  sync.Once
-	enc   *Encoder
-	err   error
+	// file is the embedded rank file of a built-in encoding; supplied
+	// says where the vocabulary of the others comes from.
+	file     string
+	supplied *supplied
+	split    splitFunc
+	once     sync.Once
+	enc      *Encoder
+	err      error
 }
 
 // Get returns the shared encoder for name, building its tables on first use
-// (about 0.1 s and 16 MB for o200k_base).
+// (about 0.1 s and 16 MB for o200k_base). A supplied encoding whose
+// vocabulary is not there yet is an *UnavailableError, and is looked for
+// again at the next Get once its file has changed.
 func Get(name string) (*Encoder, error) {
 	e, ok := encoders[name]
 	if !ok {
-		return nil, fmt.Errorf("unsupported encoding %q: use %s or %s", name, CL100K, O200K)
+		return nil, fmt.Errorf("unsupported encoding %q: use one of %s", name, strings.Join(Names, ", "))
+	}
+	if e.supplied != nil {
+		return e.supplied.get(name, e.split)
 	}
 	e.once.Do(func() {
 		v, err := loadVocab(e.file)
@@ -86,6 +109,21 @@ func (e *Encoder) Encode(text string) []int {
 
 // encode appends the tokens of text to dst.
 func (e *Encoder) encode(dst []int, text string) []int {
+	if e.specials == nil {
+		return e.encodePlain(dst, text)
+	}
+	for sg := range e.specials.segments(text) {
+		if sg.special >= 0 {
+			dst = append(dst, sg.special)
+		} else {
+			dst = e.encodePlain(dst, text[sg.start:sg.end])
+		}
+	}
+	return dst
+}
+
+// encodePlain appends the tokens of text, which holds no special, to dst.
+func (e *Encoder) encodePlain(dst []int, text string) []int {
 	v, split := e.vocab, e.split
 	// last is the previous piece, whose tokens are dst[lastAt:]: a run of
 	// one piece is merged once.
@@ -110,8 +148,36 @@ func (e *Encoder) encode(dst []int, text string) []int {
 var countBufs = sync.Pool{New: func() any { b := make([]int, 0, 1024); return &b }}
 
 // count counts the tokens of text, stopping past limit when limit >= 0.
-// Tokens are flushed piece by piece, so the buffer stays small.
 func (e *Encoder) count(text string, limit int) (int, bool) {
+	if e.specials == nil {
+		return e.countPlain(text, limit)
+	}
+	n := 0
+	for sg := range e.specials.segments(text) {
+		if sg.special >= 0 {
+			n++
+		} else {
+			rest := -1
+			if limit >= 0 {
+				rest = limit - n
+			}
+			m, over := e.countPlain(text[sg.start:sg.end], rest)
+			n += m
+			if over {
+				return n, true
+			}
+		}
+		if limit >= 0 && n > limit {
+			return n, true
+		}
+	}
+	return n, false
+}
+
+// countPlain counts the tokens of text, which holds no special, stopping
+// past limit when limit >= 0. Tokens are flushed piece by piece, so the
+// buffer stays small.
+func (e *Encoder) countPlain(text string, limit int) (int, bool) {
 	bp := countBufs.Get().(*[]int)
 	buf := (*bp)[:0]
 	v, split := e.vocab, e.split
@@ -194,6 +260,8 @@ func (e *Encoder) Decode(ids []int) string {
 	for _, id := range ids {
 		if uint(id) < uint(len(v.offs)-1) {
 			size += v.tokenLen(uint32(id))
+		} else if s, ok := e.specials.get(id); ok {
+			size += len(s)
 		} else {
 			size += utf8.RuneLen(utf8.RuneError)
 		}
@@ -203,6 +271,8 @@ func (e *Encoder) Decode(ids []int) string {
 	for _, id := range ids {
 		if uint(id) < uint(len(v.offs)-1) {
 			b.WriteString(v.token(uint32(id)))
+		} else if s, ok := e.specials.get(id); ok {
+			b.WriteString(s)
 		} else {
 			b.WriteRune(utf8.RuneError)
 		}
@@ -223,6 +293,34 @@ const restartBack = 3
 // its new end, the last few pieces are re-counted; should they no longer
 // fit, the cut moves back one token.
 func (e *Encoder) Truncate(text string, maxTokens int) (string, int) {
+	if maxTokens <= 0 || text == "" {
+		return "", 0
+	}
+	if e.specials == nil {
+		return e.truncatePlain(text, maxTokens)
+	}
+	// A special is one token and a boundary: the text before it counts
+	// alone, so the cut falls in the first segment that does not fit.
+	n := 0
+	for sg := range e.specials.segments(text) {
+		if sg.special >= 0 {
+			if n == maxTokens {
+				return text[:sg.start], n
+			}
+			n++
+			continue
+		}
+		kept, m := e.truncatePlain(text[sg.start:sg.end], maxTokens-n)
+		n += m
+		if len(kept) < sg.end-sg.start {
+			return text[:sg.start+len(kept)], n
+		}
+	}
+	return text, n
+}
+
+// truncatePlain is Truncate of a text that holds no special.
+func (e *Encoder) truncatePlain(text string, maxTokens int) (string, int) {
 	if maxTokens <= 0 || text == "" {
 		return "", 0
 	}
@@ -273,7 +371,8 @@ func (e *Encoder) Truncate(text string, maxTokens int) (string, int) {
 		if ws := spaceRunStart(text, c); c < restart.at || (ws < c && restart.at >= ws) {
 			restart = mark{0, 0}
 		}
-		n := restart.before + e.CountUncached(text[restart.at:c])
+		n, _ := e.countPlain(text[restart.at:c], -1)
+		n += restart.before
 		if n <= maxTokens {
 			return text[:c], n
 		}
@@ -305,4 +404,18 @@ func backOffToRune(text string, n int) int {
 		n--
 	}
 	return n
+}
+
+// HasSpecials reports whether the encoding counts special-token strings in
+// text as control tokens (the supplied encodings; not the tiktoken ones).
+func (e *Encoder) HasSpecials() bool { return e.specials != nil }
+
+// Special returns the first special-token string in text, if the encoding
+// has specials and text holds one.
+func (e *Encoder) Special(text string) (string, bool) {
+	if e.specials == nil {
+		return "", false
+	}
+	start, end, _, ok := e.specials.next(text, 0)
+	return text[start:end], ok
 }

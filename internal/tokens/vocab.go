@@ -63,8 +63,7 @@ func loadVocab(name string) (*vocab, error) {
 		return nil, fmt.Errorf("reading embedded rank file %s: %w", name, err)
 	}
 	n := bytes.Count(data, []byte{'\n'}) + 1
-	type entry struct{ start, end uint32 }
-	entries := make([]entry, 0, n)
+	offs := make([]uint32, 1, n+1)
 	buf := make([]byte, 0, len(data))
 	for line := range bytes.Lines(data) {
 		line = bytes.TrimRight(line, "\r\n")
@@ -76,7 +75,7 @@ func loadVocab(name string) (*vocab, error) {
 			return nil, fmt.Errorf("%s: malformed line %q", name, line)
 		}
 		rank, err := strconv.Atoi(string(line[sp+1:]))
-		if err != nil || rank != len(entries) {
+		if err != nil || rank != len(offs)-1 {
 			return nil, fmt.Errorf("%s: rank %q out of order", name, line[sp+1:])
 		}
 		start := len(buf)
@@ -86,16 +85,20 @@ func loadVocab(name string) (*vocab, error) {
 			return nil, fmt.Errorf("%s: rank %d: %w", name, rank, err)
 		}
 		buf = buf[:start+m]
-		entries = append(entries, entry{uint32(start), uint32(start + m)})
+		offs = append(offs, uint32(start+m))
 	}
-	if len(entries) >= 1<<pairIDBits {
-		return nil, fmt.Errorf("%s: %d tokens do not fit the pair table", name, len(entries))
+	return buildVocab(name, string(buf), offs)
+}
+
+// buildVocab builds the tables of a vocabulary whose token id spans
+// text[offs[id]:offs[id+1]], ranked by id: a pair of tokens merges into the
+// token of their bytes, the lowest id first.
+func buildVocab(name, text string, offs []uint32) (*vocab, error) {
+	n := len(offs) - 1
+	if n >= 1<<pairIDBits {
+		return nil, fmt.Errorf("%s: %d tokens do not fit the pair table", name, n)
 	}
-	v := &vocab{text: string(buf), offs: make([]uint32, len(entries)+1)}
-	for id, e := range entries {
-		v.offs[id] = e.start
-		v.offs[id+1] = e.end
-	}
+	v := &vocab{text: text, offs: offs}
 	// The two token tables are independent: built side by side.
 	var tables sync.WaitGroup
 	tables.Add(1)
@@ -103,7 +106,7 @@ func loadVocab(name string) (*vocab, error) {
 		defer tables.Done()
 		v.buildPieces()
 	}()
-	v.chars = newCharTables(len(entries))
+	v.chars = newCharTables(n)
 	v.giantChunks = new(chunkCache)
 	v.shorts = newShortTable(v)
 	tables.Wait()
@@ -164,7 +167,7 @@ func loadVocab(name string) (*vocab, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			found[w] = splits(w*len(entries)/workers, (w+1)*len(entries)/workers)
+			found[w] = splits(w*n/workers, (w+1)*n/workers)
 		}()
 	}
 	wg.Wait()

@@ -60,3 +60,27 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- fail "webhook.enabled with more than one replica needs certManager.enabled: each replica would keep a self-signed CA of its own" }}
 {{- end }}
 {{- end }}
+
+{{/*
+The tokenizers directory: PROMPTOPS_TOKENIZERS_DIR, its mount and volume,
+when .Values.tokenizers.volume is set.
+*/}}
+{{- define "promptops.tokenizersEnv" -}}
+{{- if .Values.tokenizers.volume }}
+- name: PROMPTOPS_TOKENIZERS_DIR
+  value: /var/run/promptops/tokenizers
+{{- end }}
+{{- end }}
+{{- define "promptops.tokenizersMount" -}}
+{{- if .Values.tokenizers.volume }}
+- name: tokenizers
+  mountPath: /var/run/promptops/tokenizers
+  readOnly: true
+{{- end }}
+{{- end }}
+{{- define "promptops.tokenizersVolume" -}}
+{{- if .Values.tokenizers.volume }}
+- name: tokenizers
+  {{- toYaml .Values.tokenizers.volume | nindent 2 }}
+{{- end }}
+{{- end }}

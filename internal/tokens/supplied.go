@@ -1,0 +1,128 @@
+package tokens
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// EnvDir names the directory of supplied vocabularies: <dir>/<encoding>/
+// tokenizer.json, the file as the model's repository publishes it.
+const EnvDir = "PROMPTOPS_TOKENIZERS_DIR"
+
+// dir is the directory set by SetDir; empty means EnvDir's.
+var dir atomic.Pointer[string]
+
+// SetDir sets the directory of supplied vocabularies for this process, in
+// place of EnvDir's (a verb's --tokenizers-dir).
+func SetDir(d string) { dir.Store(&d) }
+
+// Dir is the directory of supplied vocabularies, empty when none is set.
+func Dir() string {
+	if d := dir.Load(); d != nil {
+		return *d
+	}
+	return os.Getenv(EnvDir)
+}
+
+// File is where the vocabulary of a supplied encoding is looked for under d.
+func File(d, encoding string) string {
+	return filepath.Join(d, encoding, "tokenizer.json")
+}
+
+// UnavailableError is a supplied encoding whose vocabulary is not there, or
+// is not the one the encoding names. Its message says how to supply it.
+type UnavailableError struct {
+	Encoding string
+	// Reason is what was found: no directory, no file, or another file.
+	Reason string
+}
+
+func (e *UnavailableError) Error() string {
+	return fmt.Sprintf("encoding %s needs its vocabulary, which is not built in: %s; put the model's tokenizer.json at <dir>/%s/tokenizer.json, where <dir> is %s or --tokenizers-dir (the Helm chart's tokenizers values mount one)", e.Encoding, e.Reason, e.Encoding, EnvDir)
+}
+
+// supplied is an encoding whose vocabulary is read from the tokenizers
+// directory, and accepted only when its checksum is sum.
+type supplied struct {
+	model string
+	sum   string
+
+	enc atomic.Pointer[Encoder]
+	mu  sync.Mutex
+	// tried is the file last tried and what it was then; err is why it
+	// was refused. A Get sees the same error until the file changes.
+	tried fileState
+	err   error
+}
+
+type fileState struct {
+	path  string
+	size  int64
+	mtime time.Time
+}
+
+func (s *supplied) get(name string, split splitFunc) (*Encoder, error) {
+	if e := s.enc.Load(); e != nil {
+		return e, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.enc.Load(); e != nil {
+		return e, nil
+	}
+	d := Dir()
+	if d == "" {
+		return nil, &UnavailableError{Encoding: name, Reason: EnvDir + " is not set"}
+	}
+	path := File(d, name)
+	fi, err := os.Stat(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, &UnavailableError{Encoding: name, Reason: "there is no " + path}
+		}
+		return nil, &UnavailableError{Encoding: name, Reason: err.Error()}
+	}
+	st := fileState{path, fi.Size(), fi.ModTime()}
+	if s.err != nil && st == s.tried {
+		return nil, s.err
+	}
+	s.tried, s.err = st, nil
+	enc, err := s.load(name, path, split)
+	if err != nil {
+		s.err = err
+		return nil, err
+	}
+	s.enc.Store(enc)
+	return enc, nil
+}
+
+func (s *supplied) load(name, path string, split splitFunc) (*Encoder, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, &UnavailableError{Encoding: name, Reason: err.Error()}
+	}
+	text, offs, specials, sum, err := parseHF(path, data)
+	if err != nil {
+		return nil, &UnavailableError{Encoding: name, Reason: err.Error()}
+	}
+	if sum != s.sum {
+		return nil, &UnavailableError{Encoding: name, Reason: fmt.Sprintf("%s is not %s's vocabulary (checksum %.12s, want %.12s): it is another model's tokenizer", path, s.model, sum, s.sum)}
+	}
+	v, err := buildVocab(path, text, offs)
+	if err != nil {
+		return nil, &UnavailableError{Encoding: name, Reason: err.Error()}
+	}
+	return &Encoder{name: name, vocab: v, split: split, specials: newSpecials(specials), cache: newCountCache(DefaultCacheEntries)}, nil
+}
+
+// The checksums (vocabSum) of the supplied vocabularies, of the files the
+// models' repositories publish.
+const (
+	llama3Sum = "cbc4e5aec1d6530fd3daa4a5db5abd5ffee21b309cfcf55cf4cb460d71cdd9dc"
+)
