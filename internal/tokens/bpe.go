@@ -19,7 +19,10 @@ func (v *vocab) appendPiece(dst []int, piece string) []int {
 	if len(piece) == 1 {
 		return append(dst, int(v.byteToken[piece[0]]))
 	}
-	if id, ok := v.lookup(piece); ok {
+	// The pure merge below (chars.go and giant.go included) follows the
+	// rule for any rank table; a merges-only vocabulary lacks only the
+	// whole-piece lookup.
+	if id, ok := v.lookup(piece); ok && !v.mergesOnly {
 		return append(dst, int(id))
 	}
 	if len(piece) <= shortPiece {

@@ -59,48 +59,60 @@ func byteOfRune(r rune) int {
 	return -1
 }
 
-// parseHF reads a byte-level BPE tokenizer.json: the bytes of every token in
-// id order (ids dense from 0) and the added tokens. name prefixes errors.
-// sum is vocabSum of what it read.
-func parseHF(name string, data []byte) (text string, offs []uint32, specials map[string]uint32, sum string, err error) {
+// hfVocab is what parseHF reads from a byte-level BPE tokenizer.json.
+type hfVocab struct {
+	// text and offs hold every token's bytes in id order (ids dense from 0).
+	text string
+	offs []uint32
+	// specials are the added tokens, by their strings.
+	specials map[string]uint32
+	// merges are the model's merges as token ids, in rank order.
+	merges [][2]uint32
+	// sum is vocabSum of all of it.
+	sum string
+}
+
+// parseHF reads a byte-level BPE tokenizer.json. name prefixes errors.
+func parseHF(name string, data []byte) (*hfVocab, error) {
 	var t hfTokenizer
 	if err := json.Unmarshal(data, &t); err != nil {
-		return "", nil, nil, "", fmt.Errorf("%s: not a tokenizer.json: %w", name, err)
+		return nil, fmt.Errorf("%s: not a tokenizer.json: %w", name, err)
 	}
 	if t.Model.Type != "BPE" {
-		return "", nil, nil, "", fmt.Errorf("%s: model type %q, want BPE", name, t.Model.Type)
+		return nil, fmt.Errorf("%s: model type %q, want BPE", name, t.Model.Type)
 	}
 	n := len(t.Model.Vocab)
 	byID := make([]string, n)
 	for tok, id := range t.Model.Vocab {
 		if id < 0 || id >= n || byID[id] != "" {
-			return "", nil, nil, "", fmt.Errorf("%s: token ids are not dense from 0 (id %d)", name, id)
+			return nil, fmt.Errorf("%s: token ids are not dense from 0 (id %d)", name, id)
 		}
 		byID[id] = tok
 	}
 	var b strings.Builder
-	offs = make([]uint32, 1, n+1)
+	hv := &hfVocab{offs: make([]uint32, 1, n+1)}
 	for id, tok := range byID {
 		if tok == "" {
-			return "", nil, nil, "", fmt.Errorf("%s: token %d is empty", name, id)
+			return nil, fmt.Errorf("%s: token %d is empty", name, id)
 		}
 		for _, r := range tok {
 			c := byteOfRune(r)
 			if c < 0 {
-				return "", nil, nil, "", fmt.Errorf("%s: token %d %q is not byte-level", name, id, tok)
+				return nil, fmt.Errorf("%s: token %d %q is not byte-level", name, id, tok)
 			}
 			b.WriteByte(byte(c))
 		}
-		offs = append(offs, uint32(b.Len()))
+		hv.offs = append(hv.offs, uint32(b.Len()))
 	}
-	specials = make(map[string]uint32, len(t.AddedTokens))
+	hv.specials = make(map[string]uint32, len(t.AddedTokens))
 	for _, a := range t.AddedTokens {
 		if a.ID < n || a.Content == "" || !utf8.ValidString(a.Content) {
-			return "", nil, nil, "", fmt.Errorf("%s: added token %d %q is not past the vocabulary", name, a.ID, a.Content)
+			return nil, fmt.Errorf("%s: added token %d %q is not past the vocabulary", name, a.ID, a.Content)
 		}
-		specials[a.Content] = uint32(a.ID)
+		hv.specials[a.Content] = uint32(a.ID)
 	}
 	merges := make([][2]string, len(t.Model.Merges))
+	hv.merges = make([][2]uint32, len(t.Model.Merges))
 	for i, m := range t.Model.Merges {
 		var ok bool
 		switch m := m.(type) {
@@ -114,12 +126,16 @@ func parseHF(name string, data []byte) (text string, offs []uint32, specials map
 				}
 			}
 		}
-		if !ok {
-			return "", nil, nil, "", fmt.Errorf("%s: merge %d is not a pair of tokens", name, i)
+		a, aok := t.Model.Vocab[merges[i][0]]
+		c, cok := t.Model.Vocab[merges[i][1]]
+		if !ok || !aok || !cok {
+			return nil, fmt.Errorf("%s: merge %d is not a pair of tokens", name, i)
 		}
+		hv.merges[i] = [2]uint32{uint32(a), uint32(c)}
 	}
-	text = b.String()
-	return text, offs, specials, vocabSum(text, offs, specials, merges), nil
+	hv.text = b.String()
+	hv.sum = vocabSum(hv.text, hv.offs, hv.specials, merges)
+	return hv, nil
 }
 
 // vocabSum is the checksum that names a vocabulary: the SHA-256 of every

@@ -15,10 +15,23 @@ type splitFunc func(s string, i int) int
 // splitCL100K implements cl100k_base's pattern:
 //
 //	(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
-func splitCL100K(s string, i int) int {
+func splitCL100K(s string, i int) int { return splitCL(s, i, false) }
+
+// splitQwen implements Qwen 2.5 and 3's pattern, cl100k_base's with one
+// digit a piece:
+//
+//	(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+func splitQwen(s string, i int) int { return splitCL(s, i, true) }
+
+// splitCL is cl100k_base's pattern, with \p{N} in place of \p{N}{1,3}
+// when oneDigit.
+func splitCL(s string, i int, oneDigit bool) int {
 	b := s[i]
 	// No alternative before \p{N}{1,3} starts with a digit.
 	if b-'0' < 10 {
+		if oneDigit {
+			return i + 1
+		}
 		return digitsEnd(s, i+1)
 	}
 	// An ASCII letter, or a space and one, starts a letter run.
@@ -43,6 +56,9 @@ func splitCL100K(s string, i int) int {
 		}
 	}
 	if c&cN != 0 {
+		if oneDigit {
+			return i + n
+		}
 		return digitsEnd(s, i+n)
 	}
 	if end := punctEnd(s, i, c, false); end > 0 {

@@ -52,6 +52,13 @@ func (e *UnavailableError) Error() string {
 type supplied struct {
 	model string
 	sum   string
+	// mergesOnly: only the file's merges merge, ranked in their order
+	// (which is their tokens' id order), and a piece that is a token is
+	// merged like any other (ignore_merges false): a vocabulary trained as
+	// BPE, not converted from tiktoken.
+	mergesOnly bool
+	// nfc: the text between specials is normalized to NFC first.
+	nfc bool
 
 	enc atomic.Pointer[Encoder]
 	mu  sync.Mutex
@@ -107,22 +114,27 @@ func (s *supplied) load(name, path string, split splitFunc) (*Encoder, error) {
 	if err != nil {
 		return nil, &UnavailableError{Encoding: name, Reason: err.Error()}
 	}
-	text, offs, specials, sum, err := parseHF(path, data)
+	hv, err := parseHF(path, data)
 	if err != nil {
 		return nil, &UnavailableError{Encoding: name, Reason: err.Error()}
 	}
-	if sum != s.sum {
-		return nil, &UnavailableError{Encoding: name, Reason: fmt.Sprintf("%s is not %s's vocabulary (checksum %.12s, want %.12s): it is another model's tokenizer", path, s.model, sum, s.sum)}
+	if hv.sum != s.sum {
+		return nil, &UnavailableError{Encoding: name, Reason: fmt.Sprintf("%s is not %s's vocabulary (checksum %.12s, want %.12s): it is another model's tokenizer", path, s.model, hv.sum, s.sum)}
 	}
-	v, err := buildVocab(path, text, offs)
+	var merges [][2]uint32
+	if s.mergesOnly {
+		merges = hv.merges
+	}
+	v, err := buildVocab(path, hv.text, hv.offs, merges)
 	if err != nil {
 		return nil, &UnavailableError{Encoding: name, Reason: err.Error()}
 	}
-	return &Encoder{name: name, vocab: v, split: split, specials: newSpecials(specials), cache: newCountCache(DefaultCacheEntries)}, nil
+	return &Encoder{name: name, vocab: v, split: split, nfc: s.nfc, specials: newSpecials(hv.specials), cache: newCountCache(DefaultCacheEntries)}, nil
 }
 
 // The checksums (vocabSum) of the supplied vocabularies, of the files the
 // models' repositories publish.
 const (
 	llama3Sum = "cbc4e5aec1d6530fd3daa4a5db5abd5ffee21b309cfcf55cf4cb460d71cdd9dc"
+	qwen3Sum  = "e94a80a4726c52e0aa9e0396f9cf8ce9bb6e152540db4856aa521226c7485d7a"
 )

@@ -68,7 +68,7 @@ type suppliedRow struct {
 // over the model's own tokenizer.json, on the adversarial corpus.
 func TestSuppliedReference(t *testing.T) {
 	rows := loadReference(t)
-	for _, name := range []string{Llama3} {
+	for _, name := range []string{Llama3, Qwen3} {
 		t.Run(name, func(t *testing.T) {
 			e := suppliedEncoder(t, name)
 			ref := loadSuppliedReference(t, name)
@@ -115,7 +115,7 @@ func TestSuppliedReference(t *testing.T) {
 						t.Fatalf("%q: CountUpTo(%d) = %d, %v; want over", abbrev(text), want-1, n, over)
 					}
 				}
-				if got := e.Decode(e.Encode(text)); got != text {
+				if got, want := e.Decode(e.Encode(text)), text; got != want && (!e.nfc || got != nfc(want)) {
 					t.Fatalf("%q: decodes to %q", abbrev(text), abbrev(got))
 				}
 				for _, max := range []int{1 + i%max(want, 1), want / 2, want - 1} {

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"unicode/utf8"
 	"unsafe"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // Encodings supported by promptops.
@@ -20,10 +22,13 @@ const (
 	O200K  = "o200k_base"
 	// Llama3 is Llama 3.0-3.3's encoding (128,000 ranks and 256 specials).
 	Llama3 = "llama3"
+	// Qwen3 is Qwen 3's encoding (151,643 ranks and 26 added tokens); Qwen
+	// 2.5 shares its BPE vocabulary.
+	Qwen3 = "qwen3"
 )
 
 // Names lists every encoding, built in first.
-var Names = []string{O200K, CL100K, Llama3}
+var Names = []string{O200K, CL100K, Llama3, Qwen3}
 
 // DefaultCacheEntries bounds the count cache of each encoder.
 const DefaultCacheEntries = 16384
@@ -38,7 +43,10 @@ type Encoder struct {
 	// counts as one control token each wherever they are in the text; nil
 	// for the tiktoken encodings, which count them as text.
 	specials *specials
-	cache    *countCache
+	// nfc: the text between specials is normalized to NFC before it is
+	// pre-tokenized (Qwen's normalizer).
+	nfc   bool
+	cache *countCache
 }
 
 var encoders = map[string]*encoderOnce{
@@ -48,6 +56,10 @@ var encoders = map[string]*encoderOnce{
 		model: "Llama 3.0-3.3 (meta-llama/Llama-3.1-8B-Instruct and its family)",
 		sum:   llama3Sum,
 	}, split: splitCL100K},
+	Qwen3: {supplied: &supplied{
+		model: "Qwen 3 (Qwen/Qwen3-8B and its family)",
+		sum:   qwen3Sum, mergesOnly: true, nfc: true,
+	}, split: splitQwen},
 }
 
 type encoderOnce struct {
@@ -124,6 +136,9 @@ func (e *Encoder) encode(dst []int, text string) []int {
 
 // encodePlain appends the tokens of text, which holds no special, to dst.
 func (e *Encoder) encodePlain(dst []int, text string) []int {
+	if e.nfc {
+		text = nfc(text)
+	}
 	v, split := e.vocab, e.split
 	// last is the previous piece, whose tokens are dst[lastAt:]: a run of
 	// one piece is merged once.
@@ -178,6 +193,9 @@ func (e *Encoder) count(text string, limit int) (int, bool) {
 // past limit when limit >= 0. Tokens are flushed piece by piece, so the
 // buffer stays small.
 func (e *Encoder) countPlain(text string, limit int) (int, bool) {
+	if e.nfc {
+		text = nfc(text)
+	}
 	bp := countBufs.Get().(*[]int)
 	buf := (*bp)[:0]
 	v, split := e.vocab, e.split
@@ -324,6 +342,9 @@ func (e *Encoder) truncatePlain(text string, maxTokens int) (string, int) {
 	if maxTokens <= 0 || text == "" {
 		return "", 0
 	}
+	if e.nfc && !norm.NFC.IsNormalString(text) && nfc(text) != text {
+		return e.truncateUnnormalized(text, maxTokens)
+	}
 	// No prefix longer than maxTokens of the longest token can be within
 	// maxTokens, so nothing past that is read: a hostile megabyte-long
 	// piece costs what its kept part costs. Prefixes are counted on their
@@ -379,6 +400,39 @@ func (e *Encoder) truncatePlain(text string, maxTokens int) (string, int) {
 		cut -= v.tokenLen(uint32(toks[kept-1]))
 	}
 	return "", 0
+}
+
+// truncateUnnormalized is truncatePlain of a text that NFC changes, so
+// that its tokens do not map back to its bytes: the longest prefix found by
+// bisection over character boundaries whose own count is within maxTokens.
+// A token spans at most maxLen normalized bytes, and NFC at most triples a
+// text's length, so nothing past maxTokens*maxLen*3 bytes is read.
+func (e *Encoder) truncateUnnormalized(text string, maxTokens int) (string, int) {
+	if limit := maxTokens * e.vocab.maxLen * 3; limit < len(text) {
+		text = text[:backOffToRune(text, limit)]
+	}
+	if n, _ := e.countPlain(text, maxTokens); n <= maxTokens {
+		return text, n
+	}
+	lo, hi, best := 0, len(text), 0 // text[:lo] fits; text[:hi] does not
+	for hi-lo > 1 {
+		mid := backOffToRune(text, lo+(hi-lo)/2)
+		if mid <= lo {
+			mid = lo + 1
+			for mid < hi && !utf8.RuneStart(text[mid]) {
+				mid++
+			}
+			if mid >= hi {
+				break
+			}
+		}
+		if n, over := e.countPlain(text[:mid], maxTokens); !over {
+			lo, best = mid, n
+		} else {
+			hi = mid
+		}
+	}
+	return text[:lo], best
 }
 
 // spaceRunStart returns the start of the run of white space that ends at

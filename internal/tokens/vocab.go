@@ -46,6 +46,10 @@ type vocab struct {
 	// pairs gives the token of two adjacent tokens' bytes, so merging works
 	// on ids and never hashes byte strings.
 	pairs pairTable
+	// mergesOnly: only the vocabulary's listed merges merge, and a piece
+	// that is a token is merged like any other (a BPE-trained vocabulary,
+	// Hugging Face's ignore_merges false): no whole-piece lookup.
+	mergesOnly bool
 	// text holds every token's bytes; token id spans text[offs[id]:offs[id+1]].
 	text string
 	offs []uint32
@@ -87,13 +91,16 @@ func loadVocab(name string) (*vocab, error) {
 		buf = buf[:start+m]
 		offs = append(offs, uint32(start+m))
 	}
-	return buildVocab(name, string(buf), offs)
+	return buildVocab(name, string(buf), offs, nil)
 }
 
 // buildVocab builds the tables of a vocabulary whose token id spans
 // text[offs[id]:offs[id+1]], ranked by id: a pair of tokens merges into the
-// token of their bytes, the lowest id first.
-func buildVocab(name, text string, offs []uint32) (*vocab, error) {
+// token of their bytes, the lowest id first. With merges (pairs of token
+// ids, in rank order) only those pairs merge, and a piece that is a token
+// is merged like any other (mergesOnly); their tokens' ids must rise with
+// their rank, so that the id still ranks them.
+func buildVocab(name, text string, offs []uint32, merges [][2]uint32) (*vocab, error) {
 	n := len(offs) - 1
 	if n >= 1<<pairIDBits {
 		return nil, fmt.Errorf("%s: %d tokens do not fit the pair table", name, n)
@@ -160,18 +167,39 @@ func buildVocab(name, text string, offs []uint32) (*vocab, error) {
 		}
 		return pairs
 	}
-	workers := min(runtime.GOMAXPROCS(0), 4)
-	found := make([][]uint64, workers)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			found[w] = splits(w*n/workers, (w+1)*n/workers)
-		}()
+	var pairs []uint64
+	if merges != nil {
+		v.mergesOnly = true
+		pairs = make([]uint64, 0, len(merges))
+		last := -1
+		for i, m := range merges {
+			if int(m[0]) >= n || int(m[1]) >= n {
+				return nil, fmt.Errorf("%s: merge %d names no token", name, i)
+			}
+			id, ok := v.lookup(v.token(m[0]) + v.token(m[1]))
+			if !ok {
+				return nil, fmt.Errorf("%s: merge %d makes no token", name, i)
+			}
+			if int(id) <= last {
+				return nil, fmt.Errorf("%s: merge %d makes token %d after token %d: merges out of id order are not supported", name, i, id, last)
+			}
+			last = int(id)
+			pairs = append(pairs, uint64(m[0])<<40|uint64(m[1])<<20|uint64(id))
+		}
+	} else {
+		workers := min(runtime.GOMAXPROCS(0), 4)
+		found := make([][]uint64, workers)
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				found[w] = splits(w*n/workers, (w+1)*n/workers)
+			}()
+		}
+		wg.Wait()
+		pairs = slices.Concat(found...)
 	}
-	wg.Wait()
-	pairs := slices.Concat(found...)
 	v.pairs = newPairTable(len(pairs))
 	// Inserted in the order of their home slots, the pairs fill the table
 	// front to back instead of missing the cache at every one.
