@@ -116,7 +116,7 @@ const (
 // Encoding is the tokenizer tokens are counted with: a tiktoken encoding
 // (built in) or an open model's, whose vocabulary the platform team
 // supplies (the manager's and serve's tokenizers directory).
-// +kubebuilder:validation:Enum=cl100k_base;o200k_base;llama3;qwen3
+// +kubebuilder:validation:Enum=cl100k_base;o200k_base;llama3;qwen3;deepseek_v3
 type Encoding string
 
 // Supported encodings.
@@ -128,4 +128,7 @@ const (
 	// EncodingQwen3 is Qwen 3's (and Qwen 2.5's BPE); its vocabulary is
 	// supplied.
 	EncodingQwen3 Encoding = "qwen3"
+	// EncodingDeepSeekV3 is DeepSeek V3's and R1's; its vocabulary is
+	// supplied.
+	EncodingDeepSeekV3 Encoding = "deepseek_v3"
 )

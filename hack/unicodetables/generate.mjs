@@ -1,5 +1,5 @@
 // Writes internal/tokens/unicode_tables.go: the character classes that the
-// cl100k_base and o200k_base pre-tokenizers need, from the Unicode 16.0.0
+// pre-tokenizers need, from the Unicode 16.0.0
 // character database pinned in package-lock.json. The reference tiktoken's
 // regex engine knows Unicode 16; Go's unicode package is older, so the
 // tables are generated rather than taken from the standard library.
@@ -14,7 +14,7 @@ const version = JSON.parse(readFileSync(join(here, "node_modules", pkg, "package
 const load = async (p) => (await import(`${pkg}/${p}/ranges.mjs`)).default;
 
 // Class bits, mirrored by the constants in internal/tokens/classes.go.
-const bits = { L: 1, N: 2, S: 4, U: 8, W: 16 };
+const bits = { L: 1, N: 2, S: 4, U: 8, W: 16, P: 32, M: 64 };
 const groups = [
   // \p{L}
   ["General_Category/Letter", ["L"]],
@@ -29,6 +29,10 @@ const groups = [
   ["General_Category/Other_Letter", ["U", "W"]],
   ["General_Category/Mark", ["U", "W"]],
   ["General_Category/Lowercase_Letter", ["W"]],
+  // deepseek_v3's [\p{P}\p{S}] and \p{M}
+  ["General_Category/Punctuation", ["P"]],
+  ["General_Category/Symbol", ["P"]],
+  ["General_Category/Mark", ["M"]],
 ];
 
 const cls = new Map(); // code point -> bits

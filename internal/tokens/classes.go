@@ -13,6 +13,8 @@ const (
 	cS                   // \s, Unicode White_Space
 	cU                   // [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}] (o200k_base)
 	cW                   // [\p{Ll}\p{Lm}\p{Lo}\p{M}] (o200k_base)
+	cP                   // [\p{P}\p{S}] (deepseek_v3)
+	cM                   // \p{M} (deepseek_v3)
 )
 
 // classRange gives the class bits of the code points lo..hi inclusive.

@@ -89,27 +89,34 @@ func parseHF(name string, data []byte) (*hfVocab, error) {
 		}
 		byID[id] = tok
 	}
+	// An added token may also be in the vocabulary (DeepSeek's are), as its
+	// own text rather than byte-level: merges never make it.
+	added := make(map[int]string, len(t.AddedTokens))
+	hv := &hfVocab{offs: make([]uint32, 1, n+1), specials: make(map[string]uint32, len(t.AddedTokens))}
+	for _, a := range t.AddedTokens {
+		if a.ID < 0 || a.Content == "" || !utf8.ValidString(a.Content) || (a.ID < n && byID[a.ID] != a.Content) {
+			return nil, fmt.Errorf("%s: added token %d %q is neither past the vocabulary nor its token", name, a.ID, a.Content)
+		}
+		added[a.ID] = a.Content
+		hv.specials[a.Content] = uint32(a.ID)
+	}
 	var b strings.Builder
-	hv := &hfVocab{offs: make([]uint32, 1, n+1)}
 	for id, tok := range byID {
 		if tok == "" {
 			return nil, fmt.Errorf("%s: token %d is empty", name, id)
 		}
-		for _, r := range tok {
-			c := byteOfRune(r)
-			if c < 0 {
-				return nil, fmt.Errorf("%s: token %d %q is not byte-level", name, id, tok)
+		if added[id] == tok {
+			b.WriteString(tok)
+		} else {
+			for _, r := range tok {
+				c := byteOfRune(r)
+				if c < 0 {
+					return nil, fmt.Errorf("%s: token %d %q is not byte-level", name, id, tok)
+				}
+				b.WriteByte(byte(c))
 			}
-			b.WriteByte(byte(c))
 		}
 		hv.offs = append(hv.offs, uint32(b.Len()))
-	}
-	hv.specials = make(map[string]uint32, len(t.AddedTokens))
-	for _, a := range t.AddedTokens {
-		if a.ID < n || a.Content == "" || !utf8.ValidString(a.Content) {
-			return nil, fmt.Errorf("%s: added token %d %q is not past the vocabulary", name, a.ID, a.Content)
-		}
-		hv.specials[a.Content] = uint32(a.ID)
 	}
 	merges := make([][2]string, len(t.Model.Merges))
 	hv.merges = make([][2]uint32, len(t.Model.Merges))

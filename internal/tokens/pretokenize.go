@@ -381,3 +381,138 @@ func EndsPiece(s string) bool {
 	c, _ := classAt(s, len(s)-size)
 	return c&(cL|cN) != 0
 }
+
+// splitDeepSeek implements DeepSeek V3's pre-tokenizer, three splits in
+// sequence, each isolating its matches and keeping the text between them
+// as pieces:
+//
+//  1. \p{N}{1,3}
+//  2. [\x{4E00}-\x{9FA5}\x{3040}-\x{309F}\x{30A0}-\x{30FF}]+
+//  3. [!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+
+//     | ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+//
+// Step 3 sees the text between step 1's and 2's pieces alone, so a number
+// or a kana or CJK character ends its text as the end of the text does,
+// and text that none of its alternatives matches is a piece of its own.
+func splitDeepSeek(s string, i int) int {
+	c, n := classAt(s, i)
+	if c&cN != 0 {
+		p := i + n
+		for k := 1; k < 3 && p < len(s); k++ {
+			c, n := classAt(s, p)
+			if c&cN == 0 {
+				break
+			}
+			p += n
+		}
+		return p
+	}
+	if deepSeekCJK(s, i) {
+		p := i + n
+		for p < len(s) && deepSeekCJK(s, p) {
+			p += 3
+		}
+		return p
+	}
+	if end := deepSeekMatch(s, i, c, n); end > i {
+		return end
+	}
+	// Text no alternative matches, up to where one does.
+	p := i + n
+	for p < len(s) {
+		c, n := classAt(s, p)
+		if c&cN != 0 || deepSeekCJK(s, p) || deepSeekMatch(s, p, c, n) > p {
+			break
+		}
+		p += n
+	}
+	return p
+}
+
+// deepSeekCJK reports whether s[i] starts a character of step 2's class:
+// all are three bytes, U+3040-U+30FF and U+4E00-U+9FA5.
+func deepSeekCJK(s string, i int) bool {
+	if i+2 >= len(s) {
+		return false
+	}
+	r := rune(s[i]&0x0f)<<12 | rune(s[i+1]&0x3f)<<6 | rune(s[i+2]&0x3f)
+	return s[i]&0xf0 == 0xe0 && s[i+1]&0xc0 == 0x80 && s[i+2]&0xc0 == 0x80 &&
+		(r >= 0x3040 && r <= 0x30ff || r >= 0x4e00 && r <= 0x9fa5)
+}
+
+// deepSeekStop reports whether step 3's text ends at p: at a number, a
+// step 2 character, or the end of s.
+func deepSeekStop(s string, p int) bool {
+	if p >= len(s) {
+		return true
+	}
+	c, _ := classAt(s, p)
+	return c&cN != 0 || deepSeekCJK(s, p)
+}
+
+// deepSeekMatch is the end of step 3's match at s[i] (class c, n bytes), or
+// i when no alternative matches there.
+func deepSeekMatch(s string, i int, c uint8, n int) int {
+	b := s[i]
+	// [!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+
+	if b < utf8.RuneSelf && c&cP != 0 && i+1 < len(s) && (s[i+1]|0x20)-'a' < 26 {
+		p := i + 2
+		for p < len(s) && (s[p]|0x20)-'a' < 26 {
+			p++
+		}
+		return p
+	}
+	// [^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+: with the optional character, or
+	// from s[i] (the same run when s[i] is a mark).
+	if b != '\r' && b != '\n' && c&(cL|cP) == 0 && !deepSeekStop(s, i+n) {
+		if c2, _ := classAt(s, i+n); c2&(cL|cM) != 0 {
+			return deepSeekRun(s, i+n, cL|cM)
+		}
+	}
+	if c&(cL|cM) != 0 {
+		return deepSeekRun(s, i, cL|cM)
+	}
+	// ' ?[\p{P}\p{S}]+[\r\n]*
+	p := i
+	if b == ' ' && !deepSeekStop(s, i+1) {
+		if c2, _ := classAt(s, i+1); c2&cP != 0 {
+			p = i + 1
+		}
+	}
+	if p > i || c&cP != 0 {
+		p = deepSeekRun(s, p, cP)
+		for p < len(s) && (s[p] == '\r' || s[p] == '\n') {
+			p++
+		}
+		return p
+	}
+	// \s*[\r\n]+|\s+(?!\S)|\s+, with the text ending at its stop.
+	if c&cS != 0 {
+		p := i
+		for p < len(s) {
+			c, n := classAt(s, p)
+			if c&cS == 0 {
+				break
+			}
+			p = repeatEnd(s, p, n)
+		}
+		if deepSeekStop(s, p) {
+			return spaceEnd(s[:p], i)
+		}
+		return spaceEnd(s, i)
+	}
+	return i
+}
+
+// deepSeekRun is the end of the run of characters with any of bits from p,
+// stopping at a number or a CJK character.
+func deepSeekRun(s string, p int, bits uint8) int {
+	for p < len(s) {
+		c, n := classAt(s, p)
+		if c&bits == 0 || c&cN != 0 || (n == 3 && deepSeekCJK(s, p)) {
+			break
+		}
+		p = repeatEnd(s, p, n)
+	}
+	return p
+}

@@ -135,6 +135,7 @@ func (s *supplied) load(name, path string, split splitFunc) (*Encoder, error) {
 // The checksums (vocabSum) of the supplied vocabularies, of the files the
 // models' repositories publish.
 const (
-	llama3Sum = "cbc4e5aec1d6530fd3daa4a5db5abd5ffee21b309cfcf55cf4cb460d71cdd9dc"
-	qwen3Sum  = "e94a80a4726c52e0aa9e0396f9cf8ce9bb6e152540db4856aa521226c7485d7a"
+	llama3Sum     = "cbc4e5aec1d6530fd3daa4a5db5abd5ffee21b309cfcf55cf4cb460d71cdd9dc"
+	qwen3Sum      = "e94a80a4726c52e0aa9e0396f9cf8ce9bb6e152540db4856aa521226c7485d7a"
+	deepSeekV3Sum = "bd01eb3a47247de0f3815bbf01482cf5fc7287ae1d81c1424670ff4adc7ba273"
 )

@@ -68,7 +68,7 @@ type suppliedRow struct {
 // over the model's own tokenizer.json, on the adversarial corpus.
 func TestSuppliedReference(t *testing.T) {
 	rows := loadReference(t)
-	for _, name := range []string{Llama3, Qwen3} {
+	for _, name := range []string{Llama3, Qwen3, DeepSeekV3} {
 		t.Run(name, func(t *testing.T) {
 			e := suppliedEncoder(t, name)
 			ref := loadSuppliedReference(t, name)
@@ -184,7 +184,7 @@ func TestSuppliedVocabulary(t *testing.T) {
 		`{"model":{"type":"BPE","vocab":{"a":1}}}`:                                         "not dense",
 		`{"model":{"type":"BPE","vocab":{"a\u0000":0}}}`:                                   "not byte-level",
 		`{"model":{"type":"BPE","vocab":{"a":0},"merges":[1]}}`:                            "merge 0 is not a pair",
-		`{"added_tokens":[{"id":0,"content":"x"}],"model":{"type":"BPE","vocab":{"a":0}}}`: "not past the vocabulary",
+		`{"added_tokens":[{"id":0,"content":"x"}],"model":{"type":"BPE","vocab":{"a":0}}}`: "neither past the vocabulary nor its token",
 	} {
 		if err := os.WriteFile(file, []byte(body), 0o644); err != nil {
 			t.Fatal(err)

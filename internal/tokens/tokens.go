@@ -25,10 +25,13 @@ const (
 	// Qwen3 is Qwen 3's encoding (151,643 ranks and 26 added tokens); Qwen
 	// 2.5 shares its BPE vocabulary.
 	Qwen3 = "qwen3"
+	// DeepSeekV3 is DeepSeek V3's and R1's encoding (128,000 ranks and 818
+	// added tokens).
+	DeepSeekV3 = "deepseek_v3"
 )
 
 // Names lists every encoding, built in first.
-var Names = []string{O200K, CL100K, Llama3, Qwen3}
+var Names = []string{O200K, CL100K, Llama3, Qwen3, DeepSeekV3}
 
 // DefaultCacheEntries bounds the count cache of each encoder.
 const DefaultCacheEntries = 16384
@@ -60,6 +63,10 @@ var encoders = map[string]*encoderOnce{
 		model: "Qwen 3 (Qwen/Qwen3-8B and its family)",
 		sum:   qwen3Sum, mergesOnly: true, nfc: true,
 	}, split: splitQwen},
+	DeepSeekV3: {supplied: &supplied{
+		model: "DeepSeek V3 (deepseek-ai/DeepSeek-V3, and R1)",
+		sum:   deepSeekV3Sum, mergesOnly: true,
+	}, split: splitDeepSeek},
 }
 
 type encoderOnce struct {
