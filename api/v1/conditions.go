@@ -116,7 +116,7 @@ const (
 // Encoding is the tokenizer tokens are counted with: a tiktoken encoding
 // (built in) or an open model's, whose vocabulary the platform team
 // supplies (the manager's and serve's tokenizers directory).
-// +kubebuilder:validation:Enum=cl100k_base;o200k_base;llama3;qwen3;deepseek_v3
+// +kubebuilder:validation:Enum=cl100k_base;o200k_base;llama3;qwen3;deepseek_v3;tekken
 type Encoding string
 
 // Supported encodings.
@@ -131,4 +131,7 @@ const (
 	// EncodingDeepSeekV3 is DeepSeek V3's and R1's; its vocabulary is
 	// supplied.
 	EncodingDeepSeekV3 Encoding = "deepseek_v3"
+	// EncodingTekken is Mistral's Tekken (Mistral NeMo and later); its
+	// vocabulary is supplied.
+	EncodingTekken Encoding = "tekken"
 )

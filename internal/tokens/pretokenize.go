@@ -75,12 +75,26 @@ func splitCL(s string, i int, oneDigit bool) int {
 //
 // The optional first character may be a mark (\p{M} is not \p{L}), so both
 // "with it" and "without it" are tried, as the engine would.
-func splitO200K(s string, i int) int {
+func splitO200K(s string, i int) int { return splitO200KLike(s, i, false) }
+
+// splitTekken implements Mistral's Tekken pattern, o200k_base's with one
+// digit a piece and no contractions:
+//
+//	[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+
+//	|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*
+//	|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+func splitTekken(s string, i int) int { return splitO200KLike(s, i, true) }
+
+// splitO200KLike is o200k_base's pattern, Tekken's when tekken.
+func splitO200KLike(s string, i int, tekken bool) int {
 	// No alternative before \p{N}{1,3} starts with a digit.
 	if s[i]-'0' < 10 {
+		if tekken {
+			return i + 1
+		}
 		return digitsEnd(s, i+1)
 	}
-	if end := asciiWord(s, i); end > 0 {
+	if end := asciiWord(s, i, !tekken); end > 0 {
 		return end
 	}
 	b := s[i]
@@ -88,23 +102,26 @@ func splitO200K(s string, i int) int {
 	lead := b != '\r' && b != '\n' && c&(cL|cN) == 0 && i+n < len(s)
 	if c&(cU|cW) != 0 || lead {
 		if lead {
-			if end := upperLower(s, i+n); end > 0 {
+			if end := upperLower(s, i+n, !tekken); end > 0 {
 				return end
 			}
 		}
-		if end := upperLower(s, i); end > 0 {
+		if end := upperLower(s, i, !tekken); end > 0 {
 			return end
 		}
 		if lead {
-			if end := upperThenLower(s, i+n); end > 0 {
+			if end := upperThenLower(s, i+n, !tekken); end > 0 {
 				return end
 			}
 		}
-		if end := upperThenLower(s, i); end > 0 {
+		if end := upperThenLower(s, i, !tekken); end > 0 {
 			return end
 		}
 	}
 	if c&cN != 0 {
+		if tekken {
+			return i + n
+		}
 		return digitsEnd(s, i+n)
 	}
 	if end := punctEnd(s, i, c, true); end > 0 {
@@ -121,7 +138,7 @@ func splitO200K(s string, i int) int {
 // the lower-case one, the second only matches when no lower-case letter
 // follows and takes the upper-case run. It returns 0 when it does not apply
 // (the full code then decides).
-func asciiWord(s string, i int) int {
+func asciiWord(s string, i int, contractions bool) int {
 	p := i
 	if b := s[p]; (b|0x20)-'a' >= 26 {
 		if b >= utf8.RuneSelf || b == '\r' || b == '\n' || b-'0' < 10 || p+1 >= len(s) || (s[p+1]|0x20)-'a' >= 26 {
@@ -139,7 +156,15 @@ func asciiWord(s string, i int) int {
 	if q < len(s) && s[q] >= utf8.RuneSelf {
 		return 0
 	}
-	return q + contraction(s, q)
+	return q + optContraction(s, q, contractions)
+}
+
+// optContraction is contraction when contractions, else 0.
+func optContraction(s string, i int, contractions bool) int {
+	if !contractions {
+		return 0
+	}
+	return contraction(s, i)
 }
 
 // upperLower matches [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+
@@ -147,7 +172,7 @@ func asciiWord(s string, i int) int {
 // star is greedy: when no lower-class character follows the upper run, the
 // engine gives back characters until the last one of the run that is also
 // in the lower class (Lm, Lo, M) can serve as the plus.
-func upperLower(s string, p int) int {
+func upperLower(s string, p int, contractions bool) int {
 	q, lastLower := p, 0
 	for q < len(s) {
 		c, n := classAt(s, q)
@@ -171,18 +196,18 @@ func upperLower(s string, p int) int {
 	if end == 0 {
 		return 0
 	}
-	return end + contraction(s, end)
+	return end + optContraction(s, end, contractions)
 }
 
 // upperThenLower matches [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*
 // and the optional contraction at s[p], returning its end or 0.
-func upperThenLower(s string, p int) int {
+func upperThenLower(s string, p int, contractions bool) int {
 	q := runEnd(s, p, cU)
 	if q == p {
 		return 0
 	}
 	end := runEnd(s, q, cW)
-	return end + contraction(s, end)
+	return end + optContraction(s, end, contractions)
 }
 
 // contraction returns the length of (?i:'s|'t|'re|'ve|'m|'ll|'d) at s[i], or

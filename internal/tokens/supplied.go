@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,6 +60,10 @@ type supplied struct {
 	mergesOnly bool
 	// nfc: the text between specials is normalized to NFC first.
 	nfc bool
+	// addedAsText: the added tokens are the vocabulary's first ids and are
+	// counted as text, as Mistral's own tokenizer counts them; the ranks
+	// start after them.
+	addedAsText bool
 
 	enc atomic.Pointer[Encoder]
 	mu  sync.Mutex
@@ -125,11 +130,24 @@ func (s *supplied) load(name, path string, split splitFunc) (*Encoder, error) {
 	if s.mergesOnly {
 		merges = hv.merges
 	}
-	v, err := buildVocab(path, hv.text, hv.offs, merges)
+	text, offs, specials, base := hv.text, hv.offs, newSpecials(hv.specials), 0
+	if s.addedAsText {
+		base = len(hv.specials)
+		for _, id := range hv.specials {
+			if int(id) >= base {
+				return nil, &UnavailableError{Encoding: name, Reason: fmt.Sprintf("%s: added token %d is not among the first %d ids", path, id, base)}
+			}
+		}
+		text, offs, specials = text[offs[base]:], slices.Clone(offs[base:]), nil
+		for i := range offs {
+			offs[i] -= hv.offs[base]
+		}
+	}
+	v, err := buildVocab(path, text, offs, merges)
 	if err != nil {
 		return nil, &UnavailableError{Encoding: name, Reason: err.Error()}
 	}
-	return &Encoder{name: name, vocab: v, split: split, nfc: s.nfc, specials: newSpecials(hv.specials), cache: newCountCache(DefaultCacheEntries)}, nil
+	return &Encoder{name: name, vocab: v, split: split, nfc: s.nfc, specials: specials, idBase: base, cache: newCountCache(DefaultCacheEntries)}, nil
 }
 
 // The checksums (vocabSum) of the supplied vocabularies, of the files the
@@ -138,4 +156,5 @@ const (
 	llama3Sum     = "cbc4e5aec1d6530fd3daa4a5db5abd5ffee21b309cfcf55cf4cb460d71cdd9dc"
 	qwen3Sum      = "e94a80a4726c52e0aa9e0396f9cf8ce9bb6e152540db4856aa521226c7485d7a"
 	deepSeekV3Sum = "bd01eb3a47247de0f3815bbf01482cf5fc7287ae1d81c1424670ff4adc7ba273"
+	tekkenSum     = "6b5b990b9e5c770a5c8175c4cfac8905e06689b72f40ccbf2fcafcb18a76d9bc"
 )

@@ -68,7 +68,7 @@ type suppliedRow struct {
 // over the model's own tokenizer.json, on the adversarial corpus.
 func TestSuppliedReference(t *testing.T) {
 	rows := loadReference(t)
-	for _, name := range []string{Llama3, Qwen3, DeepSeekV3} {
+	for _, name := range []string{Llama3, Qwen3, DeepSeekV3, Tekken} {
 		t.Run(name, func(t *testing.T) {
 			e := suppliedEncoder(t, name)
 			ref := loadSuppliedReference(t, name)

@@ -28,10 +28,13 @@ const (
 	// DeepSeekV3 is DeepSeek V3's and R1's encoding (128,000 ranks and 818
 	// added tokens).
 	DeepSeekV3 = "deepseek_v3"
+	// Tekken is Mistral's tiktoken-based encoding (Mistral NeMo, Pixtral,
+	// Ministral): 130,072 ranks after 1,000 special ids.
+	Tekken = "tekken"
 )
 
 // Names lists every encoding, built in first.
-var Names = []string{O200K, CL100K, Llama3, Qwen3, DeepSeekV3}
+var Names = []string{O200K, CL100K, Llama3, Qwen3, DeepSeekV3, Tekken}
 
 // DefaultCacheEntries bounds the count cache of each encoder.
 const DefaultCacheEntries = 16384
@@ -48,8 +51,11 @@ type Encoder struct {
 	specials *specials
 	// nfc: the text between specials is normalized to NFC before it is
 	// pre-tokenized (Qwen's normalizer).
-	nfc   bool
-	cache *countCache
+	nfc bool
+	// idBase is the id of rank 0: Tekken's ranks follow its 1,000 special
+	// ids.
+	idBase int
+	cache  *countCache
 }
 
 var encoders = map[string]*encoderOnce{
@@ -67,6 +73,10 @@ var encoders = map[string]*encoderOnce{
 		model: "DeepSeek V3 (deepseek-ai/DeepSeek-V3, and R1)",
 		sum:   deepSeekV3Sum, mergesOnly: true,
 	}, split: splitDeepSeek},
+	Tekken: {supplied: &supplied{
+		model: "Mistral Tekken (mistralai/Mistral-Nemo-Instruct-2407 and its family)",
+		sum:   tekkenSum, addedAsText: true,
+	}, split: splitTekken},
 }
 
 type encoderOnce struct {
@@ -123,7 +133,13 @@ func (e *Encoder) Encode(text string) []int {
 	if text == "" {
 		return nil
 	}
-	return e.encode(make([]int, 0, len(text)/4+1), text)
+	ids := e.encode(make([]int, 0, len(text)/4+1), text)
+	if e.idBase != 0 {
+		for i := range ids {
+			ids[i] += e.idBase
+		}
+	}
+	return ids
 }
 
 // encode appends the tokens of text to dst.
@@ -283,7 +299,7 @@ func (e *Encoder) Decode(ids []int) string {
 	v := e.vocab
 	size := 0
 	for _, id := range ids {
-		if uint(id) < uint(len(v.offs)-1) {
+		if id -= e.idBase; uint(id) < uint(len(v.offs)-1) {
 			size += v.tokenLen(uint32(id))
 		} else if s, ok := e.specials.get(id); ok {
 			size += len(s)
@@ -294,7 +310,7 @@ func (e *Encoder) Decode(ids []int) string {
 	var b strings.Builder
 	b.Grow(size)
 	for _, id := range ids {
-		if uint(id) < uint(len(v.offs)-1) {
+		if id -= e.idBase; uint(id) < uint(len(v.offs)-1) {
 			b.WriteString(v.token(uint32(id)))
 		} else if s, ok := e.specials.get(id); ok {
 			b.WriteString(s)
