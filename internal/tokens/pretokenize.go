@@ -409,16 +409,18 @@ func EndsPiece(s string) bool {
 
 // splitDeepSeek implements DeepSeek V3's pre-tokenizer, three splits in
 // sequence, each isolating its matches and keeping the text between them
-// as pieces:
+// as pieces, and each run over the pieces of the one before:
 //
 //  1. \p{N}{1,3}
 //  2. [\x{4E00}-\x{9FA5}\x{3040}-\x{309F}\x{30A0}-\x{30FF}]+
 //  3. [!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+
 //     | ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
 //
-// Step 3 sees the text between step 1's and 2's pieces alone, so a number
-// or a kana or CJK character ends its text as the end of the text does,
-// and text that none of its alternatives matches is a piece of its own.
+// Step 3 sees each piece of steps 1 and 2 alone: a run of step 2's
+// characters (which holds punctuation and symbols too, such as U+30FB) is
+// split again and ends as the text does, as does the text between such
+// runs and numbers; text that none of its alternatives matches is a piece
+// of its own. A number of up to three digits is never split again.
 func splitDeepSeek(s string, i int) int {
 	c, n := classAt(s, i)
 	if c&cN != 0 {
@@ -432,21 +434,15 @@ func splitDeepSeek(s string, i int) int {
 		}
 		return p
 	}
-	if deepSeekCJK(s, i) {
-		p := i + n
-		for p < len(s) && deepSeekCJK(s, p) {
-			p += 3
-		}
-		return p
-	}
-	if end := deepSeekMatch(s, i, c, n); end > i {
+	cjk := deepSeekCJK(s, i)
+	if end := deepSeekMatch(s, i, c, n, cjk); end > i {
 		return end
 	}
-	// Text no alternative matches, up to where one does.
+	// Text no alternative matches, up to where one does or the piece ends.
 	p := i + n
-	for p < len(s) {
+	for !deepSeekStop(s, p, cjk) {
 		c, n := classAt(s, p)
-		if c&cN != 0 || deepSeekCJK(s, p) || deepSeekMatch(s, p, c, n) > p {
+		if deepSeekMatch(s, p, c, n, cjk) > p {
 			break
 		}
 		p += n
@@ -465,22 +461,26 @@ func deepSeekCJK(s string, i int) bool {
 		(r >= 0x3040 && r <= 0x30ff || r >= 0x4e00 && r <= 0x9fa5)
 }
 
-// deepSeekStop reports whether step 3's text ends at p: at a number, a
-// step 2 character, or the end of s.
-func deepSeekStop(s string, p int) bool {
+// deepSeekStop reports whether step 3's text ends at p: at the end of s, or
+// where the piece of steps 1 and 2 it is in ends (cjk: a run of step 2's
+// characters; else the text between them and numbers).
+func deepSeekStop(s string, p int, cjk bool) bool {
 	if p >= len(s) {
 		return true
+	}
+	if cjk {
+		return !deepSeekCJK(s, p)
 	}
 	c, _ := classAt(s, p)
 	return c&cN != 0 || deepSeekCJK(s, p)
 }
 
-// deepSeekMatch is the end of step 3's match at s[i] (class c, n bytes), or
-// i when no alternative matches there.
-func deepSeekMatch(s string, i int, c uint8, n int) int {
+// deepSeekMatch is the end of step 3's match at s[i] (class c, n bytes) in
+// a piece of kind cjk, or i when no alternative matches there.
+func deepSeekMatch(s string, i int, c uint8, n int, cjk bool) int {
 	b := s[i]
-	// [!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+
-	if b < utf8.RuneSelf && c&cP != 0 && i+1 < len(s) && (s[i+1]|0x20)-'a' < 26 {
+	// [!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+ (never in a CJK run)
+	if !cjk && b < utf8.RuneSelf && c&cP != 0 && i+1 < len(s) && (s[i+1]|0x20)-'a' < 26 {
 		p := i + 2
 		for p < len(s) && (s[p]|0x20)-'a' < 26 {
 			p++
@@ -489,29 +489,30 @@ func deepSeekMatch(s string, i int, c uint8, n int) int {
 	}
 	// [^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+: with the optional character, or
 	// from s[i] (the same run when s[i] is a mark).
-	if b != '\r' && b != '\n' && c&(cL|cP) == 0 && !deepSeekStop(s, i+n) {
+	if b != '\r' && b != '\n' && c&(cL|cP) == 0 && !deepSeekStop(s, i+n, cjk) {
 		if c2, _ := classAt(s, i+n); c2&(cL|cM) != 0 {
-			return deepSeekRun(s, i+n, cL|cM)
+			return deepSeekRun(s, i+n, cL|cM, cjk)
 		}
 	}
 	if c&(cL|cM) != 0 {
-		return deepSeekRun(s, i, cL|cM)
+		return deepSeekRun(s, i, cL|cM, cjk)
 	}
 	// ' ?[\p{P}\p{S}]+[\r\n]*
 	p := i
-	if b == ' ' && !deepSeekStop(s, i+1) {
+	if b == ' ' && !deepSeekStop(s, i+1, cjk) {
 		if c2, _ := classAt(s, i+1); c2&cP != 0 {
 			p = i + 1
 		}
 	}
 	if p > i || c&cP != 0 {
-		p = deepSeekRun(s, p, cP)
-		for p < len(s) && (s[p] == '\r' || s[p] == '\n') {
+		p = deepSeekRun(s, p, cP, cjk)
+		for !deepSeekStop(s, p, cjk) && (s[p] == '\r' || s[p] == '\n') {
 			p++
 		}
 		return p
 	}
-	// \s*[\r\n]+|\s+(?!\S)|\s+, with the text ending at its stop.
+	// \s*[\r\n]+|\s+(?!\S)|\s+, with the text ending at its stop. (No
+	// white space is in a CJK run.)
 	if c&cS != 0 {
 		p := i
 		for p < len(s) {
@@ -521,7 +522,7 @@ func deepSeekMatch(s string, i int, c uint8, n int) int {
 			}
 			p = repeatEnd(s, p, n)
 		}
-		if deepSeekStop(s, p) {
+		if deepSeekStop(s, p, false) {
 			return spaceEnd(s[:p], i)
 		}
 		return spaceEnd(s, i)
@@ -530,11 +531,11 @@ func deepSeekMatch(s string, i int, c uint8, n int) int {
 }
 
 // deepSeekRun is the end of the run of characters with any of bits from p,
-// stopping at a number or a CJK character.
-func deepSeekRun(s string, p int, bits uint8) int {
-	for p < len(s) {
+// within step 3's text.
+func deepSeekRun(s string, p int, bits uint8, cjk bool) int {
+	for !deepSeekStop(s, p, cjk) {
 		c, n := classAt(s, p)
-		if c&bits == 0 || c&cN != 0 || (n == 3 && deepSeekCJK(s, p)) {
+		if c&bits == 0 {
 			break
 		}
 		p = repeatEnd(s, p, n)

@@ -109,6 +109,13 @@ func FuzzSuppliedPreTokenizers(f *testing.F) {
 		if !utf8.ValidString(text) || text == "" {
 			return
 		}
+		// tokenizers.js folds only ASCII letters in the patterns' (?i:'s|…),
+		// where the Rust tokenizers (Oniguruma) and tiktoken, which Llama 3
+		// was built with, also take ſ (U+017F) for s; promptops counts as
+		// they do (TestReference against tiktoken has "'ſ").
+		if strings.Contains(text, "'\u017f") {
+			return
+		}
 		ref := startNodePreTokenizer(t)
 		for name, split := range splits {
 			var got []string
