@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -213,5 +214,22 @@ func TestSuppliedVocabulary(t *testing.T) {
 	os.Remove(file)
 	if e2, err := s.get(Llama3, splitCL100K); e2 != e || err != nil {
 		t.Errorf("after the file went: %p, %v", e2, err)
+	}
+}
+
+// TestSuppliedNativeReference checks the fixtures themselves against the
+// native Hugging Face tokenizers (the Rust build serving stacks run, from
+// npm): every string's ids, for every supplied encoding (about a minute;
+// not under -short, so not in mutation runs).
+func TestSuppliedNativeReference(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a minute of Node")
+	}
+	for _, name := range []string{Llama3, Qwen3, DeepSeekV3, Tekken} {
+		suppliedEncoder(t, name) // skips without the vocabularies
+		out, err := exec.Command("node", "../../hack/tokenizers/native.mjs", Dir(), name).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), name+": 0 of ") {
+			t.Errorf("%s: %v\n%s", name, err, out)
+		}
 	}
 }
