@@ -52,7 +52,9 @@ func (e *UnavailableError) Error() string {
 // directory, and accepted only when its checksum is sum.
 type supplied struct {
 	model string
-	sum   string
+	// sum is vocabSum of the model's tokenizer.json, packSum the SHA-256
+	// of its pack's payload (pack.go).
+	sum, packSum string
 	// mergesOnly: only the file's merges merge, ranked in their order
 	// (which is their tokens' id order), and a piece that is a token is
 	// merged like any other (ignore_merges false): a vocabulary trained as
@@ -92,11 +94,19 @@ func (s *supplied) get(name string, split splitFunc) (*Encoder, error) {
 	if d == "" {
 		return nil, &UnavailableError{Encoding: name, Reason: EnvDir + " is not set"}
 	}
+	// The model's tokenizer.json, or else its pack.
 	path := File(d, name)
 	fi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		if pfi, perr := os.Stat(PackFile(d, name)); perr == nil {
+			path, fi, err = PackFile(d, name), pfi, nil
+		} else if !errors.Is(perr, fs.ErrNotExist) {
+			err = perr
+		}
+	}
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, &UnavailableError{Encoding: name, Reason: "there is no " + path}
+			return nil, &UnavailableError{Encoding: name, Reason: "there is no " + path + " (nor tokenizer.pack beside it)"}
 		}
 		return nil, &UnavailableError{Encoding: name, Reason: err.Error()}
 	}
@@ -119,12 +129,14 @@ func (s *supplied) load(name, path string, split splitFunc) (*Encoder, error) {
 	if err != nil {
 		return nil, &UnavailableError{Encoding: name, Reason: err.Error()}
 	}
-	hv, err := parseHF(path, data)
+	var hv *hfVocab
+	if filepath.Base(path) == "tokenizer.pack" {
+		hv, err = readPack(path, data, s.packSum, s.mergesOnly)
+	} else if hv, err = parseHF(path, data); err == nil && hv.sum != s.sum {
+		err = fmt.Errorf("%s is not %s's vocabulary (checksum %.12s, want %.12s): it is another model's tokenizer", path, s.model, hv.sum, s.sum)
+	}
 	if err != nil {
 		return nil, &UnavailableError{Encoding: name, Reason: err.Error()}
-	}
-	if hv.sum != s.sum {
-		return nil, &UnavailableError{Encoding: name, Reason: fmt.Sprintf("%s is not %s's vocabulary (checksum %.12s, want %.12s): it is another model's tokenizer", path, s.model, hv.sum, s.sum)}
 	}
 	var merges [][2]uint32
 	if s.mergesOnly {
@@ -151,10 +163,15 @@ func (s *supplied) load(name, path string, split splitFunc) (*Encoder, error) {
 }
 
 // The checksums (vocabSum) of the supplied vocabularies, of the files the
-// models' repositories publish.
+// models' repositories publish, and of their packs' payloads.
 const (
 	llama3Sum     = "cbc4e5aec1d6530fd3daa4a5db5abd5ffee21b309cfcf55cf4cb460d71cdd9dc"
 	qwen3Sum      = "e94a80a4726c52e0aa9e0396f9cf8ce9bb6e152540db4856aa521226c7485d7a"
 	deepSeekV3Sum = "bd01eb3a47247de0f3815bbf01482cf5fc7287ae1d81c1424670ff4adc7ba273"
 	tekkenSum     = "6b5b990b9e5c770a5c8175c4cfac8905e06689b72f40ccbf2fcafcb18a76d9bc"
+
+	llama3PackSum     = "635dae6c95dd7d86f6a2205c03ae15c96a3f0d81a935615f353b89c5426b3040"
+	qwen3PackSum      = "8b9eb12d94b9ad9ee07b2adb7b30bc63e379392dee4ebf2be874d5a542f024fa"
+	deepSeekV3PackSum = "e5c72eff0b550fccf8ca7f94f5a9694498195901120f90abeb56c3113c549afe"
+	tekkenPackSum     = "a549d0c4c7cdca1e9fa628783ae6e100b4e4561c1c4fe0e468d47470060aedfc"
 )

@@ -63,19 +63,19 @@ var encoders = map[string]*encoderOnce{
 	O200K:  {file: "o200k_base.tiktoken", split: splitO200K},
 	Llama3: {supplied: &supplied{
 		model: "Llama 3.0-3.3 (meta-llama/Llama-3.1-8B-Instruct and its family)",
-		sum:   llama3Sum,
+		sum:   llama3Sum, packSum: llama3PackSum,
 	}, split: splitCL100K},
 	Qwen3: {supplied: &supplied{
 		model: "Qwen 3 (Qwen/Qwen3-8B and its family)",
-		sum:   qwen3Sum, mergesOnly: true, nfc: true,
+		sum:   qwen3Sum, packSum: qwen3PackSum, mergesOnly: true, nfc: true,
 	}, split: splitQwen},
 	DeepSeekV3: {supplied: &supplied{
 		model: "DeepSeek V3 (deepseek-ai/DeepSeek-V3, and R1)",
-		sum:   deepSeekV3Sum, mergesOnly: true,
+		sum:   deepSeekV3Sum, packSum: deepSeekV3PackSum, mergesOnly: true,
 	}, split: splitDeepSeek},
 	Tekken: {supplied: &supplied{
 		model: "Mistral Tekken (mistralai/Mistral-Nemo-Instruct-2407 and its family)",
-		sum:   tekkenSum, addedAsText: true,
+		sum:   tekkenSum, packSum: tekkenPackSum, addedAsText: true,
 	}, split: splitTekken},
 }
 
