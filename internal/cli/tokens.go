@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 
 	promptopsv1 "github.com/promptops/promptops/api/v1"
 	"github.com/promptops/promptops/internal/tokens"
@@ -59,8 +60,9 @@ func runTokens(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "promptops tokens count: reading %s: %v\n", name, err)
 		return ExitInvalid
 	}
-	// A one-off count: the cache would only hold it.
-	fmt.Fprintln(stdout, enc.CountUncached(string(data)))
+	// A one-off count: the cache would only hold it; a large file is
+	// counted on every processor.
+	fmt.Fprintln(stdout, enc.CountParallel(string(data), runtime.GOMAXPROCS(0)))
 	return ExitOK
 }
 

@@ -156,6 +156,20 @@ func (s *specials) segments(text string) iter.Seq[segment] {
 	}
 }
 
+// hasNewline reports whether a special holds a line feed, so that a text
+// cannot be cut after one (CountParallel).
+func (s *specials) hasNewline() bool {
+	if s == nil {
+		return false
+	}
+	for _, t := range s.text {
+		if strings.IndexByte(t, '\n') >= 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // get returns the string of special id.
 func (s *specials) get(id int) (string, bool) {
 	if s == nil || id < int(s.base) || id-int(s.base) >= len(s.text) || s.text[id-int(s.base)] == "" {

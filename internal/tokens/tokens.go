@@ -496,3 +496,50 @@ func (e *Encoder) Special(text string) (string, bool) {
 	start, end, _, ok := e.specials.next(text, 0)
 	return text[start:end], ok
 }
+
+// parallelMin is the length from which CountParallel splits a text.
+const parallelMin = 1 << 20
+
+// CountParallel counts a long text on up to workers goroutines, for a
+// one-off count of a large file: the text is cut after line feeds followed
+// by a letter or a number (StartsPiece), where a count is the sum of the
+// counts of the two sides, and the parts are counted uncached side by side.
+// A text with no such place, a short one, or an encoding whose specials
+// hold a line feed is counted whole.
+func (e *Encoder) CountParallel(text string, workers int) int {
+	if workers < 2 || len(text) < parallelMin || e.specials.hasNewline() {
+		return e.CountUncached(text)
+	}
+	var cuts []int
+	for k := 1; k < workers; k++ {
+		at := k * len(text) / workers
+		for at < len(text) && !(text[at-1] == '\n' && StartsPiece(text[at:])) {
+			if j := strings.IndexByte(text[at:], '\n'); j >= 0 {
+				at += j + 1
+			} else {
+				at = len(text)
+			}
+		}
+		if at < len(text) && (len(cuts) == 0 || at > cuts[len(cuts)-1]) {
+			cuts = append(cuts, at)
+		}
+	}
+	cuts = append(cuts, len(text))
+	counts := make([]int, len(cuts))
+	var wg sync.WaitGroup
+	from := 0
+	for i, to := range cuts {
+		wg.Add(1)
+		go func(i int, part string) {
+			defer wg.Done()
+			counts[i] = e.CountUncached(part)
+		}(i, text[from:to])
+		from = to
+	}
+	wg.Wait()
+	n := 0
+	for _, c := range counts {
+		n += c
+	}
+	return n
+}

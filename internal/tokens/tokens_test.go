@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/promptops/promptops/internal/tokens/corpus"
 )
 
 type fixture struct {
@@ -217,5 +219,23 @@ func TestOffline(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "OFFLINE-OK cache-files=0") {
 		t.Fatalf("offline child failed: %v\n%s", err, out)
+	}
+}
+
+// TestCountParallel: the sum of the parts is the count of the whole, for
+// every encoding, on mixed text with long lines, short lines and none.
+func TestCountParallel(t *testing.T) {
+	base := corpus.Generate(3 << 20)
+	texts := []string{base, strings.ReplaceAll(base, "\n", " "), strings.Repeat("word\n", 1<<19), strings.Repeat("\n\n 1", 1<<19), "short\ntext"}
+	for _, name := range withSupplied(t, CL100K, O200K) {
+		e := MustGet(name)
+		for i, text := range texts {
+			want := e.CountUncached(text)
+			for _, w := range []int{1, 2, 3, 8} {
+				if got := e.CountParallel(text, w); got != want {
+					t.Errorf("%s text %d, %d workers: %d, want %d", name, i, w, got, want)
+				}
+			}
+		}
 	}
 }
