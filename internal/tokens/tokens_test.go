@@ -227,7 +227,13 @@ func TestOffline(t *testing.T) {
 func TestCountParallel(t *testing.T) {
 	base := corpus.Generate(3 << 20)
 	texts := []string{base, strings.ReplaceAll(base, "\n", " "), strings.Repeat("word\n", 1<<19), strings.Repeat("\n\n 1", 1<<19), "short\ntext"}
-	for _, name := range withSupplied(t, CL100K, O200K) {
+	names := []string{CL100K, O200K}
+	if testing.Short() {
+		texts = texts[:1]
+	} else {
+		names = withSupplied(t, names...)
+	}
+	for _, name := range names {
 		e := MustGet(name)
 		for i, text := range texts {
 			want := e.CountUncached(text)
