@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -107,9 +106,9 @@ func packPayload(hv *hfVocab, withMerges bool) ([]byte, error) {
 	return b, nil
 }
 
-// readPack reads a pack of encoding name (path names it in errors) that
-// must have the sum want.
-func readPack(path string, data []byte, want string, withMerges bool) (*hfVocab, error) {
+// readPack reads a pack (path names it in errors) whose payload must have
+// the sum want.
+func readPack(path string, data []byte, want string) (*hfVocab, error) {
 	if !bytes.HasPrefix(data, []byte(packMagic)) {
 		return nil, fmt.Errorf("%s is not a promptops tokenizers pack", path)
 	}
@@ -161,9 +160,6 @@ func readPack(path string, data []byte, want string, withMerges bool) (*hfVocab,
 		hv.specials[str()] = uint32(id)
 	}
 	nm, made := num(), 0
-	if nm > 0 && !withMerges {
-		return nil, errors.New(path + ": a pack with merges for an encoding without")
-	}
 	hv.merges = make([][2]uint32, nm)
 	for i := range nm {
 		made += num()

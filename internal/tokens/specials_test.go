@@ -65,4 +65,24 @@ func TestSpecials(t *testing.T) {
 	if _, ok := none.get(0); ok || newSpecials(nil) != nil {
 		t.Error("no specials")
 	}
+	if one.hasNewline() || none.hasNewline() {
+		t.Error("no special holds a line feed")
+	}
+	// A special with a line feed: a text is not cut after line feeds, and
+	// the tiktoken encodings have none.
+	e := MustGet(CL100K)
+	nl := &Encoder{name: "test", vocab: e.vocab, split: e.split, specials: newSpecials(map[string]uint32{"<x\ny>": 200000}), cache: newCountCache(16)}
+	text := strings.Repeat("words here <x\ny> and\nmore words\n", 1<<16)
+	if !nl.specials.hasNewline() || nl.CountParallel(text, 4) != nl.CountUncached(text) || !nl.HasSpecials() {
+		t.Error("a special with a line feed")
+	}
+	if e.HasSpecials() {
+		t.Error("cl100k_base has no specials")
+	}
+	if s, ok := e.Special("<|endoftext|>"); ok || s != "" {
+		t.Errorf("cl100k_base counts <|endoftext|> as text, found %q", s)
+	}
+	if s, ok := nl.Special("a <x\ny> b"); !ok || s != "<x\ny>" {
+		t.Errorf("Special: %q, %v", s, ok)
+	}
 }

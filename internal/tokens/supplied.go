@@ -131,7 +131,7 @@ func (s *supplied) load(name, path string, split splitFunc) (*Encoder, error) {
 	}
 	var hv *hfVocab
 	if filepath.Base(path) == "tokenizer.pack" {
-		hv, err = readPack(path, data, s.packSum, s.mergesOnly)
+		hv, err = readPack(path, data, s.packSum)
 	} else if hv, err = parseHF(path, data); err == nil && hv.sum != s.sum {
 		err = fmt.Errorf("%s is not %s's vocabulary (checksum %.12s, want %.12s): it is another model's tokenizer", path, s.model, hv.sum, s.sum)
 	}

@@ -184,6 +184,7 @@ func TestSuppliedVocabulary(t *testing.T) {
 		`{"model":{"type":"Unigram"}}`: `model type "Unigram", want BPE`,
 		`{"model":{"type":"BPE","vocab":{"a":1}}}`:                                         "not dense",
 		`{"model":{"type":"BPE","vocab":{"a\u0000":0}}}`:                                   "not byte-level",
+		`{"model":{"type":"BPE","vocab":{"中":0}}}`:                                         "not byte-level",
 		`{"model":{"type":"BPE","vocab":{"a":0},"merges":[1]}}`:                            "merge 0 is not a pair",
 		`{"added_tokens":[{"id":0,"content":"x"}],"model":{"type":"BPE","vocab":{"a":0}}}`: "neither past the vocabulary nor its token",
 	} {
