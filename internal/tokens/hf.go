@@ -17,7 +17,6 @@ type hfTokenizer struct {
 	AddedTokens []struct {
 		ID      int    `json:"id"`
 		Content string `json:"content"`
-		Special bool   `json:"special"`
 	} `json:"added_tokens"`
 	Model struct {
 		Type   string         `json:"type"`
