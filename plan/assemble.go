@@ -600,9 +600,11 @@ func (p *Plan) prepare(intent string, runtime map[string]string) (*Intent, *toke
 		return nil, nil, err
 	}
 	if p.rejectsSpecials(e) {
-		for name, content := range runtime {
-			if tok, ok := e.Special(content); ok {
-				return nil, nil, &SpecialTokenError{Plan: p.Name, Section: name, Token: tok}
+		// In prompt order, so that the error names the same section
+		// whatever the map's order.
+		for _, s := range p.Sections {
+			if tok, ok := e.Special(runtime[s.Name]); ok && s.Kind == KindRuntime {
+				return nil, nil, &SpecialTokenError{Plan: p.Name, Section: s.Name, Token: tok}
 			}
 		}
 	}

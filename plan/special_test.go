@@ -39,6 +39,14 @@ func TestSpecialTokens(t *testing.T) {
 		if !errors.As(err, &st) || st.Section != "history" || st.Token != "<|eot_id|>" || st.Plan != "support" || strings.Contains(err.Error(), "Jane") {
 			t.Errorf("%q: %v", policy, err)
 		}
+		// Two sections holding one: the first in prompt order is named,
+		// whatever the map's order.
+		for range 20 {
+			_, err := p.Assemble("chat", map[string]string{"question": "<|eot_id|>?", "history": special})
+			if !errors.As(err, &st) || st.Section != "question" {
+				t.Fatalf("%q: %v, want the question section named", policy, err)
+			}
+		}
 		if m := a.Memory[0]; m.Code != MemorySpecialToken || len(m.Items) != 0 || m.Recalled != 2 || m.Omitted != 2 || strings.Contains(a.Text, "tea.") {
 			t.Errorf("%q: memory %+v", policy, m)
 		}

@@ -42,20 +42,24 @@ var byteLevelRune = func() (m [256]rune) {
 	return m
 }()
 
+// byteOfLevelRune inverts byteLevelRune, whose characters are all below
+// U+0144; -1 for the others.
+var byteOfLevelRune = func() (m [0x144]int16) {
+	for i := range m {
+		m[i] = -1
+	}
+	for b, r := range byteLevelRune {
+		m[r] = int16(b)
+	}
+	return m
+}()
+
 // byteOfRune inverts byteLevelRune; -1 for a character that is no byte.
 func byteOfRune(r rune) int {
-	if r < 0x100 {
-		if byteLevelRune[r] == r {
-			return int(r)
-		}
+	if r < 0 || int(r) >= len(byteOfLevelRune) {
 		return -1
 	}
-	for b, c := range byteLevelRune {
-		if c == r {
-			return b
-		}
-	}
-	return -1
+	return int(byteOfLevelRune[r])
 }
 
 // hfVocab is what parseHF reads from a byte-level BPE tokenizer.json.

@@ -42,7 +42,7 @@ func newSpecials(ids map[string]uint32) *specials {
 		return nil
 	}
 	s := &specials{nodes: make([]specialNode, 1)}
-	s.base, s.start = ^uint32(0), -1
+	s.base = ^uint32(0)
 	for _, id := range ids {
 		s.base = min(s.base, id)
 	}
@@ -72,14 +72,15 @@ func newSpecials(ids map[string]uint32) *specials {
 		}
 		s.nodes[at].id = id + 1
 	}
+	starts := 0
 	for b, ok := range s.starts {
-		if ok && s.start == -1 {
-			s.start = b
-		} else if ok {
-			s.start = -2
+		if ok {
+			starts, s.start = starts+1, b
 		}
 	}
-	s.start = max(s.start, -1)
+	if starts > 1 {
+		s.start = -1
+	}
 	return s
 }
 

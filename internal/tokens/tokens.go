@@ -12,8 +12,6 @@ import (
 	"sync"
 	"unicode/utf8"
 	"unsafe"
-
-	"golang.org/x/text/unicode/norm"
 )
 
 // Encodings supported by promptops.
@@ -299,8 +297,8 @@ func (e *Encoder) Decode(ids []int) string {
 	v := e.vocab
 	size := 0
 	for _, id := range ids {
-		if id -= e.idBase; uint(id) < uint(len(v.offs)-1) {
-			size += v.tokenLen(uint32(id))
+		if r := id - e.idBase; uint(r) < uint(len(v.offs)-1) {
+			size += v.tokenLen(uint32(r))
 		} else if s, ok := e.specials.get(id); ok {
 			size += len(s)
 		} else {
@@ -310,8 +308,8 @@ func (e *Encoder) Decode(ids []int) string {
 	var b strings.Builder
 	b.Grow(size)
 	for _, id := range ids {
-		if id -= e.idBase; uint(id) < uint(len(v.offs)-1) {
-			b.WriteString(v.token(uint32(id)))
+		if r := id - e.idBase; uint(r) < uint(len(v.offs)-1) {
+			b.WriteString(v.token(uint32(r)))
 		} else if s, ok := e.specials.get(id); ok {
 			b.WriteString(s)
 		} else {
@@ -365,7 +363,7 @@ func (e *Encoder) truncatePlain(text string, maxTokens int) (string, int) {
 	if maxTokens <= 0 || text == "" {
 		return "", 0
 	}
-	if e.nfc && !norm.NFC.IsNormalString(text) && nfc(text) != text {
+	if e.nfc && nfc(text) != text {
 		return e.truncateUnnormalized(text, maxTokens)
 	}
 	// No prefix longer than maxTokens of the longest token can be within
