@@ -116,7 +116,7 @@ const (
 // Encoding is the tokenizer tokens are counted with: a tiktoken encoding
 // (built in) or an open model's, whose vocabulary the platform team
 // supplies (the manager's and serve's tokenizers directory).
-// +kubebuilder:validation:Enum=cl100k_base;o200k_base;llama3;qwen3;deepseek_v3;tekken
+// +kubebuilder:validation:Enum=cl100k_base;o200k_base;llama3;qwen3;deepseek_v3;tekken;gemma3
 type Encoding string
 
 // Supported encodings.
@@ -134,4 +134,7 @@ const (
 	// EncodingTekken is Mistral's Tekken (Mistral NeMo and later); its
 	// vocabulary is supplied.
 	EncodingTekken Encoding = "tekken"
+	// EncodingGemma3 is Gemma 3's (SentencePiece); its vocabulary is
+	// supplied.
+	EncodingGemma3 Encoding = "gemma3"
 )

@@ -300,9 +300,9 @@ type PromptTemplateSpec struct {
 	// encoding is the tokenizer tokens are counted with: o200k_base
 	// (GPT-4o and later) or cl100k_base (GPT-4, GPT-3.5), built in; or
 	// llama3 (Llama 3.0-3.3), qwen3 (Qwen 3), deepseek_v3 (DeepSeek V3 and
-	// R1) or tekken (Mistral NeMo and later), whose tokenizer.json the
-	// platform team supplies in the tokenizers directory (the chart's
-	// tokenizers values).
+	// R1), tekken (Mistral NeMo and later) or gemma3 (Gemma 3), whose
+	// tokenizer.json the platform team supplies in the tokenizers
+	// directory (the chart's tokenizers values).
 	// Without it the template is Ready=False, TokenizerUnavailable.
 	// +optional
 	// +kubebuilder:default=o200k_base
@@ -317,7 +317,10 @@ type PromptTemplateSpec struct {
 	// refuses it); in a runtime value or memory item the assembly is
 	// refused naming the section (serve answers 422, code SpecialToken).
 	// Allow counts it as the model's tokenizer does, one token. The
-	// tiktoken encodings count such strings as text and have none.
+	// tiktoken encodings count such strings as text and have none. Of
+	// gemma3's added tokens only those its file marks special
+	// (<start_of_turn>, <end_of_turn>) are refused; its others are plain
+	// text (line feeds, HTML tags), one token each.
 	// +optional
 	// +kubebuilder:default=Reject
 	SpecialTokens SpecialTokens `json:"specialTokens,omitempty"`

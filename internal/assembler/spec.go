@@ -27,9 +27,9 @@ func Validate(spec *promptopsv1.PromptTemplateSpec) error {
 		return bad("spec.budget.maxTokens", "must be between 1 and 2000000, is %d", max)
 	}
 	switch spec.Encoding {
-	case "", promptopsv1.EncodingCL100K, promptopsv1.EncodingO200K, promptopsv1.EncodingLlama3, promptopsv1.EncodingQwen3, promptopsv1.EncodingDeepSeekV3, promptopsv1.EncodingTekken:
+	case "", promptopsv1.EncodingCL100K, promptopsv1.EncodingO200K, promptopsv1.EncodingLlama3, promptopsv1.EncodingQwen3, promptopsv1.EncodingDeepSeekV3, promptopsv1.EncodingTekken, promptopsv1.EncodingGemma3:
 	default:
-		return bad("spec.encoding", "unsupported value %q: use o200k_base, cl100k_base, llama3, qwen3, deepseek_v3 or tekken", spec.Encoding)
+		return bad("spec.encoding", "unsupported value %q: use o200k_base, cl100k_base, llama3, qwen3, deepseek_v3, tekken or gemma3", spec.Encoding)
 	}
 	switch spec.Budget.OnExceed {
 	case "", promptopsv1.OnExceedReject, promptopsv1.OnExceedWarn, promptopsv1.OnExceedTruncate:

@@ -29,7 +29,7 @@ func runTokenizers(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, tokenizersUsage+`
 
 Writes the compact form of a supplied encoding's vocabulary: under 1 MiB, so
-that it fits a ConfigMap's binaryData, and taken as
+that it fits a ConfigMap's binaryData (but gemma3's, 1.7 MB), and taken as
 <tokenizers-dir>/<encoding>/tokenizer.pack where tokenizer.json is not there.
 The tokenizer.json must be the encoding's vocabulary (its checksum).
 Exit 0: written; 2: invalid input or usage.`)
@@ -73,7 +73,12 @@ Exit 0: written; 2: invalid input or usage.`)
 		fmt.Fprintf(stderr, "promptops tokenizers pack: %v\n", err)
 		return ExitInvalid
 	}
-	if dst != "-" {
+	switch {
+	case dst == "-":
+	case len(pack) > tokens.MaxPackBytes:
+		fmt.Fprintf(stderr, "wrote %s: %d bytes (tokenizer.json: %d), more than a ConfigMap holds (%d): supply it on a volume as %s/tokenizer.pack, or the tokenizer.json itself\n",
+			dst, len(pack), len(data), tokens.MaxPackBytes, *encoding)
+	default:
 		fmt.Fprintf(stderr, "wrote %s: %d bytes (tokenizer.json: %d). As a ConfigMap: kubectl create configmap promptops-tokenizers --from-file=%s=%s, mounted with items [{key: %s, path: %s/tokenizer.pack}]\n",
 			dst, len(pack), len(data), *encoding, dst, *encoding, *encoding)
 	}

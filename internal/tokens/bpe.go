@@ -120,6 +120,26 @@ func (v *vocab) mergeLong(dst []int, piece string) []int {
 // mergeNodes runs the merge over a list of nodes whose mergeable pairs are
 // in h, and appends the resulting tokens to dst.
 func (v *vocab) mergeNodes(dst []int, sc *mergeScratch, nodes []node, h []uint64) []int {
+	return mergeNodes(tokenRanks{&v.pairs}, dst, sc, nodes, h)
+}
+
+// ranks is a rule's view of its merges: the rank of merging two tokens
+// (noRank: they do not merge) and the token a rank's merge makes. Each
+// implementation is a struct of its own shape, so that mergeNodes is
+// compiled for each with direct calls.
+type ranks interface {
+	rank(a, b uint32) uint32
+	made(r uint32) uint32
+}
+
+// tokenRanks is tiktoken's rule: a merge ranks as the token it makes.
+type tokenRanks struct{ pairs *pairTable }
+
+func (t tokenRanks) rank(a, b uint32) uint32 { return t.pairs.get(a, b) }
+func (t tokenRanks) made(r uint32) uint32    { return r }
+
+// mergeNodes is the merge of nodes by the rule of rk.
+func mergeNodes[R ranks](rk R, dst []int, sc *mergeScratch, nodes []node, h []uint64) []int {
 	// A heap entry packs rank over position, so the smallest word is the
 	// lowest rank and, among equal ranks, the leftmost pair. Entries go stale
 	// when a neighbour merges; a stale one no longer matches its node.
@@ -137,10 +157,10 @@ func (v *vocab) mergeNodes(dst []int, sc *mergeScratch, nodes []node, h []uint64
 		j := nk.next
 		nj := nodes[j].next
 		nodes[j].next = -2
-		nk.tok, nk.next, nk.rank = r, nj, noRank
+		nk.tok, nk.next, nk.rank = rk.made(r), nj, noRank
 		if nj >= 0 {
 			nodes[nj].prev = k
-			nk.rank = v.pairs.get(r, nodes[nj].tok)
+			nk.rank = rk.rank(nk.tok, nodes[nj].tok)
 		}
 		// The merged node's new pair takes the popped entry's place: one
 		// sift instead of a pop and a push.
@@ -152,7 +172,7 @@ func (v *vocab) mergeNodes(dst []int, sc *mergeScratch, nodes []node, h []uint64
 		}
 		if p := nk.prev; p >= 0 {
 			np := &nodes[p]
-			np.rank = v.pairs.get(np.tok, r)
+			np.rank = rk.rank(np.tok, nk.tok)
 			if np.rank != noRank {
 				h = push(h, uint64(np.rank)<<32|uint64(p))
 			}

@@ -76,9 +76,34 @@ type chunkEntry struct {
 // use: an entry is never changed, only replaced.
 type chunkCache [giantChunkCache]atomic.Pointer[chunkEntry]
 
+// giantVocab is what a giant merge needs of a vocabulary: the byte-level
+// one (vocab), or SentencePiece's (spModel) over normalized text, for which
+// the theorem above holds alike (its rule is the same over merge ranks of
+// pairs, from characters).
+type giantVocab interface {
+	// pureMerge is the pure merge of s, mergeWhole the same by the plain
+	// heap, the fallback.
+	pureMerge(dst []int, s string) []int
+	mergeWhole(dst []int, s string) []int
+	// token is a token's bytes in the merged text, tokenLen their length.
+	token(id uint32) string
+	tokenLen(id uint32) int
+	// merges reports whether a listed merge joins a and b.
+	merges(a, b uint32) bool
+	// chunkCache is the process-wide cache of chunk merges and its seed.
+	chunkCache() (*chunkCache, maphash.Seed)
+}
+
+func (v *vocab) pureMerge(dst []int, s string) []int  { return v.pureFast(dst, s) }
+func (v *vocab) mergeWhole(dst []int, s string) []int { return v.mergeLong(dst, s) }
+func (v *vocab) merges(a, b uint32) bool              { return v.pairs.get(a, b) != noRank }
+func (v *vocab) chunkCache() (*chunkCache, maphash.Seed) {
+	return v.giantChunks, v.pieceSeed
+}
+
 // giantMerge is the state of one giant piece's merge.
 type giantMerge struct {
-	v      *vocab
+	v      giantVocab
 	chunk  int               // chunk length in bytes
 	chunks map[string][]int  // pure merges of chunks by content
 	compat map[[2]int32]bool // compatibility of token pairs
@@ -96,7 +121,9 @@ type giantMerge struct {
 
 // mergeGiant appends the tokens of a piece longer than any token to dst:
 // the same tokens as mergeLong.
-func (v *vocab) mergeGiant(dst []int, piece string) []int {
+func (v *vocab) mergeGiant(dst []int, piece string) []int { return mergeGiant(v, dst, piece) }
+
+func mergeGiant(v giantVocab, dst []int, piece string) []int {
 	g := giantMerge{v: v, chunk: giantChunk, chunks: map[string][]int{}, compat: map[[2]int32]bool{}}
 	return g.run(dst, piece)
 }
@@ -106,18 +133,20 @@ func (g *giantMerge) run(dst []int, piece string) []int {
 	base := len(dst)
 	dst = g.merge(dst, piece)
 	if g.lost {
-		return g.v.mergeLong(dst[:base], piece)
+		return g.v.mergeWhole(dst[:base], piece)
 	}
 	return dst
 }
 
 // countGiant returns the number of tokens of a piece longer than any token,
 // keeping only the last few thousand tokens in memory.
-func (v *vocab) countGiant(piece string) int {
+func (v *vocab) countGiant(piece string) int { return countGiant(v, piece) }
+
+func countGiant(v giantVocab, piece string) int {
 	g := giantMerge{v: v, chunk: giantChunk, chunks: map[string][]int{}, compat: map[[2]int32]bool{}, keep: 1 << 13}
 	toks := g.merge(make([]int, 0, 2*g.keep+giantChunk), piece)
 	if g.lost {
-		return len(v.mergeLong(nil, piece))
+		return len(v.mergeWhole(nil, piece))
 	}
 	return g.dropped + len(toks)
 }
@@ -189,12 +218,13 @@ func (g *giantMerge) merged(s string) []int {
 	v := g.v
 	// Then the process-wide cache, for values counted again and again
 	// (budget checks that cut one long value at many places).
-	slot := &v.giantChunks[maphash.String(v.pieceSeed, s)%uint64(len(v.giantChunks))]
+	cache, seed := v.chunkCache()
+	slot := &cache[maphash.String(seed, s)%uint64(len(cache))]
 	if e := slot.Load(); e != nil && e.text == s {
 		g.chunks[s] = e.toks
 		return e.toks
 	}
-	toks := v.pureFast(nil, s)
+	toks := v.pureMerge(nil, s)
 	if len(s) >= g.chunk {
 		// A copy, so that the cache never holds on to the caller's text.
 		slot.Store(&chunkEntry{text: strings.Clone(s), toks: toks})
@@ -214,10 +244,10 @@ func (g *giantMerge) compatible(a, b int) bool {
 	}
 	v := g.v
 	ok := false
-	if v.pairs.get(uint32(a), uint32(b)) == noRank {
+	if !v.merges(uint32(a), uint32(b)) {
 		g.buf = append(append(g.buf[:0], v.token(uint32(a))...), v.token(uint32(b))...)
 		var arr [8]int
-		got := v.pure(arr[:0], string(g.buf))
+		got := v.pureMerge(arr[:0], string(g.buf))
 		ok = len(got) == 2 && got[0] == a && got[1] == b
 	}
 	g.compat[key] = ok
@@ -249,7 +279,7 @@ func (g *giantMerge) repair(dst []int, base int, piece string, pos int, right []
 		for _, t := range right[:jr] {
 			to += v.tokenLen(uint32(t))
 		}
-		w := v.pureFast(nil, piece[from:to])
+		w := v.pureMerge(nil, piece[from:to])
 		if (jl < len(left) && !g.compatible(left[len(left)-jl-1], w[0])) ||
 			(jr < len(right) && !g.compatible(w[len(w)-1], right[jr])) {
 			continue

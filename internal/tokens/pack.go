@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -45,7 +46,7 @@ func Pack(encoding string, tokenizerJSON []byte) ([]byte, error) {
 	if hv.sum != e.supplied.sum {
 		return nil, fmt.Errorf("this tokenizer.json is not %s's vocabulary (checksum %.12s, want %.12s)", e.supplied.model, hv.sum, e.supplied.sum)
 	}
-	payload, err := packPayload(hv, e.supplied.mergesOnly)
+	payload, err := packPayload(hv, e.supplied.mergesOnly || e.supplied.sentencePiece)
 	if err != nil {
 		return nil, err
 	}
@@ -96,19 +97,34 @@ func packPayload(hv *hfVocab, withMerges bool) ([]byte, error) {
 	for i, m := range hv.merges {
 		left := token(m[0])
 		made, ok := byText[left+token(m[1])]
-		if !ok || (i > 0 && made <= prev) {
-			return nil, fmt.Errorf("merge %d makes no token, or one out of id order", i)
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("merge %d makes no token", i)
+		case hv.sentencePiece:
+			// Merges rank apart from ids: a signed step.
+			b = binary.AppendVarint(b, int64(made)-int64(prev))
+		case i > 0 && made <= prev:
+			return nil, fmt.Errorf("merge %d makes a token out of id order", i)
+		default:
+			b = binary.AppendUvarint(b, uint64(made-prev))
 		}
-		b = binary.AppendUvarint(b, uint64(made-prev))
 		b = binary.AppendUvarint(b, uint64(len(left)))
 		prev = made
+	}
+	if hv.sentencePiece {
+		// Which added tokens are control tokens, by id.
+		control := slices.Sorted(maps.Values(hv.control))
+		b = binary.AppendUvarint(b, uint64(len(control)))
+		for _, id := range control {
+			b = binary.AppendUvarint(b, uint64(id))
+		}
 	}
 	return b, nil
 }
 
 // readPack reads a pack (path names it in errors) whose payload must have
-// the sum want.
-func readPack(path string, data []byte, want string) (*hfVocab, error) {
+// the sum want; sentencePiece is the encoding's.
+func readPack(path string, data []byte, want string, sentencePiece bool) (*hfVocab, error) {
 	if !bytes.HasPrefix(data, []byte(packMagic)) {
 		return nil, fmt.Errorf("%s is not a promptops tokenizers pack", path)
 	}
@@ -142,7 +158,7 @@ func readPack(path string, data []byte, want string) (*hfVocab, error) {
 		return string(s)
 	}
 	var text strings.Builder
-	hv := &hfVocab{sum: want}
+	hv := &hfVocab{sum: want, sentencePiece: sentencePiece}
 	n := num()
 	hv.offs = make([]uint32, 1, n+1)
 	byText := make(map[string]uint32, n)
@@ -162,10 +178,30 @@ func readPack(path string, data []byte, want string) (*hfVocab, error) {
 	nm, made := num(), 0
 	hv.merges = make([][2]uint32, nm)
 	for i := range nm {
-		made += num()
+		if sentencePiece {
+			step, err := binary.ReadVarint(r)
+			if err != nil {
+				panic(err)
+			}
+			made += int(step)
+		} else {
+			made += num()
+		}
 		split := num()
 		t := hv.text[hv.offs[made]:hv.offs[made+1]]
 		hv.merges[i] = [2]uint32{byText[t[:split]], byText[t[split:]]}
+	}
+	hv.control = hv.specials
+	if sentencePiece {
+		byID := make(map[uint32]string, len(hv.specials))
+		for t, id := range hv.specials {
+			byID[id] = t
+		}
+		hv.control = make(map[string]uint32)
+		for range num() {
+			id := uint32(num())
+			hv.control[byID[id]] = id
+		}
 	}
 	return hv, nil
 }

@@ -17,7 +17,7 @@ func TestPack(t *testing.T) {
 	orig := Dir()
 	defer SetDir(orig)
 	var packs = map[string][]byte{}
-	for _, name := range []string{Llama3, Qwen3, DeepSeekV3, Tekken} {
+	for _, name := range Names[2:] {
 		want := suppliedEncoder(t, name)
 		data, err := os.ReadFile(File(Dir(), name))
 		if err != nil {
@@ -27,7 +27,9 @@ func TestPack(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(p) > MaxPackBytes {
+		// Gemma's 262,144 tokens of many scripts are 1.4 MB gzipped alone:
+		// its pack is for a volume, not a ConfigMap.
+		if len(p) > MaxPackBytes && name != Gemma3 {
 			t.Errorf("%s: a pack of %d bytes does not fit a ConfigMap", name, len(p))
 		}
 		packs[name] = p
@@ -39,12 +41,16 @@ func TestPack(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := encoders[name].supplied
-		s := &supplied{model: c.model, sum: c.sum, packSum: c.packSum, mergesOnly: c.mergesOnly, nfc: c.nfc, addedAsText: c.addedAsText}
+		s := &supplied{model: c.model, sum: c.sum, packSum: c.packSum, mergesOnly: c.mergesOnly, nfc: c.nfc, addedAsText: c.addedAsText, sentencePiece: c.sentencePiece}
 		SetDir(d)
 		got, err := s.get(name, encoders[name].split)
 		SetDir(orig)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
+		}
+		const text = "a\n<start_of_turn> <|eot_id|><|im_end|>"
+		if a, _ := got.Special(text); a != func() string { b, _ := want.Special(text); return b }() {
+			t.Errorf("%s: Special from the pack %q differs from tokenizer.json's", name, a)
 		}
 		for i, r := range rows {
 			if i%5 != 0 {

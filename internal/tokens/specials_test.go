@@ -71,7 +71,8 @@ func TestSpecials(t *testing.T) {
 	// A special with a line feed: a text is not cut after line feeds, and
 	// the tiktoken encodings have none.
 	e := MustGet(CL100K)
-	nl := &Encoder{name: "test", vocab: e.vocab, split: e.split, specials: newSpecials(map[string]uint32{"<x\ny>": 200000}), cache: newCountCache(16)}
+	sp := newSpecials(map[string]uint32{"<x\ny>": 200000})
+	nl := &Encoder{name: "test", vocab: e.vocab, split: e.split, specials: sp, control: sp, cache: newCountCache(16)}
 	text := strings.Repeat("words here <x\ny> and\nmore words\n", 1<<16)
 	if !nl.specials.hasNewline() || nl.CountParallel(text, 4) != nl.CountUncached(text) || !nl.HasSpecials() {
 		t.Error("a special with a line feed")

@@ -66,6 +66,10 @@ type supplied struct {
 	// counted as text, as Mistral's own tokenizer counts them; the ranks
 	// start after them.
 	addedAsText bool
+	// sentencePiece: a SentencePiece BPE model (sentencepiece.go), whose
+	// added tokens include plain text (line feeds, runs of "▁", HTML
+	// tags): only those the file marks special are control tokens.
+	sentencePiece bool
 
 	enc atomic.Pointer[Encoder]
 	mu  sync.Mutex
@@ -131,12 +135,19 @@ func (s *supplied) load(name, path string, split splitFunc) (*Encoder, error) {
 	}
 	var hv *hfVocab
 	if filepath.Base(path) == "tokenizer.pack" {
-		hv, err = readPack(path, data, s.packSum)
+		hv, err = readPack(path, data, s.packSum, s.sentencePiece)
 	} else if hv, err = parseHF(path, data); err == nil && hv.sum != s.sum {
 		err = fmt.Errorf("%s is not %s's vocabulary (checksum %.12s, want %.12s): it is another model's tokenizer", path, s.model, hv.sum, s.sum)
 	}
 	if err != nil {
 		return nil, &UnavailableError{Encoding: name, Reason: err.Error()}
+	}
+	if s.sentencePiece {
+		m, err := buildSP(path, hv)
+		if err != nil {
+			return nil, &UnavailableError{Encoding: name, Reason: err.Error()}
+		}
+		return &Encoder{name: name, sp: m, specials: newSpecials(hv.specials), control: newSpecials(hv.control), cache: newCountCache(DefaultCacheEntries)}, nil
 	}
 	var merges [][2]uint32
 	if s.mergesOnly {
@@ -159,7 +170,7 @@ func (s *supplied) load(name, path string, split splitFunc) (*Encoder, error) {
 	if err != nil {
 		return nil, &UnavailableError{Encoding: name, Reason: err.Error()}
 	}
-	return &Encoder{name: name, vocab: v, split: split, nfc: s.nfc, specials: specials, idBase: base, cache: newCountCache(DefaultCacheEntries)}, nil
+	return &Encoder{name: name, vocab: v, split: split, nfc: s.nfc, specials: specials, control: specials, idBase: base, cache: newCountCache(DefaultCacheEntries)}, nil
 }
 
 // The checksums (vocabSum) of the supplied vocabularies, of the files the
@@ -169,9 +180,11 @@ const (
 	qwen3Sum      = "e94a80a4726c52e0aa9e0396f9cf8ce9bb6e152540db4856aa521226c7485d7a"
 	deepSeekV3Sum = "bd01eb3a47247de0f3815bbf01482cf5fc7287ae1d81c1424670ff4adc7ba273"
 	tekkenSum     = "6b5b990b9e5c770a5c8175c4cfac8905e06689b72f40ccbf2fcafcb18a76d9bc"
+	gemma3Sum     = "cddb22aa22e7184f0dbfba312e7ac7cdf0db5f8114d5fb0996a9296b6d3725f7"
 
 	llama3PackSum     = "635dae6c95dd7d86f6a2205c03ae15c96a3f0d81a935615f353b89c5426b3040"
 	qwen3PackSum      = "8b9eb12d94b9ad9ee07b2adb7b30bc63e379392dee4ebf2be874d5a542f024fa"
 	deepSeekV3PackSum = "e5c72eff0b550fccf8ca7f94f5a9694498195901120f90abeb56c3113c549afe"
 	tekkenPackSum     = "a549d0c4c7cdca1e9fa628783ae6e100b4e4561c1c4fe0e468d47470060aedfc"
+	gemma3PackSum     = "cc56707a591eb239022b34ba5d3769e60b115991a3613dcb2490542040f1041b"
 )

@@ -69,7 +69,7 @@ type suppliedRow struct {
 // over the model's own tokenizer.json, on the adversarial corpus.
 func TestSuppliedReference(t *testing.T) {
 	rows := loadReference(t)
-	for _, name := range []string{Llama3, Qwen3, DeepSeekV3, Tekken} {
+	for _, name := range Names[2:] {
 		t.Run(name, func(t *testing.T) {
 			e := suppliedEncoder(t, name)
 			ref := loadSuppliedReference(t, name)
@@ -116,7 +116,8 @@ func TestSuppliedReference(t *testing.T) {
 						t.Fatalf("%q: CountUpTo(%d) = %d, %v; want over", abbrev(text), want-1, n, over)
 					}
 				}
-				if got, want := e.Decode(e.Encode(text)), text; got != want && (!e.nfc || got != nfc(want)) {
+				// Qwen decodes the NFC of the text, Gemma a "▁" as a space.
+				if got, want := e.Decode(e.Encode(text)), text; got != want && (!e.nfc || got != nfc(want)) && (e.sp == nil || got != strings.ReplaceAll(want, "\u2581", " ")) {
 					t.Fatalf("%q: decodes to %q", abbrev(text), abbrev(got))
 				}
 				for _, max := range []int{1 + i%max(want, 1), want / 2, want - 1} {
@@ -185,7 +186,9 @@ func TestSuppliedVocabulary(t *testing.T) {
 		`{"model":{"type":"BPE","vocab":{"a":1}}}`:                                         "not dense",
 		`{"model":{"type":"BPE","vocab":{"a\u0000":0}}}`:                                   "not byte-level",
 		`{"model":{"type":"BPE","vocab":{"中":0}}}`:                                         "not byte-level",
-		`{"model":{"type":"BPE","vocab":{"a":0},"merges":[1]}}`:                            "merge 0 is not a pair",
+		`{"model":{"type":"BPE","vocab":{"a":0},"merges":[1]}}`:                            "model.merges: json: cannot unmarshal number",
+		`{"model":{"type":"BPE","vocab":{"a":0},"merges":["a"]}}`:                          `merge 0 "a" is not two tokens`,
+		`{"model":{"type":"BPE","vocab":{"a":0},"merges":[["a","b"]]}}`:                    "merge 0 is not a pair of tokens",
 		`{"added_tokens":[{"id":0,"content":"x"}],"model":{"type":"BPE","vocab":{"a":0}}}`: "neither past the vocabulary nor its token",
 	} {
 		if err := os.WriteFile(file, []byte(body), 0o644); err != nil {
@@ -226,7 +229,7 @@ func TestSuppliedNativeReference(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a minute of Node")
 	}
-	for _, name := range []string{Llama3, Qwen3, DeepSeekV3, Tekken} {
+	for _, name := range Names[2:] {
 		suppliedEncoder(t, name) // skips without the vocabularies
 		out, err := exec.Command("node", "../../hack/tokenizers/native.mjs", Dir(), name).CombinedOutput()
 		if err != nil || !strings.Contains(string(out), name+": 0 of ") {

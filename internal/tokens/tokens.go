@@ -29,10 +29,13 @@ const (
 	// Tekken is Mistral's tiktoken-based encoding (Mistral NeMo, Pixtral,
 	// Ministral): 130,072 ranks after 1,000 special ids.
 	Tekken = "tekken"
+	// Gemma3 is Gemma 3's SentencePiece encoding (262,144 tokens, 514,906
+	// merges).
+	Gemma3 = "gemma3"
 )
 
 // Names lists every encoding, built in first.
-var Names = []string{O200K, CL100K, Llama3, Qwen3, DeepSeekV3, Tekken}
+var Names = []string{O200K, CL100K, Llama3, Qwen3, DeepSeekV3, Tekken, Gemma3}
 
 // DefaultCacheEntries bounds the count cache of each encoder.
 const DefaultCacheEntries = 16384
@@ -47,6 +50,13 @@ type Encoder struct {
 	// counts as one control token each wherever they are in the text; nil
 	// for the tiktoken encodings, which count them as text.
 	specials *specials
+	// control are the specials that end a turn or stand for markup, which
+	// a runtime value must not hold (Special): all of them but Gemma's
+	// plain-text added tokens.
+	control *specials
+	// sp is a SentencePiece model, which counts in place of vocab and
+	// split (Gemma).
+	sp *spModel
 	// nfc: the text between specials is normalized to NFC before it is
 	// pre-tokenized (Qwen's normalizer).
 	nfc bool
@@ -75,6 +85,10 @@ var encoders = map[string]*encoderOnce{
 		model: "Mistral Tekken (mistralai/Mistral-Nemo-Instruct-2407 and its family)",
 		sum:   tekkenSum, packSum: tekkenPackSum, addedAsText: true,
 	}, split: splitTekken},
+	Gemma3: {supplied: &supplied{
+		model: "Gemma 3 (google/gemma-3-4b-it and its family)",
+		sum:   gemma3Sum, packSum: gemma3PackSum, sentencePiece: true,
+	}},
 }
 
 type encoderOnce struct {
@@ -157,6 +171,9 @@ func (e *Encoder) encode(dst []int, text string) []int {
 
 // encodePlain appends the tokens of text, which holds no special, to dst.
 func (e *Encoder) encodePlain(dst []int, text string) []int {
+	if e.sp != nil {
+		return e.sp.encode(dst, text)
+	}
 	if e.nfc {
 		text = nfc(text)
 	}
@@ -214,6 +231,9 @@ func (e *Encoder) count(text string, limit int) (int, bool) {
 // past limit when limit >= 0. Tokens are flushed piece by piece, so the
 // buffer stays small.
 func (e *Encoder) countPlain(text string, limit int) (int, bool) {
+	if e.sp != nil {
+		return e.sp.count(text, limit)
+	}
 	if e.nfc {
 		text = nfc(text)
 	}
@@ -294,29 +314,31 @@ func (e *Encoder) CountUpTo(text string, limit int) (n int, over bool) {
 // Decode returns the text of tokens. Ids that are not in the encoding decode
 // to U+FFFD, so a foreign id shows instead of vanishing.
 func (e *Encoder) Decode(ids []int) string {
-	v := e.vocab
 	size := 0
 	for _, id := range ids {
-		if r := id - e.idBase; uint(r) < uint(len(v.offs)-1) {
-			size += v.tokenLen(uint32(r))
-		} else if s, ok := e.specials.get(id); ok {
-			size += len(s)
-		} else {
-			size += utf8.RuneLen(utf8.RuneError)
-		}
+		size += len(e.tokenText(id))
 	}
 	var b strings.Builder
 	b.Grow(size)
 	for _, id := range ids {
-		if r := id - e.idBase; uint(r) < uint(len(v.offs)-1) {
-			b.WriteString(v.token(uint32(r)))
-		} else if s, ok := e.specials.get(id); ok {
-			b.WriteString(s)
-		} else {
-			b.WriteRune(utf8.RuneError)
-		}
+		b.WriteString(e.tokenText(id))
 	}
 	return b.String()
+}
+
+// tokenText is the text of token id, U+FFFD for an id not the encoding's.
+func (e *Encoder) tokenText(id int) string {
+	if e.sp != nil {
+		if s, ok := e.sp.decoded(id); ok {
+			return s
+		}
+	} else if r := id - e.idBase; uint(r) < uint(len(e.vocab.offs)-1) {
+		return e.vocab.token(uint32(r))
+	}
+	if s, ok := e.specials.get(id); ok {
+		return s
+	}
+	return string(utf8.RuneError)
 }
 
 // restartBack is how many pieces before the cut Truncate re-counts from. A
@@ -362,6 +384,9 @@ func (e *Encoder) Truncate(text string, maxTokens int) (string, int) {
 func (e *Encoder) truncatePlain(text string, maxTokens int) (string, int) {
 	if maxTokens <= 0 || text == "" {
 		return "", 0
+	}
+	if e.sp != nil {
+		return e.sp.truncate(text, maxTokens)
 	}
 	if e.nfc && nfc(text) != text {
 		return e.truncateUnnormalized(text, maxTokens)
@@ -483,15 +508,15 @@ func backOffToRune(text string, n int) int {
 
 // HasSpecials reports whether the encoding counts special-token strings in
 // text as control tokens (the supplied encodings; not the tiktoken ones).
-func (e *Encoder) HasSpecials() bool { return e.specials != nil }
+func (e *Encoder) HasSpecials() bool { return e.control != nil }
 
 // Special returns the first special-token string in text, if the encoding
 // has specials and text holds one.
 func (e *Encoder) Special(text string) (string, bool) {
-	if e.specials == nil {
+	if e.control == nil {
 		return "", false
 	}
-	start, end, _, ok := e.specials.next(text, 0)
+	start, end, _, ok := e.control.next(text, 0)
 	return text[start:end], ok
 }
 
