@@ -75,6 +75,11 @@ TOKENIZERS_DIR = $(or $(TOKENIZERS_CACHE),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)
 # alone take minutes, near go test's 10-minute default.
 test: envtest lint helm tokenizers ## Run every test against a real kube-apiserver, PostgreSQL and SQLite.
 	PROMPTOPS_TOKENIZERS_DIR=$(TOKENIZERS_DIR) PROMPTOPS_TOKENIZERS_REQUIRED=1 go test $(GO_TEST_FLAGS) -race -count=1 -timeout 30m ./...
+	$(MAKE) test-argocd
+
+.PHONY: test-argocd
+test-argocd: ## The Argo CD health checks (config/argocd) through Argo CD's own code, a module of its own.
+	cd test/argocd && go vet ./... && go test -count=1 ./...
 
 .PHONY: readme-check
 readme-check: ## Run the README's checked blocks (<!-- readme-check -->) and compare their documented output.

@@ -2,6 +2,9 @@ package controllers
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -11,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	promptopsv1 "github.com/promptops/promptops/api/v1"
 )
@@ -38,13 +42,70 @@ func waitKstatus(t *testing.T, kind, ns, name string, want status.Status, msg st
 	t.Helper()
 	var res *status.Result
 	eventually(t, func() error {
+		// kstatus reads an object no controller has seen yet as Current:
+		// only a state the controller wrote counts (its Ready condition
+		// of this generation; status.observedGeneration follows only a
+		// finished reconcile).
+		var u unstructured.Unstructured
+		u.SetGroupVersionKind(schema.GroupVersionKind{Group: promptopsv1.GroupVersion.Group, Version: promptopsv1.GroupVersion.Version, Kind: kind})
+		if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &u); err != nil {
+			return err
+		}
+		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		if !slices.ContainsFunc(conds, func(c any) bool {
+			m, _ := c.(map[string]any)
+			og, _ := m["observedGeneration"].(int64)
+			return m["type"] == "Ready" && og == u.GetGeneration()
+		}) {
+			return fmt.Errorf("%s %s: generation %d has no Ready condition yet", kind, name, u.GetGeneration())
+		}
 		res = kstatusOf(t, kind, ns, name)
 		if res.Status != want || !strings.Contains(res.Message, msg) {
 			return fmt.Errorf("%s %s: kstatus %s %q, want %s with %q", kind, name, res.Status, res.Message, want, msg)
 		}
 		return nil
 	})
+	dumpState(t, kind, ns, name, res)
 	return res
+}
+
+// dumpState writes the object as the API server has it in this state to
+// $PROMPTOPS_DUMP_STATES/<kind>/<name>.yaml (the n-th time a name is seen,
+// <name>-<n>.yaml), for the Argo CD health checks' test inputs
+// (make argocd-testdata); nothing without the variable.
+func dumpState(t *testing.T, kind, ns, name string, res *status.Result) {
+	dir := os.Getenv("PROMPTOPS_DUMP_STATES")
+	if dir == "" {
+		return
+	}
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(schema.GroupVersionKind{Group: promptopsv1.GroupVersion.Group, Version: promptopsv1.GroupVersion.Version, Kind: kind})
+	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, u); err != nil {
+		t.Fatal(err)
+	}
+	// What is the cluster's and not the state's goes.
+	for _, f := range []string{"managedFields", "uid", "resourceVersion", "creationTimestamp", "namespace"} {
+		unstructured.RemoveNestedField(u.Object, "metadata", f)
+	}
+	data, err := yaml.Marshal(u.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, kind, name+".yaml")
+	for n := 2; ; n++ {
+		if _, err := os.Stat(file); err != nil {
+			break
+		}
+		file = filepath.Join(dir, kind, fmt.Sprintf("%s-%d.yaml", name, n))
+	}
+	head := fmt.Sprintf("# %s %s as the API server had it, kstatus %s; written by\n# PROMPTOPS_DUMP_STATES=... go test ./controllers -run TestKstatusConformance\n", kind, name, res.Status)
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, append([]byte(head), data...), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 const conformanceTemplate = `
@@ -115,6 +176,10 @@ func TestKstatusConformance(t *testing.T) {
 	t.Run("MemoryBank", func(t *testing.T) {
 		createYAML(t, ns, bankYAML("ready", ""))
 		waitKstatus(t, "MemoryBank", ns, "ready", status.CurrentStatus, "")
+
+		// Suspended: nothing to wait for, Current (Argo CD's Suspended).
+		createYAML(t, ns, bankYAML("suspended", "  consolidation: {suspend: true}"))
+		waitKstatus(t, "MemoryBank", ns, "suspended", status.CurrentStatus, "")
 
 		createYAML(t, ns, bankYAML("badcron", "  consolidation: {schedule: \"every day at noon\"}"))
 		waitKstatus(t, "MemoryBank", ns, "badcron", status.FailedStatus, "does not parse")
