@@ -36,7 +36,7 @@ func setTemplateStatus(pt *promptopsv1.PromptTemplate, res *assembler.Result, v 
 	st.Intents = st.Intents[:0]
 	for _, a := range res.Intents {
 		st.Intents = append(st.Intents, promptopsv1.IntentStatus{
-			Name: a.Intent, Tokens: int32(a.Tokens), FixedTokens: int32(a.FixedTokens), ReservedTokens: int32(a.ReservedTokens),
+			Name: a.Intent, Tokens: int32(a.Tokens), FixedTokens: int32(a.FixedTokens), ReservedTokens: int32(a.ReservedTokens), CacheableTokens: int32(a.CacheableTokens),
 			MaxTokens: int32(a.MaxTokens), WithinBudget: a.WithinBudget, TruncatedSections: a.Cut,
 		})
 	}

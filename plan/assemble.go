@@ -26,6 +26,9 @@ type Assembly struct {
 	// ReservedTokens is the runtime and memory sections' share: their
 	// tokens in a runtime assembly, their reserves in a static one.
 	ReservedTokens int
+	// CacheableTokens counts the prompt's prefix that is the same in every
+	// request (Intent.CacheableTokens).
+	CacheableTokens int
 	// MaxTokens is the plan's budget.
 	MaxTokens int
 	// WithinBudget is Tokens <= MaxTokens.
@@ -455,6 +458,7 @@ func (p *Plan) SealContext(ctx context.Context, truncate bool) ([]*Assembly, err
 			return nil, fmt.Errorf("plan %s: sealing intent %s: %w", p.Name, pi.Name, err)
 		}
 		pi.Tokens, pi.FixedTokens, pi.ReservedTokens, pi.WithinBudget = a.Tokens, a.FixedTokens, a.ReservedTokens, a.WithinBudget
+		pi.CacheableTokens = a.CacheableTokens
 		out = append(out, a)
 	}
 	p.Revision = p.Digest()
@@ -530,6 +534,10 @@ func (p *Plan) assembleStatic(ctx context.Context, e *tokens.Encoder, pi *Intent
 	a.Tokens = t
 	a.FixedTokens = a.Tokens - reserved
 	a.WithinBudget = a.Tokens <= p.MaxTokens
+	a.CacheableTokens = a.FixedTokens
+	if k := slices.IndexFunc(parts, func(p part) bool { return p.kind == KindRuntime || p.kind == KindMemory }); k >= 0 {
+		a.CacheableTokens = e.Count(join(parts[:k], fixed))
+	}
 	a.Text = join(parts, func(p *part) string {
 		switch p.kind {
 		case KindRuntime:
@@ -680,6 +688,7 @@ func (p *Plan) assemble(ctx context.Context, e counter, pi *Intent, runtime map[
 		a.Sections = append(a.Sections, SectionResult{Name: pt.name, Kind: pt.kind, Tokens: n, TruncatedTokens: truncated})
 	}
 	a.FixedTokens = a.Tokens - a.ReservedTokens
+	a.CacheableTokens = pi.CacheableTokens
 	if mem != nil {
 		for i := range parts {
 			pt := &parts[i]

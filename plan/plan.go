@@ -129,6 +129,12 @@ type Intent struct {
 	FixedTokens int `json:"fixedTokens"`
 	// ReservedTokens is the sum of the runtime sections' reserves.
 	ReservedTokens int `json:"reservedTokens"`
+	// CacheableTokens counts the prompt's text before its first runtime or
+	// memory section (the leading static and intent sections, cuts
+	// applied, joined by the separator, counted alone): the prefix that is
+	// the same in every request, which a provider's prompt cache can
+	// reuse. All of it when the prompt has no runtime or memory section.
+	CacheableTokens int `json:"cacheableTokens"`
 	// WithinBudget is Tokens <= MaxTokens.
 	WithinBudget bool `json:"withinBudget"`
 	// StaticCuts replace static section texts for this intent when

@@ -267,5 +267,7 @@ func refAssembleWith(p *Plan, e counter, intent string, runtime map[string]strin
 		a.Sections = append(a.Sections, SectionResult{Name: pt.name, Kind: pt.kind, Tokens: n, TruncatedTokens: pt.original - pt.tokens})
 	}
 	a.FixedTokens = a.Tokens - a.ReservedTokens
+	// The plan's own: the prefix does not depend on the request.
+	a.CacheableTokens = pi.CacheableTokens
 	return a, nil
 }

@@ -59,6 +59,17 @@ type Budget struct {
 	// +optional
 	// +kubebuilder:default=Reject
 	OnExceed OnExceed `json:"onExceed,omitempty"`
+
+	// minCacheableTokens, when set, is the least cacheable prefix an intent
+	// should have: the tokens before its first runtime or memory section,
+	// the same in every request, which a provider's prompt cache reuses
+	// (OpenAI's from 1024 tokens). The webhook warns for each intent whose
+	// prefix is shorter (status.intents[].cacheableTokens); nothing is
+	// refused.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=2000000
+	MinCacheableTokens int32 `json:"minCacheableTokens,omitempty"`
 }
 
 // ConfigMapKeyRef selects a key of a ConfigMap in the template's own namespace.
@@ -390,6 +401,12 @@ type IntentStatus struct {
 	// reservedTokens is the part of tokens reserved for runtime sections.
 	// +optional
 	ReservedTokens int32 `json:"reservedTokens,omitempty"`
+	// cacheableTokens counts the prompt's text before its first runtime or
+	// memory section: the prefix that is the same in every request, which a
+	// provider's prompt cache can reuse. Place sections that change per
+	// request last to make it longer.
+	// +optional
+	CacheableTokens int32 `json:"cacheableTokens,omitempty"`
 	// maxTokens is the budget.
 	MaxTokens int32 `json:"maxTokens"`
 	// withinBudget is true when tokens <= maxTokens.

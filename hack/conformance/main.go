@@ -85,6 +85,9 @@ type Expected struct {
 	Sections     []Section `json:"sections"`
 	// Memory has one entry per memory section, in plan order.
 	Memory []MemoryExpected `json:"memory,omitempty"`
+	// CacheableTokens is the prompt's prefix that is the same in every
+	// request: the plan intent's cacheableTokens.
+	CacheableTokens int `json:"cacheableTokens"`
 }
 
 // Section is one section's share.
@@ -207,6 +210,27 @@ sections:
 - {name: task, intent: true}
 intents: [{name: chat, instruction: "Reply."}]
 `,
+	// The cacheable prefix with runtime and memory sections first, in the
+	// middle and last.
+	"cache-runtime-first": `
+encoding: o200k_base
+budget: {maxTokens: 200, onExceed: Warn}
+sections:
+- {name: user, heading: "## User", runtime: {reserveTokens: 20}, truncation: {priority: 1}}
+- {name: role, text: "You are the support assistant of Acme Cloud.", truncation: {policy: Never}}
+- {name: task, heading: "## Task", intent: true}
+intents: [{name: chat, instruction: "Answer briefly."}]
+`,
+	"cache-runtime-last": `
+encoding: o200k_base
+budget: {maxTokens: 200, onExceed: Warn}
+sections:
+- {name: role, text: "You are the support assistant of Acme Cloud.", truncation: {policy: Never}}
+- {name: rules, heading: "## Rules", text: "Never promise refunds. Quote the plan's terms exactly.", truncation: {policy: Never}}
+- {name: task, heading: "## Task", intent: true}
+- {name: question, heading: "## Question", runtime: {reserveTokens: 30}, truncation: {priority: 1}}
+intents: [{name: chat, instruction: "Answer briefly."}, {name: refund, instruction: "Explain the refund policy step by step, then answer."}]
+`,
 }
 
 // memoryTemplates have memory sections.
@@ -249,6 +273,19 @@ sections:
   truncation: {priority: 1}
 - {name: task, heading: "## Task", intent: true}
 intents: [{name: chat, instruction: "Answer the student's question."}]
+`,
+	"cache-memory-middle": `
+encoding: o200k_base
+budget: {maxTokens: 200, onExceed: Warn}
+sections:
+- {name: role, text: "You are the support assistant of Acme Cloud.", truncation: {policy: Never}}
+- name: memory
+  heading: "## What we know"
+  memory: {bankRef: {name: customers}, query: {fromRequest: true}, reserveTokens: 40}
+  truncation: {priority: 1}
+- {name: rules, heading: "## Rules", text: "Never promise refunds.", truncation: {policy: Never}}
+- {name: task, heading: "## Task", intent: true}
+intents: [{name: chat, instruction: "Answer briefly."}]
 `,
 	"memory-customer": `
 encoding: cl100k_base
@@ -369,7 +406,21 @@ func hostile(c string) string {
 
 func rep(s string, n int) string { return strings.Repeat(s, n) }
 
-var inputs = append(baseInputs, memoryInputs()...)
+var inputs = append(append(baseInputs, memoryInputs()...), cacheInputs...)
+
+// cacheInputs place runtime and memory sections first, in the middle and
+// last: expected.cacheableTokens counts the blocks before the first.
+var cacheInputs = []input{
+	{name: "cache-runtime-first", template: "cache-runtime-first", intent: "chat", description: "a runtime section first: no prefix is the same in every request (cacheableTokens 0)",
+		runtime: map[string]string{"user": "Ana, on the Pro plan."}},
+	{name: "cache-runtime-first-missing", template: "cache-runtime-first", intent: "chat", description: "the first runtime section missing from this request: the prefix is still 0, since it changes between requests"},
+	{name: "cache-memory-middle", template: "cache-memory-middle", intent: "chat", description: "a memory section between static ones: the prefix is the role alone",
+		query: "How do I reach this customer?", memory: map[string]MemoryInput{"memory": {Items: memItems(customerFacts[:2]...)}}},
+	{name: "cache-runtime-last", template: "cache-runtime-last", intent: "refund", description: "the runtime section last: the prefix is every static section and the intent's instruction, joined by the separator",
+		runtime: map[string]string{"question": "Can I get my money back?"}},
+	{name: "cache-runtime-last-over", template: "cache-runtime-last", intent: "chat", description: "the runtime section last and cut: the prefix does not change",
+		runtime: map[string]string{"question": rep("Can I get my money back for the last three months? ", 20)}},
+}
 
 func memoryInputs() []input {
 	q := map[string]string{"question": "How do I reach this customer?"}
@@ -672,7 +723,7 @@ func generate(dir string) (int, error) {
 			return 0, fmt.Errorf("%s: %w", in.name, err)
 		}
 		c := Case{Name: in.name, Description: in.description, Plan: json.RawMessage(data), Intent: in.intent, Runtime: raw, Query: in.query, Scope: in.scope, Memory: rawMemory,
-			Expected: Expected{Prompt: a.Text, Tokens: a.Tokens, MaxTokens: a.MaxTokens, WithinBudget: a.WithinBudget, Cut: a.Cut, Memory: MemoryOf(a)}}
+			Expected: Expected{Prompt: a.Text, Tokens: a.Tokens, MaxTokens: a.MaxTokens, WithinBudget: a.WithinBudget, Cut: a.Cut, Memory: MemoryOf(a), CacheableTokens: a.CacheableTokens}}
 		if c.Expected.Cut == nil {
 			c.Expected.Cut = []string{}
 		}

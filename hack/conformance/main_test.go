@@ -65,6 +65,9 @@ type docResult struct {
 	Cut          []string         `json:"cut"`
 	Sections     []Section        `json:"sections"`
 	Memory       []MemoryExpected `json:"memory,omitempty"`
+	// CacheableTokens is the count of the blocks before the first runtime
+	// or memory section, joined by the separator.
+	CacheableTokens int `json:"cacheableTokens"`
 }
 
 func vectors(t *testing.T) []vector {
@@ -259,6 +262,18 @@ func docAssemble(p *plan.Plan, intent string, runtime map[string]string, query, 
 		return order[a] > order[b]
 	})
 	r := docResult{MaxTokens: p.MaxTokens, Cut: []string{}}
+	// The cacheable prefix: the blocks before the first runtime or memory
+	// section (static text is never cut at request time).
+	var lead []string
+	for i, s := range p.Sections {
+		if s.Kind == plan.KindRuntime || s.Kind == plan.KindMemory {
+			break
+		}
+		if b := blockOf(i); b != "" {
+			lead = append(lead, b)
+		}
+	}
+	r.CacheableTokens = e.CountUncached(strings.Join(lead, "\n\n"))
 	limit := p.MaxTokens
 	t := e.CountUncached(prompt())
 	for _, i := range order {

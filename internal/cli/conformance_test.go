@@ -45,6 +45,8 @@ type conformanceCase struct {
 		Cut          []string               `json:"cut"`
 		Sections     []serve.SectionSummary `json:"sections"`
 		Memory       []memoryExpected       `json:"memory"`
+		// CacheableTokens is the prefix the same in every request.
+		CacheableTokens int `json:"cacheableTokens"`
 	} `json:"expected"`
 }
 
@@ -191,8 +193,8 @@ func TestConformanceVectors(t *testing.T) {
 			if cut == nil {
 				cut = []string{}
 			}
-			if a.Text != want.Prompt || a.Tokens != want.Tokens || a.MaxTokens != want.MaxTokens || a.WithinBudget != want.WithinBudget || !reflect.DeepEqual(cut, want.Cut) || !reflect.DeepEqual(secs, want.Sections) {
-				t.Fatalf("package: %d tokens cut %v sections %v; want %d cut %v sections %v", a.Tokens, cut, secs, want.Tokens, want.Cut, want.Sections)
+			if a.Text != want.Prompt || a.Tokens != want.Tokens || a.MaxTokens != want.MaxTokens || a.WithinBudget != want.WithinBudget || !reflect.DeepEqual(cut, want.Cut) || !reflect.DeepEqual(secs, want.Sections) || a.CacheableTokens != want.CacheableTokens {
+				t.Fatalf("package: %d tokens cut %v sections %v cacheable %d; want %d cut %v sections %v cacheable %d", a.Tokens, cut, secs, a.CacheableTokens, want.Tokens, want.Cut, want.Sections, want.CacheableTokens)
 			}
 
 			// promptops assemble (it has no memory).
@@ -229,7 +231,7 @@ func TestConformanceVectors(t *testing.T) {
 				wantStatus = http.StatusUnprocessableEntity
 			}
 			if resp.StatusCode != wantStatus || got.Prompt != want.Prompt || got.Tokens != want.Tokens || got.MaxTokens != want.MaxTokens ||
-				got.WithinBudget != want.WithinBudget || got.Revision != p.Revision || !reflect.DeepEqual(got.Sections, want.Sections) {
+				got.WithinBudget != want.WithinBudget || got.Revision != p.Revision || !reflect.DeepEqual(got.Sections, want.Sections) || got.CacheableTokens != want.CacheableTokens {
 				t.Fatalf("serve: status %d (want %d), %d tokens, sections %v", resp.StatusCode, wantStatus, got.Tokens, got.Sections)
 			}
 			var gotMem []memoryExpected

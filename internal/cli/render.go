@@ -45,13 +45,15 @@ type renderTemplate struct {
 }
 
 type renderIntent struct {
-	Name           string          `json:"name"`
-	Tokens         int             `json:"tokens"`
-	FixedTokens    int             `json:"fixedTokens"`
-	ReservedTokens int             `json:"reservedTokens"`
-	WithinBudget   bool            `json:"withinBudget"`
-	Truncated      []string        `json:"truncated,omitempty"`
-	Sections       []renderSection `json:"sections"`
+	Name           string `json:"name"`
+	Tokens         int    `json:"tokens"`
+	FixedTokens    int    `json:"fixedTokens"`
+	ReservedTokens int    `json:"reservedTokens"`
+	// CacheableTokens is the prefix the same in every request.
+	CacheableTokens int             `json:"cacheableTokens"`
+	WithinBudget    bool            `json:"withinBudget"`
+	Truncated       []string        `json:"truncated,omitempty"`
+	Sections        []renderSection `json:"sections"`
 }
 
 type renderSection struct {
@@ -132,7 +134,7 @@ func runRender(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			if *intent != "" && a.Intent != *intent {
 				continue
 			}
-			ri := renderIntent{Name: a.Intent, Tokens: a.Tokens, FixedTokens: a.FixedTokens, ReservedTokens: a.ReservedTokens, WithinBudget: a.WithinBudget, Truncated: a.Cut}
+			ri := renderIntent{Name: a.Intent, Tokens: a.Tokens, FixedTokens: a.FixedTokens, ReservedTokens: a.ReservedTokens, CacheableTokens: a.CacheableTokens, WithinBudget: a.WithinBudget, Truncated: a.Cut}
 			for _, s := range a.Sections {
 				ri.Sections = append(ri.Sections, renderSection{Name: s.Name, Tokens: s.Tokens, TruncatedTokens: s.TruncatedTokens})
 			}
@@ -174,7 +176,7 @@ func overrunReason(res *assembler.Result) string {
 
 func printRenderTable(w io.Writer, out renderOutput) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TEMPLATE\tINTENT\tTOKENS\tFIXED\tRESERVED\tBUDGET\tVERDICT")
+	fmt.Fprintln(tw, "TEMPLATE\tINTENT\tTOKENS\tFIXED\tRESERVED\tCACHEABLE\tBUDGET\tVERDICT")
 	for _, t := range out.Templates {
 		for _, i := range t.Intents {
 			verdict := "ok"
@@ -183,7 +185,7 @@ func printRenderTable(w io.Writer, out renderOutput) {
 			} else if len(i.Truncated) > 0 {
 				verdict = "ok, cut " + strings.Join(i.Truncated, ",")
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\n", objName(t.Namespace, t.Name), i.Name, i.Tokens, i.FixedTokens, i.ReservedTokens, t.MaxTokens, verdict)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", objName(t.Namespace, t.Name), i.Name, i.Tokens, i.FixedTokens, i.ReservedTokens, i.CacheableTokens, t.MaxTokens, verdict)
 		}
 	}
 	_ = tw.Flush()

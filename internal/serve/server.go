@@ -189,12 +189,15 @@ type AssembleRequest struct {
 
 // AssembleResponse is the body of a 200 or 422 answer.
 type AssembleResponse struct {
-	Prompt       string           `json:"prompt"`
-	Tokens       int              `json:"tokens"`
-	MaxTokens    int              `json:"maxTokens"`
-	WithinBudget bool             `json:"withinBudget"`
-	Revision     string           `json:"revision"`
-	Sections     []SectionSummary `json:"sections"`
+	Prompt       string `json:"prompt"`
+	Tokens       int    `json:"tokens"`
+	MaxTokens    int    `json:"maxTokens"`
+	WithinBudget bool   `json:"withinBudget"`
+	// CacheableTokens is the prompt's prefix that is the same in every
+	// request (before its first runtime or memory section).
+	CacheableTokens int              `json:"cacheableTokens"`
+	Revision        string           `json:"revision"`
+	Sections        []SectionSummary `json:"sections"`
 	// Memory has one entry per memory section of the template.
 	Memory []MemorySummary `json:"memory,omitempty"`
 }
@@ -282,7 +285,7 @@ func (s *Server) assemble(w http.ResponseWriter, r *http.Request) int {
 		s.log.Error(err, "Assembly failed", "template", k, "intent", req.Intent)
 		return writeError(w, http.StatusInternalServerError, "Internal", "assembly failed")
 	}
-	resp := AssembleResponse{Prompt: a.Text, Tokens: a.Tokens, MaxTokens: a.MaxTokens, WithinBudget: a.WithinBudget, Revision: p.Revision, Sections: make([]SectionSummary, len(a.Sections)),
+	resp := AssembleResponse{Prompt: a.Text, Tokens: a.Tokens, MaxTokens: a.MaxTokens, WithinBudget: a.WithinBudget, CacheableTokens: a.CacheableTokens, Revision: p.Revision, Sections: make([]SectionSummary, len(a.Sections)),
 		Memory: s.memorySummaries(a)}
 	s.metrics.tokens.WithLabelValues(p.Namespace, p.Name, a.Intent).Add(float64(a.Tokens))
 	for i, sec := range a.Sections {

@@ -104,6 +104,13 @@ func (v *PromptTemplateValidator) Review(ctx context.Context, pt *promptopsv1.Pr
 	for _, a := range res.Truncated() {
 		warnings = append(warnings, fmt.Sprintf("intent %s: static sections cut to fit the budget: %s", a.Intent, strings.Join(a.Cut, ", ")))
 	}
+	if floor := int(pt.Spec.Budget.MinCacheableTokens); floor > 0 {
+		for _, a := range res.Intents {
+			if a.CacheableTokens < floor {
+				warnings = append(warnings, fmt.Sprintf("intent %s: the prefix the same in every request is %d tokens, under spec.budget.minCacheableTokens %d: move runtime and memory sections after the static ones so that a prompt cache can reuse more", a.Intent, a.CacheableTokens, floor))
+			}
+		}
+	}
 	warnings = append(warnings, res.Notes...)
 	return warnings, nil
 }

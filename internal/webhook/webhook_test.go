@@ -342,3 +342,26 @@ func TestSpecialTokenInStaticTextIsDenied(t *testing.T) {
 		t.Fatalf("under Allow: %v", err)
 	}
 }
+
+// A template whose intents' cacheable prefix is under
+// spec.budget.minCacheableTokens is admitted with one warning per intent,
+// through the API server; without the field, none.
+func TestShortCacheablePrefixWarns(t *testing.T) {
+	ns := newNamespace(t)
+	pt := readSample(t, ns, "promptops_v1_prompttemplate_support.yaml")
+	pt.Spec.Budget.MinCacheableTokens = 1000
+	got, err := create(t, pt, false)
+	if err != nil || len(got) != len(pt.Spec.Intents) {
+		t.Fatalf("got warnings %q, error %v", got, err)
+	}
+	for _, w := range got {
+		if !strings.Contains(w, "is 74 tokens, under spec.budget.minCacheableTokens 1000") {
+			t.Errorf("warning %q", w)
+		}
+	}
+	pt = readSample(t, ns, "promptops_v1_prompttemplate_support.yaml")
+	pt.Name, pt.Spec.Budget.MinCacheableTokens = "cached", 74
+	if got, err := create(t, pt, false); err != nil || len(got) != 0 {
+		t.Fatalf("a prefix of exactly the floor: warnings %q, error %v", got, err)
+	}
+}
