@@ -25,7 +25,7 @@ all: build
 manifests: controller-gen ## Generate CRDs, RBAC and the webhook configuration from markers.
 	$(CONTROLLER_GEN) rbac:roleName=promptops-manager crd webhook paths="./..." output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac output:webhook:artifacts:config=config/webhook
 	@# The chart installs the same CRDs, RBAC rules and webhooks.
-	rm -f $(CHART)/crds/*.yaml && cp config/crd/bases/*.yaml $(CHART)/crds/
+	rm -f $(CHART)/files/crds/*.yaml && cp config/crd/bases/*.yaml $(CHART)/files/crds/
 	sed -n '/^rules:/,$$p' config/rbac/role.yaml > $(CHART)/files/manager-rules.yaml
 	cp config/webhook/manifests.yaml $(CHART)/files/webhooks.yaml
 

@@ -180,9 +180,9 @@ func TestChartIsTheGeneratedManifests(t *testing.T) {
 	}
 	for _, f := range crds {
 		a, _ := os.ReadFile(f)
-		b, err := os.ReadFile(filepath.Join(chartDir(), "crds", filepath.Base(f)))
+		b, err := os.ReadFile(filepath.Join(chartDir(), "files", "crds", filepath.Base(f)))
 		if err != nil || !bytes.Equal(a, b) {
-			t.Errorf("charts/promptops/crds/%s differs from config/crd/bases (run make manifests): %v", filepath.Base(f), err)
+			t.Errorf("charts/promptops/files/crds/%s differs from config/crd/bases (run make manifests): %v", filepath.Base(f), err)
 		}
 	}
 
