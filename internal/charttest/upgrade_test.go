@@ -1,14 +1,10 @@
 package charttest
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -37,7 +33,7 @@ import (
 // that the objects and their status are intact, and that helm uninstall
 // leaves the CRDs and the objects (crds.keep).
 func TestChartUpgradeCarriesTheCRDs(t *testing.T) {
-	previous, rev := previousChart(t)
+	previous, rev := testenv.PreviousChart(t)
 	dir, err := testenv.AssetsDir()
 	if err != nil {
 		t.Fatal(err)
@@ -156,59 +152,6 @@ func TestChartUpgradeCarriesTheCRDs(t *testing.T) {
 			t.Errorf("%s after helm uninstall: %v", o.GetKind(), err)
 		}
 	}
-}
-
-// previousChart extracts the chart as it was before the last change of the
-// CRDs (the last commit's, or the working tree's when it changes them), so
-// that the upgrade carries new fields, and returns its directory and the
-// commit.
-func previousChart(t *testing.T) (string, string) {
-	git := func(args ...string) []byte {
-		t.Helper()
-		cmd := exec.Command("git", append([]string{"-C", testenv.Root()}, args...)...)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("git %s: %v: %s (the test needs the repository's history)", strings.Join(args, " "), err, stderr.String())
-		}
-		return out
-	}
-	last := strings.TrimSpace(string(git("log", "-n", "1", "--format=%H", "--", "config/crd/bases")))
-	if last == "" {
-		t.Fatal("no commit changed config/crd/bases (a shallow clone? the test needs the history)")
-	}
-	rev := last + "^"
-	if len(git("status", "--porcelain", "--", "config/crd/bases")) > 0 {
-		rev = last
-	}
-	rev = strings.TrimSpace(string(git("rev-parse", rev)))
-	dir := t.TempDir()
-	tr := tar.NewReader(bytes.NewReader(git("archive", "--format=tar", rev, "charts/promptops")))
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if h.Typeflag != tar.TypeReg {
-			continue
-		}
-		dst := filepath.Join(dir, filepath.FromSlash(h.Name))
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		data, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(dst, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return filepath.Join(dir, "charts", "promptops"), rev[:min(12, len(rev))]
 }
 
 // established waits until both CRDs serve.
