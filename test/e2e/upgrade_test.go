@@ -81,8 +81,13 @@ func TestUpgradeWithARunInFlight(t *testing.T) {
 	// A field only the new CRD has, written through the old one: pruned.
 	patch := `{"spec":{"budget":{"minCacheableTokens":300}}}`
 	mustK(t, "", "patch", "-n", ns, "pt/support-assistant", "--type=merge", "-p", patch)
-	if got := jsonpath(t, ns, "pt/support-assistant", "{.spec.budget.minCacheableTokens}"); got != "" {
-		t.Logf("the previous CRD already has spec.budget.minCacheableTokens (%s)", got)
+	oldHas := false
+	for _, f := range crds {
+		data, _ := os.ReadFile(f)
+		oldHas = oldHas || strings.Contains(string(data), "minCacheableTokens")
+	}
+	if got := jsonpath(t, ns, "pt/support-assistant", "{.spec.budget.minCacheableTokens}"); !oldHas && got != "" {
+		t.Fatalf("the previous CRD, which lacks spec.budget.minCacheableTokens, kept it: %q", got)
 	}
 	before := map[string]string{}
 	for _, o := range []string{"pt/ssa-pro", "pt/support-assistant", "mb/upgraded"} {
