@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -89,7 +88,7 @@ func TestAuthKubernetes(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "three templates", func() bool { snap := s.Snapshot(); return snap != nil && snap.Len() == 3 })
-	ts := httptest.NewServer(s.Handler())
+	ts := newServer(t, s.Handler())
 	defer ts.Close()
 
 	do := func(method, path, token, body string) (int, []byte) {

@@ -51,7 +51,7 @@ func TestBankFillsOwnMemorySectionsInProcess(t *testing.T) {
 		rec := &consolidation.Recaller{Store: store, Bank: "shop/" + name}
 		s := New(Options{Log: logr.Discard(), Recaller: stub, Banks: []*Bank{{Namespace: "shop", Name: name, Store: store, Recaller: rec, Encoding: "cl100k_base"}}})
 		s.Apply(map[string][]byte{"support": memoryPlanJSON(t, "http://127.0.0.1:1", true)})
-		ts := httptest.NewServer(s.Handler())
+		ts := newServer(t, s.Handler())
 		defer ts.Close()
 		code, a := assembleMemory(t, ts.URL, `{"namespace":"shop","name":"support","intent":"chat","runtime":{"question":"Hi"},"query":"How does the customer like to be reached by email?"}`)
 		if code != 200 || len(a.Memory) != 1 || a.Memory[0].TimedOut || a.Memory[0].Error != "" || len(a.Memory[0].Items) == 0 {
@@ -190,7 +190,7 @@ func TestAssembleScopedMemory(t *testing.T) {
 		s := New(Options{Log: logr.Discard(), Banks: []*Bank{{Namespace: "shop", Name: "customers", Store: store,
 			Recaller: &consolidation.Recaller{Store: store, Bank: bank}, Encoding: "cl100k_base"}}})
 		s.Apply(map[string][]byte{"support": scopedMemoryPlanJSON(t, "http://127.0.0.1:1", plan.MemoryScope{FromRequest: true, IncludeShared: shared})})
-		ts := httptest.NewServer(s.Handler())
+		ts := newServer(t, s.Handler())
 		defer ts.Close()
 		code, a := assembleMemory(t, ts.URL, fmt.Sprintf(ask, "user:ana"))
 		if code != 200 || len(a.Memory) != 1 || a.Memory[0].Error != "" {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -46,7 +45,7 @@ func TestAssembleWithTheStoreStopped(t *testing.T) {
 	const timeout = 250 * time.Millisecond
 	rec := &consolidation.Recaller{Store: store, Bank: bank}
 	bankSrv := New(Options{Log: logr.Discard(), MemoryTimeout: timeout, RequestTimeout: time.Second, Banks: []*Bank{{Namespace: "shop", Name: "customers", Store: store, Recaller: rec, Encoding: "cl100k_base"}}})
-	bankTS := httptest.NewServer(bankSrv.Handler())
+	bankTS := newServer(t, bankSrv.Handler())
 	defer bankTS.Close()
 	bankSrv.Apply(map[string][]byte{"support": memoryPlanJSON(t, "http://127.0.0.1:1", true)})
 	sidecar := memoryServer(t, memoryPlanJSON(t, bankTS.URL, true), "", timeout)

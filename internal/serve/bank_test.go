@@ -85,7 +85,7 @@ func newBankServer(t *testing.T, url string, emb *llmtest.EmbedServer, limits Ba
 	}
 	s := New(Options{Log: logr.Discard(), Auth: auth, Banks: []*Bank{{Namespace: "team-a", Name: "support", Store: store, Recaller: rec, Encoding: "cl100k_base"}}, BankLimits: limits})
 	s.Apply(map[string][]byte{})
-	ts := httptest.NewServer(s.Handler())
+	ts := newServer(t, s.Handler())
 	t.Cleanup(ts.Close)
 	return &bankServer{store: store, rec: rec, srv: s, ts: ts}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -120,7 +119,7 @@ func TestWatchIgnoresAHostileTenant(t *testing.T) {
 	}
 
 	// Over HTTP, team-a's requests get team-a's prompt.
-	ts := httptest.NewServer(s.Handler())
+	ts := newServer(t, s.Handler())
 	defer ts.Close()
 	code, body := post(t, ts.URL, `{"namespace":"`+teamA+`","name":"ssa-pro","intent":"analyze","runtime":{}}`)
 	var resp AssembleResponse

@@ -61,7 +61,7 @@ func TestBodyIsNotSizedByContentLength(t *testing.T) {
 // when a request ends.
 func TestInflightBytesCap(t *testing.T) {
 	s := New(Options{MaxInflightBytes: 64 << 10, Log: logr.Discard()})
-	ts := httptest.NewServer(s.Handler())
+	ts := newServer(t, s.Handler())
 	t.Cleanup(ts.Close)
 	loadSamples(t, s)
 
@@ -126,7 +126,7 @@ func TestLargeRequestsLeaveRoomForSmallOnes(t *testing.T) {
 // and what it held is given back.
 func TestRequestTimeoutStopsBodyReading(t *testing.T) {
 	s := New(Options{RequestTimeout: 50 * time.Millisecond, Log: logr.Discard()})
-	ts := httptest.NewServer(s.Handler())
+	ts := newServer(t, s.Handler())
 	t.Cleanup(ts.Close)
 	loadSamples(t, s)
 	if status, code, out := answer(t, stall(t, ts, 4<<20, 0)); status != http.StatusRequestTimeout || code != CodeTimeout {
@@ -174,7 +174,7 @@ func waitHeld(t *testing.T, s *Server, n int64) {
 // not 408: it arrived in time.
 func TestUnreadableBodyIsMalformed(t *testing.T) {
 	s := New(Options{Log: logr.Discard()})
-	ts := httptest.NewServer(s.Handler())
+	ts := newServer(t, s.Handler())
 	t.Cleanup(ts.Close)
 	loadSamples(t, s)
 	conn, err := net.Dial("tcp", ts.Listener.Addr().String())

@@ -56,7 +56,7 @@ func memoryServer(t testing.TB, planJSON []byte, tokenFile string, timeout time.
 	rc.MaxBytes = 1 << 20
 	s := New(Options{Log: logr.Discard(), Recaller: rc, MemoryTimeout: timeout})
 	s.Apply(map[string][]byte{"support": planJSON})
-	ts := httptest.NewServer(s.Handler())
+	ts := newServer(t, s.Handler())
 	t.Cleanup(ts.Close)
 	return ts
 }
@@ -205,7 +205,7 @@ func (s stubRecaller) Recall(ctx context.Context, r plan.MemoryRequest) ([]plan.
 func TestAssembleMemoryInProcessRecaller(t *testing.T) {
 	s := New(Options{Log: logr.Discard(), Recaller: stubRecaller{recalled}})
 	s.Apply(map[string][]byte{"support": memoryPlanJSON(t, "", false)})
-	ts := httptest.NewServer(s.Handler())
+	ts := newServer(t, s.Handler())
 	defer ts.Close()
 	_, a := assembleMemory(t, ts.URL, `{"namespace":"shop","name":"support","intent":"chat","runtime":{"question":"q"}}`)
 	if len(a.Memory[0].Items) != 2 {

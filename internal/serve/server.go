@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -132,6 +133,12 @@ func (s *Server) Apply(sources map[string][]byte) { s.loader.apply(sources) }
 // Snapshot is the current set of plans, nil before the first load.
 func (s *Server) Snapshot() *Snapshot { return s.store.Load() }
 
+// openAPI is the OpenAPI 3.1 document of the server's HTTP API, served at
+// GET /openapi.json; the tests check every request and answer against it.
+//
+//go:embed openapi.json
+var openAPI []byte
+
 // Handler routes the server's endpoints.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -149,6 +156,12 @@ func (s *Server) Handler() http.Handler {
 			return writeText(w, http.StatusServiceUnavailable, "no plans loaded yet")
 		}
 		return writeText(w, http.StatusOK, "ok")
+	}))
+	mux.Handle("GET /openapi.json", s.instrument("openapi", func(w http.ResponseWriter, r *http.Request) int {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		w.Write(openAPI)
+		return http.StatusOK
 	}))
 	mux.Handle("/metrics", s.metricsAuthorized(promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{})))
 	mux.Handle("/", s.instrument("other", func(w http.ResponseWriter, r *http.Request) int {

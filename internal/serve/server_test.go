@@ -46,7 +46,7 @@ func withBudget(t testing.TB, data []byte, name string, maxTokens int) []byte {
 func newTestServer(t testing.TB, maxBody int64) (*Server, *httptest.Server) {
 	t.Helper()
 	s := New(Options{MaxBodyBytes: maxBody, Log: logr.Discard()})
-	ts := httptest.NewServer(s.Handler())
+	ts := newServer(t, s.Handler())
 	t.Cleanup(ts.Close)
 	return s, ts
 }

@@ -1,0 +1,177 @@
+package serve
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/go-logr/logr"
+	"github.com/pb33f/libopenapi"
+	validator "github.com/pb33f/libopenapi-validator"
+)
+
+// apiValidator checks requests and answers against openapi.json with
+// libopenapi-validator (OpenAPI 3.1, JSON Schema 2020-12).
+var apiValidator = sync.OnceValues(func() (validator.Validator, error) {
+	doc, err := libopenapi.NewDocument(openAPI)
+	if err != nil {
+		return nil, err
+	}
+	v, errs := validator.NewValidator(doc)
+	if len(errs) > 0 {
+		return nil, errs[0]
+	}
+	if ok, verrs := v.ValidateDocument(); !ok {
+		return nil, verrs[0]
+	}
+	return v, nil
+})
+
+// newServer is httptest.NewServer of the handler, with every answer, and
+// every request the server accepted (2xx), checked against openapi.json:
+// a test fails when serve stops matching its document. Bodies are teed,
+// not buffered, so streaming and slow bodies behave as without it.
+func newServer(t testing.TB, h http.Handler) *httptest.Server {
+	t.Helper()
+	v, err := apiValidator()
+	if err != nil {
+		t.Fatalf("openapi.json: %v", err)
+	}
+	return httptest.NewServer(validated(t, v, h))
+}
+
+func validated(t testing.TB, v validator.Validator, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var in bytes.Buffer
+		if r.Body != nil {
+			r.Body = struct {
+				io.Reader
+				io.Closer
+			}{io.TeeReader(r.Body, &in), r.Body}
+		}
+		rec := &recorder{ResponseWriter: w, status: http.StatusOK}
+		defer func() {
+			if p := recover(); p != nil {
+				// An aborted answer (http.ErrAbortHandler) is not checked.
+				panic(p)
+			}
+			check(t, v, r, &in, rec)
+		}()
+		h.ServeHTTP(rec, r)
+	})
+}
+
+func check(t testing.TB, v validator.Validator, r *http.Request, in *bytes.Buffer, rec *recorder) {
+	// Paths and methods the API does not have are answered 404 and 405 by
+	// design.
+	if (rec.status == http.StatusNotFound && strings.Contains(rec.body.String(), `"NotFound"`)) || rec.status == http.StatusMethodNotAllowed {
+		return
+	}
+	req := r.Clone(r.Context())
+	req.Body = io.NopCloser(bytes.NewReader(in.Bytes()))
+	// serve reads every body as JSON, whatever its Content-Type says.
+	if req.Header.Get("Content-Type") == "" && in.Len() > 0 {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	// net/http sends no body in answer to HEAD.
+	if r.Method == http.MethodHead {
+		rec.body.Reset()
+	}
+	resp := &http.Response{StatusCode: rec.status, Header: rec.Header().Clone(), Body: io.NopCloser(bytes.NewReader(rec.body.Bytes())), Request: req}
+	if rec.status/100 == 2 {
+		if ok, errs := v.ValidateHttpRequest(req); !ok {
+			t.Errorf("openapi.json: %s %s (answered %d) does not match: %s", r.Method, r.URL.Path, rec.status, describeErrs(errs))
+		}
+		req.Body = io.NopCloser(bytes.NewReader(in.Bytes()))
+	}
+	export := rec.status == http.StatusOK && strings.HasSuffix(r.URL.Path, "/export")
+	if ok, errs := v.ValidateHttpResponse(req, resp); !ok && !export {
+		t.Errorf("openapi.json: the answer %d to %s %s does not match: %s\n%.500s", rec.status, r.Method, r.URL.Path, describeErrs(errs), rec.body.String())
+	}
+	// An export is JSON lines, which no JSON schema reads whole: each one
+	// a fact or an observation.
+	if export {
+		sc := bufio.NewScanner(bytes.NewReader(rec.body.Bytes()))
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			var item map[string]any
+			if err := json.Unmarshal(sc.Bytes(), &item); err != nil || item["kind"] == nil || item["text"] == nil {
+				t.Errorf("openapi.json: an export line is no ExportedItem: %.200s", sc.Text())
+			}
+		}
+	}
+}
+
+func describeErrs[E interface{ Error() string }](errs []E) string {
+	var b strings.Builder
+	for i, e := range errs {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(e.Error())
+	}
+	return b.String()
+}
+
+// recorder passes an answer through and keeps a copy.
+type recorder struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+	body   bytes.Buffer
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if !r.wrote {
+		r.status, r.wrote = code, true
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(p []byte) (int, error) {
+	r.wrote = true
+	r.body.Write(p)
+	return r.ResponseWriter.Write(p)
+}
+
+func (r *recorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (r *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return http.NewResponseController(r.ResponseWriter).Hijack()
+}
+
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// TestOpenAPIDocument: the document is served as it is in the repository,
+// and is a valid OpenAPI 3.1 document.
+func TestOpenAPIDocument(t *testing.T) {
+	s := New(Options{Log: logr.Discard()})
+	ts := newServer(t, s.Handler())
+	defer ts.Close()
+	resp, err := http.Get(ts.URL + "/openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || !bytes.Equal(body, openAPI) || resp.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("GET /openapi.json: %d %s, %d bytes", resp.StatusCode, resp.Header.Get("Content-Type"), len(body))
+	}
+	var doc struct {
+		OpenAPI string `json:"openapi"`
+	}
+	if err := json.Unmarshal(body, &doc); err != nil || doc.OpenAPI != "3.1.0" {
+		t.Fatalf("openapi %q: %v", doc.OpenAPI, err)
+	}
+}
