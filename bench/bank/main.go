@@ -494,7 +494,7 @@ func retainBatch(cl *http.Client, base string, batch, size int) error {
 	facts := make([]map[string]any, size)
 	for i := range facts {
 		person, t := text(1_000_000 + batch*size + i)
-		facts[i] = map[string]any{"text": t + fmt.Sprintf(" r%d", batch*size+i), "entities": []string{person}, "tags": []string{"bench"}, "occurred_start": "2026-03-01"}
+		facts[i] = map[string]any{"text": t + fmt.Sprintf(" r%d", batch*size+i), "entities": []string{person}, "tags": []string{"bench"}, "occurredStart": "2026-03-01"}
 	}
 	body, _ := json.Marshal(map[string]any{"facts": facts})
 	resp, err := cl.Post(base+"/v1/banks/"+bank+"/facts", "application/json", bytes.NewReader(body))

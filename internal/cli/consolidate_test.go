@@ -61,10 +61,10 @@ func withEnv(t *testing.T, env map[string]string) {
 	t.Cleanup(func() { lookupEnv = old })
 }
 
-const factsJSONL = `{"id": "00000000-0000-4000-8000-000000000001", "text": "Alice works at Acme Corp", "entities": ["Alice"], "occurred_start": "2024-01-15", "mentioned_at": "2024-01-16T10:00:00Z"}
+const factsJSONL = `{"id": "00000000-0000-4000-8000-000000000001", "text": "Alice works at Acme Corp", "entities": ["Alice"], "occurredStart": "2024-01-15", "mentionedAt": "2024-01-16T10:00:00Z"}
 {"id": "00000000-0000-4000-8000-000000000002", "text": "Bob has a dog named Rex", "entities": ["Bob"], "tags": ["pets"]}
 
-{"text": "张伟在北京工作", "entities": ["张伟"], "occurred_start": "2024-05-01"}
+{"text": "张伟在北京工作", "entities": ["张伟"], "occurredStart": "2024-05-01"}
 `
 
 func TestFactsImportThenConsolidate(t *testing.T) {
@@ -126,9 +126,9 @@ func TestFactsImportThenConsolidate(t *testing.T) {
 
 func TestFactsImportBadLineImportsNothing(t *testing.T) {
 	url := "sqlite://" + filepath.Join(t.TempDir(), "bank.db")
-	bad := factsJSONL + `{"text": "when?", "occurred_start": "last tuesday"}` + "\n"
+	bad := factsJSONL + `{"text": "when?", "occurredStart": "last tuesday"}` + "\n"
 	code, _, errOut := run(t, bad, "facts", "import", "--bank", "a/b", "--store", url, "-")
-	if code != ExitInvalid || !strings.Contains(errOut, "line 5: occurred_start \"last tuesday\"") || !strings.Contains(errOut, "nothing imported") {
+	if code != ExitInvalid || !strings.Contains(errOut, "line 5: occurredStart \"last tuesday\"") || !strings.Contains(errOut, "nothing imported") {
 		t.Fatalf("%d %s", code, errOut)
 	}
 	code, _, errOut = run(t, `{"text": "x", "colour": "blue"}`, "facts", "import", "--bank", "a/b", "--store", url, "-")

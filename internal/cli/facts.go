@@ -117,7 +117,7 @@ func runFactsImport(args []string, stdin io.Reader, stdout, stderr io.Writer) in
 	var sf storeFlags
 	sf.register(fs)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: promptops facts import --bank NS/NAME --store URL FILE.jsonl|-\n\nOne fact per line: {\"id\"?, \"text\", \"entities\", \"occurred_start\", \"occurred_end\", \"mentioned_at\", \"tags\"}.\nUTF-8, with or without a byte order mark; LF or CRLF line endings; blank lines are skipped.\nA line may hold at most %d MiB. A fact without an id gets one derived from the bank, its text and its three times\n(a UUID from their SHA-256), so importing a file again adds nothing. A repeated id with\nthe same text is skipped and counted as already present; with different text it is an\nerror, as is occurred_end before occurred_start.\nA bad line is reported with its number and nothing of the file is imported (exit code 2).\n", MaxFactLine>>20)
+		fmt.Fprintf(stderr, "Usage: promptops facts import --bank NS/NAME --store URL FILE.jsonl|-\n\nOne fact per line: {\"id\"?, \"scope\"?, \"text\", \"entities\", \"occurredStart\", \"occurredEnd\", \"mentionedAt\", \"tags\"}.\nUTF-8, with or without a byte order mark; LF or CRLF line endings; blank lines are skipped.\nA line may hold at most %d MiB. A fact without an id gets one derived from the bank, its text and its three times\n(a UUID from their SHA-256), so importing a file again adds nothing. A repeated id with\nthe same text is skipped and counted as already present; with different text it is an\nerror, as is occurredEnd before occurredStart.\nA bad line is reported with its number and nothing of the file is imported (exit code 2).\n", MaxFactLine>>20)
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args); !ok {

@@ -28,8 +28,8 @@ func TestFactsImportRejectsBadLines(t *testing.T) {
 		{"last line over the limit without newline", ok + "\n\n" + longFact(MaxFactLine+1), "line 3: longer than 4 MiB"},
 		{"id repeated with different text", "\n" + ok + "\n\n" + `{"id": "x", "text": "Alice works at Initech"}` + "\n", `line 4: id "x" repeats line 2 with different text`},
 		{"id repeated with different text, CRLF", ok + "\r\n" + `{"id": "x", "text": "Alice works at Acme "}` + "\r\n", `line 2: id "x" repeats line 1 with different text`},
-		{"occurred_end before occurred_start", `{"text": "a trip", "occurred_start": "2024-02-01", "occurred_end": "2024-01-31T23:00:00Z"}`, `line 1: occurred_end "2024-01-31T23:00:00Z" is before occurred_start "2024-02-01"`},
-		{"bad occurred_end", ok + "\r\n" + `{"text": "a trip", "occurred_end": "soon"}` + "\r\n", `line 2: occurred_end "soon" is neither RFC 3339 nor YYYY-MM-DD`},
+		{"occurred_end before occurred_start", `{"text": "a trip", "occurredStart": "2024-02-01", "occurredEnd": "2024-01-31T23:00:00Z"}`, `line 1: occurredEnd "2024-01-31T23:00:00Z" is before occurredStart "2024-02-01"`},
+		{"bad occurred_end", ok + "\r\n" + `{"text": "a trip", "occurredEnd": "soon"}` + "\r\n", `line 2: occurredEnd "soon" is neither RFC 3339 nor YYYY-MM-DD`},
 		{"text of the wrong type", `{"text": 42}`, "line 1: text: a JSON number where a string is wanted"},
 		{"entities of the wrong type", `{"text": "t", "entities": "Alice"}`, "line 1: entities: a JSON string where an array is wanted"},
 		{"missing text", "\xef\xbb\xbf" + `{"id": "y"}` + "\r\n", "line 1: text is required"},
@@ -62,13 +62,13 @@ func TestParseFactsLineAtTheLimit(t *testing.T) {
 
 func TestFactsImportBOMAndCRLF(t *testing.T) {
 	input := "\xef\xbb\xbf" + strings.Join([]string{
-		`{"id": "f1", "text": "Alice works at Acme Corp", "entities": ["Alice"], "occurred_start": "2024-01-15", "occurred_end": "2024-01-15", "tags": ["work"]}`,
+		`{"id": "f1", "text": "Alice works at Acme Corp", "entities": ["Alice"], "occurredStart": "2024-01-15", "occurredEnd": "2024-01-15", "tags": ["work"]}`,
 		"",
 		`{"id": "f2", "text": "Bob has a dog named Rex", "entities": ["Bob", "Rex"]}`,
 		"\r",
 		"  \t",
 		`{"id": "f1", "text": "Alice works at Acme Corp", "entities": ["someone else"]}`,
-		`{"text": "张伟在北京工作", "mentioned_at": "2024-05-01T08:00:00Z"}`,
+		`{"text": "张伟在北京工作", "mentionedAt": "2024-05-01T08:00:00Z"}`,
 	}, "\r\n") + "\r\n"
 	for name, url := range storeURLs(t) {
 		t.Run(name, func(t *testing.T) {
@@ -113,11 +113,11 @@ func TestFactsImportBOMAndCRLF(t *testing.T) {
 // times, so a second import of the same file adds nothing, in either store.
 func TestFactsImportWithoutIDIsIdempotent(t *testing.T) {
 	input := strings.Join([]string{
-		`{"text": "Alice works at Acme Corp", "occurred_start": "2024-01-15"}`,
-		`{"text": "Alice works at Acme Corp", "occurred_start": "2024-01-15", "entities": ["Alice"]}`,
-		`{"text": "Alice works at Acme Corp", "occurred_start": "2024-01-16"}`,
-		`{"text": "Alice works at Acme Corp", "occurred_start": "2024-01-15", "mentioned_at": "2024-02-01T00:00:00+01:00"}`,
-		`{"text": "Alice works at Acme Corp", "occurred_start": "2024-01-15", "mentioned_at": "2024-01-31T23:00:00Z"}`,
+		`{"text": "Alice works at Acme Corp", "occurredStart": "2024-01-15"}`,
+		`{"text": "Alice works at Acme Corp", "occurredStart": "2024-01-15", "entities": ["Alice"]}`,
+		`{"text": "Alice works at Acme Corp", "occurredStart": "2024-01-16"}`,
+		`{"text": "Alice works at Acme Corp", "occurredStart": "2024-01-15", "mentionedAt": "2024-02-01T00:00:00+01:00"}`,
+		`{"text": "Alice works at Acme Corp", "occurredStart": "2024-01-15", "mentionedAt": "2024-01-31T23:00:00Z"}`,
 		`{"text": "Bob has a dog"}`,
 	}, "\n") + "\n"
 	for name, url := range storeURLs(t) {

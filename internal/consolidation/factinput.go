@@ -24,9 +24,9 @@ type FactInput struct {
 	Scope         string   `json:"scope"`
 	Text          string   `json:"text"`
 	Entities      []string `json:"entities"`
-	OccurredStart string   `json:"occurred_start"`
-	OccurredEnd   string   `json:"occurred_end"`
-	MentionedAt   string   `json:"mentioned_at"`
+	OccurredStart string   `json:"occurredStart"`
+	OccurredEnd   string   `json:"occurredEnd"`
+	MentionedAt   string   `json:"mentionedAt"`
 	Tags          []string `json:"tags"`
 }
 
@@ -54,8 +54,9 @@ func (e *FieldError) Error() string {
 
 // ParseFact decodes and validates one fact written as a JSON object: valid
 // UTF-8, known fields only, a non-blank text, times as RFC 3339 or
-// YYYY-MM-DD with occurred_end not before occurred_start. Errors about one
-// field are *FieldError.
+// YYYY-MM-DD with occurredEnd not before occurredStart. Errors about one
+// field are *FieldError. The names of before the API was camelCase
+// (occurred_start, occurred_end, mentioned_at) are refused naming the new.
 func ParseFact(data []byte) (Fact, error) {
 	if !utf8.Valid(data) {
 		return Fact{}, errors.New("not valid UTF-8")
@@ -69,7 +70,11 @@ func ParseFact(data []byte) (Fact, error) {
 			return Fact{}, &FieldError{Field: te.Field, Detail: fmt.Sprintf("a JSON %s where %s is wanted", te.Value, jsonKind(te.Type.Kind()))}
 		}
 		if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			return Fact{}, &FieldError{Field: strings.Trim(name, `"`), Detail: "is not a field of a fact (id, scope, text, entities, tags, occurred_start, occurred_end, mentioned_at)", msg: err.Error()}
+			name = strings.Trim(name, `"`)
+			if now, renamed := renamedFactFields[name]; renamed {
+				return Fact{}, &FieldError{Field: name, Detail: fmt.Sprintf("is now %s: the API's fields are camelCase", now), joined: true}
+			}
+			return Fact{}, &FieldError{Field: name, Detail: "is not a field of a fact (id, scope, text, entities, tags, occurredStart, occurredEnd, mentionedAt)", msg: err.Error()}
 		}
 		return Fact{}, err
 	}
@@ -84,20 +89,24 @@ func ParseFact(data []byte) (Fact, error) {
 	}
 	f := Fact{ID: fl.ID, Scope: fl.Scope, Text: fl.Text, Entities: fl.Entities, Tags: fl.Tags}
 	var err error
-	if f.OccurredStart, err = parseFactTime("occurred_start", fl.OccurredStart); err != nil {
+	if f.OccurredStart, err = parseFactTime("occurredStart", fl.OccurredStart); err != nil {
 		return f, err
 	}
-	if f.OccurredEnd, err = parseFactTime("occurred_end", fl.OccurredEnd); err != nil {
+	if f.OccurredEnd, err = parseFactTime("occurredEnd", fl.OccurredEnd); err != nil {
 		return f, err
 	}
-	if f.MentionedAt, err = parseFactTime("mentioned_at", fl.MentionedAt); err != nil {
+	if f.MentionedAt, err = parseFactTime("mentionedAt", fl.MentionedAt); err != nil {
 		return f, err
 	}
 	if f.OccurredStart != nil && f.OccurredEnd != nil && f.OccurredEnd.Before(*f.OccurredStart) {
-		return f, &FieldError{Field: "occurred_end", Detail: fmt.Sprintf("%q is before occurred_start %q", fl.OccurredEnd, fl.OccurredStart), joined: true}
+		return f, &FieldError{Field: "occurredEnd", Detail: fmt.Sprintf("%q is before occurredStart %q", fl.OccurredEnd, fl.OccurredStart), joined: true}
 	}
 	return f, nil
 }
+
+// renamedFactFields maps the fields of before the API was camelCase to
+// their names now.
+var renamedFactFields = map[string]string{"occurred_start": "occurredStart", "occurred_end": "occurredEnd", "mentioned_at": "mentionedAt"}
 
 func parseFactTime(field, s string) (*time.Time, error) {
 	if s == "" {

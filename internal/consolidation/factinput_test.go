@@ -8,7 +8,7 @@ import (
 
 // ParseFact accepts a fact and names the field of each error.
 func TestParseFact(t *testing.T) {
-	f, err := ParseFact([]byte(`{"id":"x1","text":"Alice moved","entities":["Alice"],"tags":["t"],"occurred_start":"2024-09-01","occurred_end":"2024-10-01T08:00:00Z","mentioned_at":"2024-10-02T00:00:00.5+02:00"}`))
+	f, err := ParseFact([]byte(`{"id":"x1","text":"Alice moved","entities":["Alice"],"tags":["t"],"occurredStart":"2024-09-01","occurredEnd":"2024-10-01T08:00:00Z","mentionedAt":"2024-10-02T00:00:00.5+02:00"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -17,7 +17,7 @@ func TestParseFact(t *testing.T) {
 		!f.OccurredStart.Equal(start) || !f.OccurredEnd.Equal(end) || f.MentionedAt.UnixMilli() != time.Date(2024, 10, 1, 22, 0, 0, 500e6, time.UTC).UnixMilli() {
 		t.Fatalf("%+v", f)
 	}
-	if f, err := ParseFact([]byte(`{"text":"same day","occurred_start":"2024-09-01","occurred_end":"2024-09-01"}`)); err != nil || f.OccurredStart == nil || f.MentionedAt != nil {
+	if f, err := ParseFact([]byte(`{"text":"same day","occurredStart":"2024-09-01","occurredEnd":"2024-09-01"}`)); err != nil || f.OccurredStart == nil || f.MentionedAt != nil {
 		t.Fatalf("an end equal to the start: %v %+v", err, f)
 	}
 	for _, tc := range []struct {
@@ -32,11 +32,15 @@ func TestParseFact(t *testing.T) {
 		{`{"text":"a"} x`, "", "more than one JSON value on the line (one fact per line)"},
 		{`{"text":"  "}`, "text", "text is required"},
 		{`{}`, "text", "text is required"},
-		{`{"text":"a","occurred_start":"yesterday"}`, "occurred_start", `occurred_start "yesterday" is neither RFC 3339 nor YYYY-MM-DD`},
-		{`{"text":"a","occurred_end":"2024-13-01"}`, "occurred_end", `occurred_end "2024-13-01" is neither RFC 3339 nor YYYY-MM-DD`},
-		{`{"text":"a","mentioned_at":"1 May"}`, "mentioned_at", `mentioned_at "1 May" is neither RFC 3339 nor YYYY-MM-DD`},
-		{`{"text":"a","occurred_start":"2024-09-02","occurred_end":"2024-09-01"}`, "occurred_end", `occurred_end "2024-09-01" is before occurred_start "2024-09-02"`},
+		{`{"text":"a","occurredStart":"yesterday"}`, "occurredStart", `occurredStart "yesterday" is neither RFC 3339 nor YYYY-MM-DD`},
+		{`{"text":"a","occurredEnd":"2024-13-01"}`, "occurredEnd", `occurredEnd "2024-13-01" is neither RFC 3339 nor YYYY-MM-DD`},
+		{`{"text":"a","mentionedAt":"1 May"}`, "mentionedAt", `mentionedAt "1 May" is neither RFC 3339 nor YYYY-MM-DD`},
+		{`{"text":"a","occurredStart":"2024-09-02","occurredEnd":"2024-09-01"}`, "occurredEnd", `occurredEnd "2024-09-01" is before occurredStart "2024-09-02"`},
 		{`{"text":"a",`, "", "unexpected EOF"},
+		// The names of before the API was camelCase, refused naming the new.
+		{`{"text":"a","occurred_start":"2024-09-01"}`, "occurred_start", "occurred_start is now occurredStart: the API's fields are camelCase"},
+		{`{"text":"a","occurred_end":"2024-09-01"}`, "occurred_end", "occurred_end is now occurredEnd: the API's fields are camelCase"},
+		{`{"text":"a","mentioned_at":"2024-09-01"}`, "mentioned_at", "mentioned_at is now mentionedAt: the API's fields are camelCase"},
 	} {
 		_, err := ParseFact([]byte(tc.in))
 		if err == nil || err.Error() != tc.msg {

@@ -18,13 +18,13 @@ type Fact struct {
 	Scope         string     `json:"scope,omitempty"`
 	Text          string     `json:"text"`
 	Entities      []string   `json:"entities,omitempty"`
-	OccurredStart *time.Time `json:"occurred_start,omitempty"`
-	OccurredEnd   *time.Time `json:"occurred_end,omitempty"`
-	MentionedAt   *time.Time `json:"mentioned_at,omitempty"`
+	OccurredStart *time.Time `json:"occurredStart,omitempty"`
+	OccurredEnd   *time.Time `json:"occurredEnd,omitempty"`
+	MentionedAt   *time.Time `json:"mentionedAt,omitempty"`
 	Tags          []string   `json:"tags,omitempty"`
 	Status        string     `json:"status,omitempty"`
-	FailureReason string     `json:"failure_reason,omitempty"`
-	CreatedAt     time.Time  `json:"created_at"`
+	FailureReason string     `json:"failureReason,omitempty"`
+	CreatedAt     time.Time  `json:"createdAt"`
 }
 
 // Fact states.

@@ -126,12 +126,12 @@ func (b *bankServer) factCount(t *testing.T) int {
 // The retain validation of facts import, each error naming the item and
 // the field, and nothing of a request stored when one item is bad.
 func TestBankRetainValidation(t *testing.T) {
-	good := `{"text": "Alice moved to Lisbon", "occurred_start": "2026-03-01"}`
+	good := `{"text": "Alice moved to Lisbon", "occurredStart": "2026-03-01"}`
 	eachBankStore(t, func(t *testing.T, url string) {
 		b := newBankServer(t, url, nil, BankLimits{}, nil)
 		for _, tc := range []struct{ name, body, code, msg string }{
-			{"end before start", `{"facts": [` + good + `, {"text": "a trip", "occurred_start": "2024-02-01", "occurred_end": "2024-01-31"}]}`, CodeInvalidFact, `facts[1].occurred_end: "2024-01-31" is before occurred_start "2024-02-01"`},
-			{"a bad time", `{"facts": [` + good + `, ` + good + `, {"text": "x", "mentioned_at": "soon"}]}`, CodeInvalidFact, `facts[2].mentioned_at: "soon" is neither RFC 3339 nor YYYY-MM-DD`},
+			{"end before start", `{"facts": [` + good + `, {"text": "a trip", "occurredStart": "2024-02-01", "occurredEnd": "2024-01-31"}]}`, CodeInvalidFact, `facts[1].occurredEnd: "2024-01-31" is before occurredStart "2024-02-01"`},
+			{"a bad time", `{"facts": [` + good + `, ` + good + `, {"text": "x", "mentionedAt": "soon"}]}`, CodeInvalidFact, `facts[2].mentionedAt: "soon" is neither RFC 3339 nor YYYY-MM-DD`},
 			{"no text", `{"facts": [{"id": "a"}]}`, CodeInvalidFact, "facts[0].text: is required"},
 			{"blank text", `{"facts": [` + good + `, {"text": "  "}]}`, CodeInvalidFact, "facts[1].text: is required"},
 			{"entities of the wrong type", `{"facts": [{"text": "t", "entities": "Alice"}]}`, CodeInvalidFact, "facts[0].entities: a JSON string where an array is wanted"},
@@ -168,7 +168,7 @@ type retainAnswer struct {
 func TestBankRetainIdempotent(t *testing.T) {
 	eachBankStore(t, func(t *testing.T, url string) {
 		b := newBankServer(t, url, nil, BankLimits{}, nil)
-		body := []byte(`{"facts": [{"id": "f-1", "text": "Alice moved to Lisbon", "tags": ["move"]}, {"text": "Bob adopted a cat", "occurred_start": "2026-01-05"}]}`)
+		body := []byte(`{"facts": [{"id": "f-1", "text": "Alice moved to Lisbon", "tags": ["move"]}, {"text": "Bob adopted a cat", "occurredStart": "2026-01-05"}]}`)
 		var first, again retainAnswer
 		for _, out := range []*retainAnswer{&first, &again} {
 			code, resp := b.post(t, "facts", "", body)
@@ -331,7 +331,7 @@ func TestBankRetainConsolidateRecall(t *testing.T) {
 		b := newBankServer(t, url, emb, BankLimits{}, nil)
 		var facts []string
 		for _, tp := range topics {
-			raw, _ := json.Marshal(map[string]any{"text": tp.fact, "tags": []string{"team"}, "occurred_start": "2026-03-01"})
+			raw, _ := json.Marshal(map[string]any{"text": tp.fact, "tags": []string{"team"}, "occurredStart": "2026-03-01"})
 			facts = append(facts, string(raw))
 		}
 		if code, resp := b.post(t, "facts", "", []byte(`{"facts": [`+strings.Join(facts, ",")+`]}`)); code != http.StatusOK {
