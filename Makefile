@@ -34,7 +34,7 @@ generate: controller-gen ## Generate deepcopy code.
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./..."
 
 UNICODE_TABLES := internal/tokens/unicode_tables.go
-GENERATED_PATHS := config api controllers $(UNICODE_TABLES) $(CHART)/crds $(CHART)/files
+GENERATED_PATHS := config api controllers $(UNICODE_TABLES) $(CHART)/files clients/typescript/src/schema.d.ts
 
 .PHONY: tables
 tables: ## Generate the Unicode 16 class tables of internal/tokens from the pinned npm package.
@@ -43,9 +43,18 @@ tables: ## Generate the Unicode 16 class tables of internal/tokens from the pinn
 	gofmt -w $(UNICODE_TABLES)
 
 .PHONY: verify-generated
-verify-generated: manifests generate tables ## Fail when generated files are stale.
+.PHONY: client
+client: ## Generate the TypeScript client's types (clients/typescript/src/schema.d.ts) from serve's OpenAPI document.
+	cd clients/typescript && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error && npm run --silent generate
+
+.PHONY: test-client
+test-client: client ## The TypeScript client: type-checked, and run under Node's test runner against a running promptops serve.
+	go build -o $(BIN)/promptops .
+	cd clients/typescript && npm run --silent typecheck && PROMPTOPS_BIN=$(BIN)/promptops node --test test/
+
+verify-generated: manifests generate tables client ## Fail when generated files are stale.
 	@if [ -n "$$(git status --porcelain -- $(GENERATED_PATHS))" ]; then \
-	  echo "Generated files are stale; run 'make manifests generate tables' and commit:"; \
+	  echo "Generated files are stale; run 'make manifests generate tables client' and commit:"; \
 	  git status --porcelain -- $(GENERATED_PATHS); git --no-pager diff --stat -- $(GENERATED_PATHS); exit 1; \
 	fi
 
@@ -75,7 +84,7 @@ TOKENIZERS_DIR = $(or $(TOKENIZERS_CACHE),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)
 # alone take minutes, near go test's 10-minute default.
 test: envtest lint helm tokenizers ## Run every test against a real kube-apiserver, PostgreSQL and SQLite.
 	PROMPTOPS_TOKENIZERS_DIR=$(TOKENIZERS_DIR) PROMPTOPS_TOKENIZERS_REQUIRED=1 go test $(GO_TEST_FLAGS) -race -count=1 -timeout 30m ./...
-	$(MAKE) test-argocd
+	$(MAKE) test-argocd test-client
 
 .PHONY: test-argocd
 test-argocd: ## The Argo CD health checks (config/argocd) through Argo CD's own code, a module of its own.

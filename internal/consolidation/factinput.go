@@ -56,7 +56,7 @@ func (e *FieldError) Error() string {
 // UTF-8, known fields only, a non-blank text, times as RFC 3339 or
 // YYYY-MM-DD with occurredEnd not before occurredStart. Errors about one
 // field are *FieldError. The names of before the API was camelCase
-// (occurred_start, occurred_end, mentioned_at) are refused naming the new.
+// (occurred_start, occurred_end, mentioned_at) are refused, naming the new.
 func ParseFact(data []byte) (Fact, error) {
 	if !utf8.Valid(data) {
 		return Fact{}, errors.New("not valid UTF-8")
@@ -72,7 +72,7 @@ func ParseFact(data []byte) (Fact, error) {
 		if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 			name = strings.Trim(name, `"`)
 			if now, renamed := renamedFactFields[name]; renamed {
-				return Fact{}, &FieldError{Field: name, Detail: fmt.Sprintf("is now %s: the API's fields are camelCase", now), joined: true}
+				return Fact{}, &FieldError{Field: name, Detail: fmt.Sprintf("a field renamed %s (the API's fields are camelCase)", now)}
 			}
 			return Fact{}, &FieldError{Field: name, Detail: "is not a field of a fact (id, scope, text, entities, tags, occurredStart, occurredEnd, mentionedAt)", msg: err.Error()}
 		}

@@ -38,9 +38,9 @@ func TestParseFact(t *testing.T) {
 		{`{"text":"a","occurredStart":"2024-09-02","occurredEnd":"2024-09-01"}`, "occurredEnd", `occurredEnd "2024-09-01" is before occurredStart "2024-09-02"`},
 		{`{"text":"a",`, "", "unexpected EOF"},
 		// The names of before the API was camelCase, refused naming the new.
-		{`{"text":"a","occurred_start":"2024-09-01"}`, "occurred_start", "occurred_start is now occurredStart: the API's fields are camelCase"},
-		{`{"text":"a","occurred_end":"2024-09-01"}`, "occurred_end", "occurred_end is now occurredEnd: the API's fields are camelCase"},
-		{`{"text":"a","mentioned_at":"2024-09-01"}`, "mentioned_at", "mentioned_at is now mentionedAt: the API's fields are camelCase"},
+		{`{"text":"a","occurred_start":"2024-09-01"}`, "occurred_start", "occurred_start: a field renamed occurredStart (the API's fields are camelCase)"},
+		{`{"text":"a","occurred_end":"2024-09-01"}`, "occurred_end", "occurred_end: a field renamed occurredEnd (the API's fields are camelCase)"},
+		{`{"text":"a","mentioned_at":"2024-09-01"}`, "mentioned_at", "mentioned_at: a field renamed mentionedAt (the API's fields are camelCase)"},
 	} {
 		_, err := ParseFact([]byte(tc.in))
 		if err == nil || err.Error() != tc.msg {

@@ -1,0 +1,16 @@
+// Type-checked, not run (npm run typecheck): the generated types describe
+// what the client sends and reads, so a request of the wrong shape does
+// not compile.
+import { createPromptopsClient, type AssembleResponse, type Fact } from "../src/index.js";
+
+export async function example(): Promise<number> {
+  const client = createPromptopsClient("http://127.0.0.1:8089");
+  const fact: Fact = { text: "Ana prefers email.", scope: "user:ana", occurredStart: "2026-03-01" };
+  await client.POST("/v1/banks/{namespace}/{name}/facts", { params: { path: { namespace: "shop", name: "customers" } }, body: { facts: [fact] } });
+  const { data, error } = await client.POST("/v1/assemble", { body: { namespace: "shop", name: "support", intent: "chat", query: "contact", scope: "user:ana" } });
+  if (error) {
+    return -1;
+  }
+  const answer: AssembleResponse | undefined = data;
+  return answer ? answer.tokens - answer.cacheableTokens : 0;
+}
