@@ -82,7 +82,12 @@ TOKENIZERS_DIR = $(or $(TOKENIZERS_CACHE),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)
 .PHONY: test
 # -timeout: under -race on 2 busy cores internal/tokens' differential tests
 # alone take minutes, near go test's 10-minute default.
-test: envtest lint helm tokenizers ## Run every test against a real kube-apiserver, PostgreSQL and SQLite.
+.PHONY: otelcol
+otelcol: $(BIN)/otelcol ## Build bin/otelcol, the OpenTelemetry Collector (OTLP in, file out) the trace tests export to.
+$(BIN)/otelcol: hack/otelcol/go.mod hack/otelcol/main.go
+	cd hack/otelcol && go build -o $(BIN)/otelcol .
+
+test: envtest lint helm tokenizers otelcol ## Run every test against a real kube-apiserver, PostgreSQL, SQLite and an OpenTelemetry Collector.
 	PROMPTOPS_TOKENIZERS_DIR=$(TOKENIZERS_DIR) PROMPTOPS_TOKENIZERS_REQUIRED=1 go test $(GO_TEST_FLAGS) -race -count=1 -timeout 30m ./...
 	$(MAKE) test-argocd test-client
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -30,6 +31,7 @@ import (
 
 	promptopsv1 "github.com/promptops/promptops/api/v1"
 	"github.com/promptops/promptops/internal/consolidation"
+	"github.com/promptops/promptops/internal/telemetry"
 	"github.com/promptops/promptops/internal/tokens"
 )
 
@@ -42,6 +44,8 @@ type MemoryBankReconciler struct {
 	Clock     Clock
 	// JobImage is the operator's own image.
 	JobImage string
+	// JobEnv is set in every Job (Options.JobEnv).
+	JobEnv []corev1.EnvVar
 
 	cms *configMapWriter
 	// deferred holds, per bank UID, the request value whose RunDeferred
@@ -404,7 +408,12 @@ func jobFinished(j *batchv1.Job) (succeeded, done bool) {
 }
 
 func (r *MemoryBankReconciler) startJob(ctx context.Context, mb *promptopsv1.MemoryBank, name, missionHash string, annotations map[string]string) (*batchv1.Job, error) {
-	job := desiredJob(mb, name, r.JobImage, missionHash, annotations)
+	// The run continues the reconcile's trace, if it is traced.
+	extra := r.JobEnv
+	for k, v := range telemetry.EnvFromContext(ctx) {
+		extra = append(slices.Clip(extra), corev1.EnvVar{Name: k, Value: v})
+	}
+	job := desiredJob(mb, name, r.JobImage, missionHash, annotations, extra...)
 	if err := ctrl.SetControllerReference(mb, job, r.Scheme()); err != nil {
 		return nil, err
 	}

@@ -69,7 +69,7 @@ func ptrTo[T any](v T) *T { return &v }
 // running `promptops consolidate`, configured through the environment,
 // secrets only through secretKeyRef, under the Restricted Pod Security
 // profile.
-func desiredJob(mb *promptopsv1.MemoryBank, name, image, missionHash string, annotations map[string]string) *batchv1.Job {
+func desiredJob(mb *promptopsv1.MemoryBank, name, image, missionHash string, annotations map[string]string, extraEnv ...corev1.EnvVar) *batchv1.Job {
 	c := mb.Spec.Consolidation
 	if c.Image != "" {
 		image = c.Image
@@ -111,6 +111,7 @@ func desiredJob(mb *promptopsv1.MemoryBank, name, image, missionHash string, ann
 	if ref := mb.Spec.LLM.APIKeySecretRef; ref != nil {
 		env = append(env, corev1.EnvVar{Name: "OPENAI_API_KEY", ValueFrom: secretEnv(*ref)})
 	}
+	env = append(env, extraEnv...)
 	labels := map[string]string{
 		promptopsv1.LabelManagedBy:  promptopsv1.LabelManagedByValue,
 		promptopsv1.LabelMemoryBank: mb.Name,

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -24,6 +27,7 @@ import (
 
 	promptopsv1 "github.com/promptops/promptops/api/v1"
 	"github.com/promptops/promptops/internal/assembler"
+	"github.com/promptops/promptops/internal/telemetry"
 	"github.com/promptops/promptops/internal/tokens"
 )
 
@@ -311,7 +315,15 @@ func (r *PromptTemplateReconciler) reconcileRender(ctx context.Context, s *templ
 	pt := s.pt
 	ctx, cancel := context.WithTimeout(ctx, renderTimeout)
 	defer cancel()
+	ctx, span := telemetry.Tracer().Start(ctx, "render "+pt.Name, trace.WithAttributes(
+		telemetry.PromptName.String(pt.Name), telemetry.TemplateNamespace.String(pt.Namespace), attribute.Int64("promptops.template.generation", pt.Generation)))
+	defer span.End()
 	res, err := assembler.RenderContext(ctx, assembler.Input{Namespace: pt.Namespace, Name: pt.Name, Spec: &pt.Spec, Sources: s.sources, MemoryEndpoints: s.endpoints})
+	if err == nil {
+		span.SetAttributes(telemetry.PromptVersion.String(res.Plan.Revision), telemetry.PromptTokens.Int(res.Largest()))
+	} else {
+		span.SetStatus(codes.Error, "the template does not render")
+	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return fmt.Errorf("rendering %s/%s: %w", pt.Namespace, pt.Name, err)
 	}

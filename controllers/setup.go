@@ -42,6 +42,10 @@ const FieldOwner = "promptops"
 type Options struct {
 	// JobImage is the image consolidation Jobs run: the operator's own.
 	JobImage string
+	// JobEnv is set in every consolidation Job besides its own variables:
+	// the manager's OpenTelemetry configuration (TelemetryEnv), so that
+	// runs are traced where the manager is.
+	JobEnv []corev1.EnvVar
 	// MaxConcurrentReconciles per controller.
 	MaxConcurrentReconciles int
 	// PerTemplateMetrics publishes series of each PromptTemplate and
@@ -161,6 +165,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		Recorder:  mgr.GetEventRecorder("promptops-memorybank"),
 		Clock:     clock,
 		JobImage:  opts.JobImage,
+		JobEnv:    opts.JobEnv,
 	}
 	if err := mb.SetupWithManager(mgr, copts); err != nil {
 		return fmt.Errorf("setting up the MemoryBank controller: %w", err)

@@ -72,6 +72,7 @@ var valueSets = map[string][]string{
 	"serviceacct": {"serviceAccount.create=false", "serviceAccount.name=existing"},
 	"namespaced":  {"serve.enabled=true", "serve.namespaces={team-a,team-b}", "networkPolicy.enabled=true", "webhook.enabled=true"},
 	"tokenizers":  {"serve.enabled=true", "webhook.enabled=true", "tokenizers.volume.persistentVolumeClaim.claimName=model-files"},
+	"telemetry":   {"serve.enabled=true", "opentelemetry.env.OTEL_EXPORTER_OTLP_ENDPOINT=http://otel-collector.observability:4318"},
 }
 
 // servedNamespaces are those of the "namespaced" values; the apply test

@@ -20,6 +20,7 @@ import (
 	"github.com/promptops/promptops/internal/consolidation"
 	"github.com/promptops/promptops/internal/consolidation/llm"
 	"github.com/promptops/promptops/internal/consolidation/sqlstore"
+	"github.com/promptops/promptops/internal/telemetry"
 )
 
 func init() {
@@ -147,6 +148,14 @@ func runConsolidate(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	stopTraces, err := telemetry.Setup(ctx, "promptops-consolidate")
+	if err != nil {
+		fmt.Fprintln(stderr, "promptops consolidate: OpenTelemetry:", err)
+		return ExitInvalid
+	}
+	defer flushTraces(stopTraces)
+	// A Job's run continues the trace the manager passed in TRACEPARENT.
+	ctx = telemetry.ContextFromEnv(ctx)
 	summary := consolidation.Summary{MissionHash: consolidation.MissionHash(set.Mission)}
 	finish := func(err error) int {
 		code := ExitOK

@@ -1,12 +1,16 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -16,6 +20,7 @@ import (
 
 	"github.com/promptops/promptops/controllers"
 	"github.com/promptops/promptops/internal/operator"
+	"github.com/promptops/promptops/internal/telemetry"
 	"github.com/promptops/promptops/internal/webhook"
 )
 
@@ -112,11 +117,17 @@ func runManager(args []string, _ io.Reader, _, stderr io.Writer) int {
 		log.Error(err, "Unable to create the manager")
 		return ExitFailed
 	}
-	if err := controllers.Setup(mgr, controllers.Options{JobImage: jobImage, MaxConcurrentReconciles: concurrency, PerTemplateMetrics: *perTemplate}); err != nil {
+	stopTraces, err := telemetry.Setup(context.Background(), "promptops-manager")
+	if err != nil {
+		log.Error(err, "Unable to set up OpenTelemetry")
+		return ExitInvalid
+	}
+	defer flushTraces(stopTraces)
+	if err := controllers.Setup(mgr, controllers.Options{JobImage: jobImage, JobEnv: jobTelemetryEnv(), MaxConcurrentReconciles: concurrency, PerTemplateMetrics: *perTemplate}); err != nil {
 		log.Error(err, "Unable to set up the controllers")
 		return ExitFailed
 	}
-	log.Info("Starting the manager", "webhook", enableWebhook, "secureMetrics", secureMetrics)
+	log.Info("Starting the manager", "webhook", enableWebhook, "secureMetrics", secureMetrics, "traces", telemetry.Enabled())
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		log.Error(err, "The manager stopped with an error")
 		return ExitFailed
@@ -130,6 +141,25 @@ func splitList(s string) []string {
 		if p = strings.TrimSpace(p); p != "" {
 			out = append(out, p)
 		}
+	}
+	return out
+}
+
+// jobTelemetryEnv is the manager's OpenTelemetry configuration for its
+// consolidation Jobs, sorted by name, but for headers: they may hold a
+// collector's credentials, which stay out of a Job's spec.
+func jobTelemetryEnv() []corev1.EnvVar {
+	env := telemetry.Env()
+	out := make([]corev1.EnvVar, 0, len(env))
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		if strings.HasSuffix(k, "_HEADERS") {
+			continue
+		}
+		name := env[k]
+		if k == "OTEL_SERVICE_NAME" {
+			name = "promptops-consolidate"
+		}
+		out = append(out, corev1.EnvVar{Name: k, Value: name})
 	}
 	return out
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/promptops/promptops/internal/consolidation"
 	"github.com/promptops/promptops/internal/serve"
+	"github.com/promptops/promptops/internal/telemetry"
 	"github.com/promptops/promptops/internal/tokens"
 	"github.com/promptops/promptops/plan"
 )
@@ -155,6 +156,12 @@ func runServe(args []string, _ io.Reader, _, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	stopTraces, err := telemetry.Setup(ctx, "promptops-serve")
+	if err != nil {
+		fmt.Fprintln(stderr, "promptops serve: OpenTelemetry:", err)
+		return ExitInvalid
+	}
+	defer flushTraces(stopTraces)
 	if sf.bank != "" {
 		bank, closeBank, err := openBank(ctx, sf, encoding, &emb, log)
 		if err != nil {
@@ -346,4 +353,11 @@ func openBank(ctx context.Context, sf storeFlags, encoding string, emb *embeddin
 	}
 	log.Info("Bank loaded", "bank", sf.bank, "generation", rec.Generation(), "semantic", embedder != nil)
 	return &serve.Bank{Namespace: ns, Name: name, Store: store, Recaller: rec, Encoding: encoding}, func() { store.Close() }, nil
+}
+
+// flushTraces sends the spans not yet exported, waiting at most 5 s.
+func flushTraces(stop func(context.Context) error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = stop(ctx)
 }

@@ -9,7 +9,10 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	promptopsv1 "github.com/promptops/promptops/api/v1"
+	"github.com/promptops/promptops/internal/telemetry"
 )
 
 // Engine runs consolidation for one bank.
@@ -103,6 +106,8 @@ func CompletionTokens(n, limit int) int {
 // batch fails at once the facts too large for any call, then consolidates
 // the rest.
 func (r *run) batch(ctx context.Context, facts []Fact) error {
+	ctx, span := telemetry.Tracer().Start(ctx, "consolidate batch", trace.WithAttributes(telemetry.BatchFacts.Int(len(facts))))
+	defer span.End()
 	note, _ := r.capacity()
 	var fit []Fact
 	var tooBig []string

@@ -9,6 +9,10 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/promptops/promptops/internal/telemetry"
 	"github.com/promptops/promptops/internal/tokens"
 )
 
@@ -198,9 +202,21 @@ var errBudget = errors.New("maxTokensPerRun reached")
 // failed (store or LLM unreachable, cancelled); the facts it had not
 // finished stay pending. Facts that fail on their own are marked failed
 // with the reason.
-func (e *Engine) Run(ctx context.Context) (Summary, error) {
+func (e *Engine) Run(ctx context.Context) (sum Summary, err error) {
 	e.Settings.Defaults()
 	s := e.Settings
+	// The run's span, the parent of its batches' and of their LLM and
+	// embeddings calls; the bank is its memory store, no scope is named.
+	ctx, span := telemetry.Tracer().Start(ctx, "consolidate "+s.Bank, trace.WithAttributes(
+		telemetry.OperationName.String(telemetry.OpUpdateMemory), telemetry.MemoryStoreID.String(s.Bank)))
+	defer func() {
+		span.SetAttributes(telemetry.FactsConsolidated.Int64(sum.FactsConsolidated),
+			telemetry.InputTokens.Int64(sum.PromptTokens), telemetry.OutputTokens.Int64(sum.CompletionTokens))
+		if err != nil {
+			span.SetStatus(codes.Error, "the run failed")
+		}
+		span.End()
+	}()
 	st := &runState{}
 	st.settled = sync.NewCond(&st.mu)
 	st.sum.MissionHash = MissionHash(s.Mission)

@@ -23,6 +23,8 @@ type Request struct {
 	ResponseFormat string // json_schema or json_object
 	Schema         map[string]any
 	Authorization  string
+	// Traceparent is the W3C trace context header the call carried.
+	Traceparent string
 	// MaxTokens is max_tokens, or max_completion_tokens when that was
 	// sent instead (MaxTokensField says which; "" when neither).
 	MaxTokens      int
@@ -122,7 +124,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"error":{"message":"bad json"}}`, http.StatusBadRequest)
 		return
 	}
-	req := Request{Model: in.Model, ResponseFormat: in.ResponseFormat.Type, Schema: in.ResponseFormat.JSONSchema.Schema, Authorization: r.Header.Get("Authorization")}
+	req := Request{Model: in.Model, ResponseFormat: in.ResponseFormat.Type, Schema: in.ResponseFormat.JSONSchema.Schema, Authorization: r.Header.Get("Authorization"), Traceparent: r.Header.Get("Traceparent")}
 	switch {
 	case in.MaxTokens != nil:
 		req.MaxTokens, req.MaxTokensField = *in.MaxTokens, "max_tokens"

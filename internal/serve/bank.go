@@ -15,8 +15,10 @@ import (
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/promptops/promptops/internal/consolidation"
+	"github.com/promptops/promptops/internal/telemetry"
 )
 
 // The bank API: POST /v1/banks/{namespace}/{name}/facts (retain) and
@@ -130,6 +132,14 @@ func (s *Server) initBanks(banks []*Bank, limits BankLimits) {
 	s.bank = b
 }
 
+// memorySpan names the request's span a memory operation of the GenAI
+// conventions on the bank, its store: "search_memory team-a/support".
+func memorySpan(ctx context.Context, op string, k Key) {
+	span := trace.SpanFromContext(ctx)
+	span.SetName(op + " " + k.String())
+	span.SetAttributes(telemetry.OperationName.String(op), telemetry.MemoryStoreID.String(k.String()))
+}
+
 // bankRequest is a bank API path: /v1/banks/{namespace}/{name}/{endpoint}.
 func bankRequest(path string) (k Key, endpoint string, ok bool) {
 	rest, found := strings.CutPrefix(path, "/v1/banks/")
@@ -145,6 +155,11 @@ func (s *Server) bankEndpoint(w http.ResponseWriter, r *http.Request) int {
 	if !ok {
 		return writeError(w, http.StatusNotFound, CodeNotFound, "no such endpoint: use POST /v1/banks/{namespace}/{name}/facts or .../recall")
 	}
+	op := telemetry.OpSearchMemory
+	if endpoint == "facts" {
+		op = telemetry.OpUpdateMemory
+	}
+	memorySpan(r.Context(), op, k)
 	start := time.Now()
 	code := s.bankServe(w, r, k, endpoint)
 	// Labels only for banks served: a caller cannot grow the metrics with

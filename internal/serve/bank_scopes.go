@@ -15,6 +15,7 @@ import (
 
 	"github.com/promptops/promptops/internal/consolidation"
 	"github.com/promptops/promptops/internal/memscope"
+	"github.com/promptops/promptops/internal/telemetry"
 )
 
 // Scopes of a served bank: recall within a scope, and erasure and export
@@ -154,6 +155,11 @@ func (b *Bank) scopes() *scopeRecallers {
 func (s *Server) scopeEndpoint(verb, subresource string, h func(w http.ResponseWriter, r *http.Request, bk *Bank) int) func(http.ResponseWriter, *http.Request) int {
 	return func(w http.ResponseWriter, r *http.Request) int {
 		k := Key{r.PathValue("namespace"), r.PathValue("name")}
+		op := telemetry.OpDeleteMemory
+		if verb == "get" {
+			op = "export_memory"
+		}
+		memorySpan(r.Context(), op, k)
 		if code := s.authorizeBankVerb(w, r, k, verb, subresource); code != 0 {
 			return code
 		}

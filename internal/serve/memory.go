@@ -14,6 +14,12 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/promptops/promptops/internal/telemetry"
 	"github.com/promptops/promptops/plan"
 )
 
@@ -129,6 +135,7 @@ func (h *HTTPRecaller) Recall(ctx context.Context, r plan.MemoryRequest) ([]plan
 		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(req.Header))
 	token, err := h.bearer()
 	if err != nil {
 		return nil, &plan.RecallError{Code: "TokenUnreadable", Message: err.Error()}
@@ -197,13 +204,29 @@ func (s *Server) recallFunc() plan.RecallFunc {
 		return nil
 	}
 	return func(ctx context.Context, r plan.MemoryRequest) ([]plan.MemoryItem, error) {
+		// A memory section's recall, in the assembly's trace; the bank's
+		// own span follows it (traceparent). No query, no scope.
+		store := r.Bank.Namespace + "/" + r.Bank.Name
+		ctx, span := telemetry.Tracer().Start(ctx, telemetry.OpSearchMemory+" "+store, trace.WithSpanKind(trace.SpanKindClient),
+			trace.WithAttributes(telemetry.OperationName.String(telemetry.OpSearchMemory), telemetry.MemoryStoreID.String(store)))
+		defer span.End()
 		items, err := s.recaller.Recall(ctx, r)
+		span.SetAttributes(telemetry.MemoryItems.Int(len(items)))
 		result := "ok"
 		switch {
 		case errors.Is(err, context.DeadlineExceeded):
 			result = "timeout"
 		case err != nil:
 			result = "error"
+		}
+		if err != nil {
+			code := result
+			var re *plan.RecallError
+			if errors.As(err, &re) {
+				code = re.Code
+			}
+			span.SetAttributes(telemetry.ErrorType.String(code))
+			span.SetStatus(codes.Error, code)
 		}
 		s.metrics.recalls.WithLabelValues(r.Bank.Namespace, r.Bank.Name, result).Inc()
 		return items, err

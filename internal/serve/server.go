@@ -18,7 +18,13 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/promptops/promptops/internal/telemetry"
 	"github.com/promptops/promptops/plan"
 )
 
@@ -178,8 +184,18 @@ func (s *Server) instrument(name string, h func(http.ResponseWriter, *http.Reque
 		// cancels the context too.
 		ctx, cancel := context.WithTimeout(r.Context(), s.timeout)
 		defer cancel()
+		// A span per request, in the caller's trace (traceparent); no
+		// path, whose bank scopes and fact ids are people's data.
+		ctx = otel.GetTextMapPropagator().Extract(ctx, propagation.HeaderCarrier(r.Header))
+		ctx, span := telemetry.Tracer().Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer),
+			trace.WithAttributes(semconv.HTTPRequestMethodKey.String(r.Method), semconv.HTTPRoute(name)))
+		defer span.End()
 		_ = http.NewResponseController(w).SetReadDeadline(start.Add(s.timeout))
 		code := h(w, r.WithContext(ctx))
+		span.SetAttributes(semconv.HTTPResponseStatusCode(code))
+		if code >= 500 {
+			span.SetStatus(codes.Error, http.StatusText(code))
+		}
 		s.metrics.request(name, code, time.Since(start).Seconds())
 	})
 }
@@ -274,6 +290,10 @@ func (s *Server) assemble(w http.ResponseWriter, r *http.Request) int {
 	if p == nil {
 		return writeError(w, http.StatusNotFound, CodeTemplateNotFound, fmt.Sprintf("no template %s is loaded", k))
 	}
+	span := trace.SpanFromContext(r.Context())
+	span.SetName("assemble " + p.Name)
+	span.SetAttributes(telemetry.PromptName.String(p.Name), telemetry.TemplateNamespace.String(p.Namespace),
+		telemetry.PromptVersion.String(p.Revision), telemetry.Intent.String(req.Intent))
 	var a *plan.Assembly
 	if p.HasMemory() {
 		a, err = p.AssembleWithMemory(r.Context(), req.Intent, req.Runtime, plan.MemoryOptions{Recall: s.recallFunc(), Query: req.Query, Scope: req.Scope, Timeout: s.memTimeout})
@@ -298,6 +318,7 @@ func (s *Server) assemble(w http.ResponseWriter, r *http.Request) int {
 		s.log.Error(err, "Assembly failed", "template", k, "intent", req.Intent)
 		return writeError(w, http.StatusInternalServerError, "Internal", "assembly failed")
 	}
+	span.SetAttributes(telemetry.PromptTokens.Int(a.Tokens), telemetry.CacheableTokens.Int(a.CacheableTokens))
 	resp := AssembleResponse{Prompt: a.Text, Tokens: a.Tokens, MaxTokens: a.MaxTokens, WithinBudget: a.WithinBudget, CacheableTokens: a.CacheableTokens, Revision: p.Revision, Sections: make([]SectionSummary, len(a.Sections)),
 		Memory: s.memorySummaries(a)}
 	s.metrics.tokens.WithLabelValues(p.Namespace, p.Name, a.Intent).Add(float64(a.Tokens))

@@ -84,3 +84,19 @@ when .Values.tokenizers.volume is set.
   {{- toYaml .Values.tokenizers.volume | nindent 2 }}
 {{- end }}
 {{- end }}
+
+{{/* The OpenTelemetry variables of opentelemetry.env, with the service's name
+unless they name one; the manager passes them on to consolidation Jobs. */}}
+{{- define "promptops.otelEnv" -}}
+{{- $env := .root.Values.opentelemetry.env }}
+{{- if $env }}
+{{- if not (hasKey $env "OTEL_SERVICE_NAME") }}
+- name: OTEL_SERVICE_NAME
+  value: {{ .service | quote }}
+{{- end }}
+{{- range $k, $v := $env }}
+- name: {{ $k }}
+  value: {{ $v | quote }}
+{{- end }}
+{{- end }}
+{{- end }}

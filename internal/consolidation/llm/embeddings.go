@@ -16,8 +16,11 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/promptops/promptops/internal/consolidation"
+	"github.com/promptops/promptops/internal/telemetry"
 )
 
 // EmbeddingsConfig of an embeddings client.
@@ -117,7 +120,18 @@ func (e *Embeddings) Embed(ctx context.Context, texts []string) (consolidation.E
 	return out, nil
 }
 
-func (e *Embeddings) embed(ctx context.Context, texts []string, out *consolidation.Embeddings, offset int) error {
+func (e *Embeddings) embed(ctx context.Context, texts []string, out *consolidation.Embeddings, offset int) (err error) {
+	ctx, span := telemetry.Tracer().Start(ctx, telemetry.OpEmbeddings+" "+e.cfg.Model, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(telemetry.OperationName.String(telemetry.OpEmbeddings), telemetry.ProviderName.String("openai"), telemetry.RequestModel.String(e.cfg.Model)))
+	before := out.Tokens
+	defer func() {
+		span.SetAttributes(telemetry.InputTokens.Int64(int64(out.Tokens - before)))
+		if err != nil {
+			span.SetAttributes(telemetry.ErrorType.String(errorType(err)))
+			span.SetStatus(codes.Error, errorType(err))
+		}
+		span.End()
+	}()
 	params := openai.EmbeddingNewParams{
 		Model:          openai.EmbeddingModel(e.cfg.Model),
 		Input:          openai.EmbeddingNewParamsInputUnion{OfArrayOfStrings: texts},

@@ -4,10 +4,12 @@ package llm
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -15,8 +17,13 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/shared"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/promptops/promptops/internal/consolidation"
+	"github.com/promptops/promptops/internal/telemetry"
 )
 
 // Config of a client.
@@ -77,7 +84,30 @@ var _ consolidation.LLM = (*Client)(nil)
 
 // Complete asks for an answer matching req.Schema, at most req.MaxTokens
 // long.
-func (c *Client) Complete(ctx context.Context, req consolidation.Request) (consolidation.Completion, error) {
+func (c *Client) Complete(ctx context.Context, req consolidation.Request) (out consolidation.Completion, err error) {
+	// A span of the GenAI conventions: "chat <model>", its token usage,
+	// and the messages only when OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT
+	// is true.
+	ctx, span := telemetry.Tracer().Start(ctx, telemetry.OpChat+" "+c.cfg.Model, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(telemetry.OperationName.String(telemetry.OpChat), telemetry.ProviderName.String("openai"), telemetry.RequestModel.String(c.cfg.Model)))
+	defer func() {
+		span.SetAttributes(telemetry.InputTokens.Int64(out.PromptTokens), telemetry.OutputTokens.Int64(out.CompletionTokens))
+		finish := "stop"
+		if out.Truncated {
+			finish = "length"
+		}
+		if err != nil {
+			span.SetAttributes(telemetry.ErrorType.String(errorType(err)))
+			span.SetStatus(codes.Error, errorType(err))
+		} else {
+			span.SetAttributes(telemetry.FinishReasons.StringSlice([]string{finish}))
+		}
+		if telemetry.CaptureContent() {
+			in, _ := json.Marshal(req.Messages)
+			span.SetAttributes(telemetry.InputMessages.String(string(in)), telemetry.OutputMessages.String(out.Content))
+		}
+		span.End()
+	}()
 	params := openai.ChatCompletionNewParams{Model: shared.ChatModel(c.cfg.Model), Temperature: openai.Float(0)}
 	for _, m := range req.Messages {
 		switch m.Role {
@@ -99,6 +129,22 @@ func (c *Client) Complete(ctx context.Context, req consolidation.Request) (conso
 		}
 		return consolidation.Completion{}, describe(err)
 	}
+}
+
+// errorType is an error's class for error.type: the HTTP status of an
+// API error, else the kind of failure; never its message, which may quote
+// a prompt.
+func errorType(err error) string {
+	var apiErr *openai.Error
+	switch {
+	case errors.As(err, &apiErr):
+		return strconv.Itoa(apiErr.StatusCode)
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.Is(err, consolidation.ErrAnswerTooLarge):
+		return "answer_too_large"
+	}
+	return "_OTHER"
 }
 
 // send makes the call with json_schema, falling back to plain JSON mode for
@@ -199,6 +245,8 @@ func requestOptions(baseURL, apiKey string, maxRetries int, timeout time.Duratio
 		option.WithMaxRetries(maxRetries),
 		option.WithRequestTimeout(timeout),
 		option.WithMiddleware(func(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+			// The call's span goes on in the server's trace (traceparent).
+			otel.GetTextMapPropagator().Inject(req.Context(), propagation.HeaderCarrier(req.Header))
 			resp, err := next(req)
 			if err == nil && resp != nil && resp.Body != nil {
 				resp.Body = &cappedBody{rc: resp.Body, left: limit, limit: limit}
