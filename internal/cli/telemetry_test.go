@@ -85,6 +85,7 @@ service:
   telemetry: {metrics: {level: none}}
   pipelines:
     traces: {receivers: [otlp], exporters: [file]}
+    metrics: {receivers: [otlp], exporters: [file]}
 `, addr, out)
 	cfg := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(cfg, []byte(config), 0o644); err != nil {
@@ -166,6 +167,7 @@ func TestTraces(t *testing.T) {
 	// The standard variables, which OpenTelemetry reads from the process.
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
+	t.Setenv("OTEL_METRIC_EXPORT_INTERVAL", "100")
 	t.Setenv("OTEL_SERVICE_NAME", "")
 	t.Setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "")
 	withEnv(t, map[string]string{"OPENAI_API_KEY": ""})
@@ -332,6 +334,61 @@ spec:
 	want(chat, "gen_ai.usage.output_tokens", "50")
 	if _, ok := chat.attr("gen_ai.input.messages"); ok {
 		t.Error("messages in a span without the opt-in")
+	}
+
+	// The GenAI client metrics of the run's LLM call.
+	var usage, duration bool
+	for _, line := range bytes.Split(raw, []byte("\n")) {
+		if !bytes.Contains(line, []byte(`"resourceMetrics"`)) {
+			continue
+		}
+		var m struct {
+			ResourceMetrics []struct {
+				ScopeMetrics []struct {
+					Metrics []struct {
+						Name      string `json:"name"`
+						Histogram struct {
+							DataPoints []struct {
+								Attributes []struct {
+									Key   string `json:"key"`
+									Value struct {
+										StringValue string `json:"stringValue"`
+									} `json:"value"`
+								} `json:"attributes"`
+								Sum float64 `json:"sum"`
+							} `json:"dataPoints"`
+						} `json:"histogram"`
+					} `json:"metrics"`
+				} `json:"scopeMetrics"`
+			} `json:"resourceMetrics"`
+		}
+		if err := json.Unmarshal(line, &m); err != nil {
+			t.Fatal(err)
+		}
+		for _, rm := range m.ResourceMetrics {
+			for _, sm := range rm.ScopeMetrics {
+				for _, met := range sm.Metrics {
+					for _, dp := range met.Histogram.DataPoints {
+						attrs := map[string]string{}
+						for _, a := range dp.Attributes {
+							attrs[a.Key] = a.Value.StringValue
+						}
+						if attrs["gen_ai.request.model"] != "stand-in" || attrs["gen_ai.operation.name"] != "chat" {
+							continue
+						}
+						switch {
+						case met.Name == "gen_ai.client.token.usage" && attrs["gen_ai.token.type"] == "output" && dp.Sum == 50:
+							usage = true
+						case met.Name == "gen_ai.client.operation.duration" && dp.Sum > 0:
+							duration = true
+						}
+					}
+				}
+			}
+		}
+	}
+	if !usage || !duration {
+		t.Errorf("the collector has no GenAI client metrics of the LLM call: token usage %v, duration %v", usage, duration)
 	}
 }
 

@@ -11,13 +11,18 @@ import (
 	"errors"
 	"os"
 	"strings"
+	"sync"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
@@ -36,6 +41,14 @@ func Enabled() bool {
 		return false
 	}
 	return os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
+}
+
+// metricsEnabled is Enabled for metrics.
+func metricsEnabled() bool {
+	if strings.EqualFold(os.Getenv("OTEL_SDK_DISABLED"), "true") || strings.EqualFold(os.Getenv("OTEL_METRICS_EXPORTER"), "none") {
+		return false
+	}
+	return os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") != ""
 }
 
 // Setup installs the W3C trace context propagator and, when Enabled, a
@@ -68,7 +81,59 @@ func Setup(ctx context.Context, service string) (func(context.Context) error, er
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 	otel.SetTracerProvider(tp)
-	return tp.Shutdown, nil
+	if !metricsEnabled() {
+		return tp.Shutdown, nil
+	}
+	var mexp sdkmetric.Exporter
+	switch firstEnv("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL") {
+	case "grpc":
+		mexp, err = otlpmetricgrpc.New(ctx)
+	default:
+		mexp, err = otlpmetrichttp.New(ctx)
+	}
+	if err != nil {
+		return nil, errors.Join(err, tp.Shutdown(ctx))
+	}
+	// OTEL_METRIC_EXPORT_INTERVAL sets the period, as the reader reads it.
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewPeriodicReader(mexp)), sdkmetric.WithResource(res))
+	otel.SetMeterProvider(mp)
+	return func(ctx context.Context) error { return errors.Join(mp.Shutdown(ctx), tp.Shutdown(ctx)) }, nil
+}
+
+// genAIMetrics are the GenAI conventions' client metrics, made once from
+// the meter provider of that moment (a no-op one until Setup).
+type genAIMetrics struct {
+	tokens   metric.Int64Histogram
+	duration metric.Float64Histogram
+}
+
+var metrics = sync.OnceValue(func() genAIMetrics {
+	m := otel.Meter("github.com/promptops/promptops")
+	tokens, _ := m.Int64Histogram("gen_ai.client.token.usage", metric.WithUnit("{token}"),
+		metric.WithDescription("Tokens of an LLM or embeddings call, by gen_ai.token.type (input or output)."),
+		metric.WithExplicitBucketBoundaries(1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864))
+	duration, _ := m.Float64Histogram("gen_ai.client.operation.duration", metric.WithUnit("s"),
+		metric.WithDescription("Duration of an LLM or embeddings call."),
+		metric.WithExplicitBucketBoundaries(0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92))
+	return genAIMetrics{tokens: tokens, duration: duration}
+})
+
+// RecordCall records an LLM or embeddings call in the GenAI client
+// metrics: its duration and its input and output tokens (output < 0: none,
+// as for embeddings), with the operation, provider and model; errType is
+// error.type, "" for a call that succeeded.
+func RecordCall(ctx context.Context, op, model string, seconds float64, input, output int64, errType string) {
+	m := metrics()
+	attrs := []attribute.KeyValue{OperationName.String(op), ProviderName.String("openai"), RequestModel.String(model)}
+	if errType != "" {
+		m.duration.Record(ctx, seconds, metric.WithAttributes(append(attrs, ErrorType.String(errType))...))
+		return
+	}
+	m.duration.Record(ctx, seconds, metric.WithAttributes(attrs...))
+	m.tokens.Record(ctx, input, metric.WithAttributes(append(attrs, TokenType.String("input"))...))
+	if output >= 0 {
+		m.tokens.Record(ctx, output, metric.WithAttributes(append(attrs, TokenType.String("output"))...))
+	}
 }
 
 func firstEnv(names ...string) string {
@@ -141,6 +206,7 @@ const (
 	PromptName        = attribute.Key("gen_ai.prompt.name")
 	PromptVersion     = attribute.Key("gen_ai.prompt.version")
 	ErrorType         = attribute.Key("error.type")
+	TokenType         = attribute.Key("gen_ai.token.type")
 	TemplateNamespace = attribute.Key("promptops.template.namespace")
 	Intent            = attribute.Key("promptops.intent")
 	PromptTokens      = attribute.Key("promptops.prompt.tokens")

@@ -123,8 +123,13 @@ func (e *Embeddings) Embed(ctx context.Context, texts []string) (consolidation.E
 func (e *Embeddings) embed(ctx context.Context, texts []string, out *consolidation.Embeddings, offset int) (err error) {
 	ctx, span := telemetry.Tracer().Start(ctx, telemetry.OpEmbeddings+" "+e.cfg.Model, trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(telemetry.OperationName.String(telemetry.OpEmbeddings), telemetry.ProviderName.String("openai"), telemetry.RequestModel.String(e.cfg.Model)))
-	before := out.Tokens
+	before, start := out.Tokens, time.Now()
 	defer func() {
+		errType := ""
+		if err != nil {
+			errType = errorType(err)
+		}
+		telemetry.RecordCall(ctx, telemetry.OpEmbeddings, e.cfg.Model, time.Since(start).Seconds(), out.Tokens-before, -1, errType)
 		span.SetAttributes(telemetry.InputTokens.Int64(int64(out.Tokens - before)))
 		if err != nil {
 			span.SetAttributes(telemetry.ErrorType.String(errorType(err)))

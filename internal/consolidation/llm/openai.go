@@ -90,7 +90,13 @@ func (c *Client) Complete(ctx context.Context, req consolidation.Request) (out c
 	// is true.
 	ctx, span := telemetry.Tracer().Start(ctx, telemetry.OpChat+" "+c.cfg.Model, trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(telemetry.OperationName.String(telemetry.OpChat), telemetry.ProviderName.String("openai"), telemetry.RequestModel.String(c.cfg.Model)))
+	start := time.Now()
 	defer func() {
+		errType := ""
+		if err != nil {
+			errType = errorType(err)
+		}
+		telemetry.RecordCall(ctx, telemetry.OpChat, c.cfg.Model, time.Since(start).Seconds(), out.PromptTokens, out.CompletionTokens, errType)
 		span.SetAttributes(telemetry.InputTokens.Int64(out.PromptTokens), telemetry.OutputTokens.Int64(out.CompletionTokens))
 		finish := "stop"
 		if out.Truncated {
