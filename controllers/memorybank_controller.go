@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/robfig/cron/v3"
+	"go.opentelemetry.io/otel/trace"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -408,7 +409,11 @@ func jobFinished(j *batchv1.Job) (succeeded, done bool) {
 }
 
 func (r *MemoryBankReconciler) startJob(ctx context.Context, mb *promptopsv1.MemoryBank, name, missionHash string, annotations map[string]string) (*batchv1.Job, error) {
-	// The run continues the reconcile's trace, if it is traced.
+	// The run's trace starts here: the Job continues it (TRACEPARENT).
+	store := mb.Namespace + "/" + mb.Name
+	ctx, span := telemetry.Tracer().Start(ctx, "start consolidation "+store, trace.WithAttributes(
+		telemetry.OperationName.String(telemetry.OpUpdateMemory), telemetry.MemoryStoreID.String(store)))
+	defer span.End()
 	extra := r.JobEnv
 	for k, v := range telemetry.EnvFromContext(ctx) {
 		extra = append(slices.Clip(extra), corev1.EnvVar{Name: k, Value: v})

@@ -176,6 +176,9 @@ func (s *Server) Handler() http.Handler {
 	return mux
 }
 
+// tracedEndpoints are the endpoints whose requests are spans.
+var tracedEndpoints = map[string]bool{"assemble": true, "templates": true, "banks": true}
+
 func (s *Server) instrument(name string, h func(http.ResponseWriter, *http.Request) int) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -184,12 +187,16 @@ func (s *Server) instrument(name string, h func(http.ResponseWriter, *http.Reque
 		// cancels the context too.
 		ctx, cancel := context.WithTimeout(r.Context(), s.timeout)
 		defer cancel()
-		// A span per request, in the caller's trace (traceparent); no
-		// path, whose bank scopes and fact ids are people's data.
-		ctx = otel.GetTextMapPropagator().Extract(ctx, propagation.HeaderCarrier(r.Header))
-		ctx, span := telemetry.Tracer().Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer),
-			trace.WithAttributes(semconv.HTTPRequestMethodKey.String(r.Method), semconv.HTTPRoute(name)))
-		defer span.End()
+		// A span per API request (not the probes'), in the caller's trace
+		// (traceparent); no path, whose bank scopes and fact ids are
+		// people's data.
+		span := trace.SpanFromContext(ctx)
+		if tracedEndpoints[name] {
+			ctx = otel.GetTextMapPropagator().Extract(ctx, propagation.HeaderCarrier(r.Header))
+			ctx, span = telemetry.Tracer().Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer),
+				trace.WithAttributes(semconv.HTTPRequestMethodKey.String(r.Method)))
+			defer span.End()
+		}
 		_ = http.NewResponseController(w).SetReadDeadline(start.Add(s.timeout))
 		code := h(w, r.WithContext(ctx))
 		span.SetAttributes(semconv.HTTPResponseStatusCode(code))
