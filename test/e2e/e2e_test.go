@@ -382,8 +382,11 @@ func TestUnreachableModel(t *testing.T) {
 	}
 }
 
-func TestManagerKilledDuringRun(t *testing.T) {
-	ns := namespace(t)
+// runInFlight starts a run of a new PostgreSQL bank in ns whose model
+// answers each call after 5 s, and returns once the Job's pod has called
+// it: the run is in flight. It returns the model and the database.
+func runInFlight(t *testing.T, ns, bank string) (*llmtest.Server, string) {
+	t.Helper()
 	dsn := postgres(t)
 	slow := func(n int, req llmtest.Request) llmtest.Reply {
 		r := llmtest.OnePerFact(n, req)
@@ -391,15 +394,21 @@ func TestManagerKilledDuringRun(t *testing.T) {
 		return r
 	}
 	srv := model(t, slow)
-	importFacts(t, ns+"/killed", dsn)
-	pgBank(t, ns, "killed", dsn, srv.BaseURL())
-	requestRun(t, ns, "killed")
+	importFacts(t, ns+"/"+bank, dsn)
+	pgBank(t, ns, bank, dsn, srv.BaseURL())
+	requestRun(t, ns, bank)
 	eventually(t, 2*time.Minute, func() string {
 		if len(srv.Requests()) == 0 {
 			return "the Job's pod has not called the model yet"
 		}
 		return ""
 	})
+	return srv, dsn
+}
+
+func TestManagerKilledDuringRun(t *testing.T) {
+	ns := namespace(t)
+	runInFlight(t, ns, "killed")
 	mustK(t, "", "delete", "pod", "-n", opNS, "-l", "app.kubernetes.io/component=manager", "--grace-period=0", "--force")
 	deploy := strings.TrimSpace(mustK(t, "", "get", "deployment", "-n", opNS, "-l", "app.kubernetes.io/component=manager", "-o", "name"))
 	mustK(t, "", "rollout", "status", "-n", opNS, deploy, "--timeout=120s")

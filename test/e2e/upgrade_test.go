@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/promptops/promptops/internal/llmtest"
 	"github.com/promptops/promptops/internal/testenv"
 )
 
@@ -62,22 +61,7 @@ func TestUpgradeWithARunInFlight(t *testing.T) {
 		mustK(t, "", "apply", "-n", ns, "-f", filepath.Join(root, "config/samples", f))
 	}
 	mustK(t, "", "wait", "-n", ns, "--for=condition=Ready", "--timeout=120s", "pt/ssa-pro", "pt/support-assistant")
-	dsn := postgres(t)
-	slow := func(n int, req llmtest.Request) llmtest.Reply {
-		r := llmtest.OnePerFact(n, req)
-		r.Delay = 5 * time.Second
-		return r
-	}
-	srv := model(t, slow)
-	importFacts(t, ns+"/upgraded", dsn)
-	pgBank(t, ns, "upgraded", dsn, srv.BaseURL())
-	requestRun(t, ns, "upgraded")
-	eventually(t, 2*time.Minute, func() string {
-		if len(srv.Requests()) == 0 {
-			return "the Job's pod has not called the model yet"
-		}
-		return ""
-	})
+	srv, dsn := runInFlight(t, ns, "upgraded")
 	// A field only the new CRD has, written through the old one: pruned.
 	patch := `{"spec":{"budget":{"minCacheableTokens":300}}}`
 	mustK(t, "", "patch", "-n", ns, "pt/support-assistant", "--type=merge", "-p", patch)
