@@ -155,11 +155,11 @@ func jobTelemetryEnv() []corev1.EnvVar {
 		if strings.HasSuffix(k, "_HEADERS") {
 			continue
 		}
-		name := env[k]
+		v := env[k]
 		if k == "OTEL_SERVICE_NAME" {
-			name = "promptops-consolidate"
+			v = "promptops-consolidate"
 		}
-		out = append(out, corev1.EnvVar{Name: k, Value: name})
+		out = append(out, corev1.EnvVar{Name: k, Value: v})
 	}
 	return out
 }

@@ -132,8 +132,8 @@ func (e *Embeddings) embed(ctx context.Context, texts []string, out *consolidati
 		telemetry.RecordCall(ctx, telemetry.OpEmbeddings, e.cfg.Model, time.Since(start).Seconds(), out.Tokens-before, -1, errType)
 		span.SetAttributes(telemetry.InputTokens.Int64(int64(out.Tokens - before)))
 		if err != nil {
-			span.SetAttributes(telemetry.ErrorType.String(errorType(err)))
-			span.SetStatus(codes.Error, errorType(err))
+			span.SetAttributes(telemetry.ErrorType.String(errType))
+			span.SetStatus(codes.Error, errType)
 		}
 		span.End()
 	}()

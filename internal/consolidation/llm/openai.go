@@ -103,8 +103,8 @@ func (c *Client) Complete(ctx context.Context, req consolidation.Request) (out c
 			finish = "length"
 		}
 		if err != nil {
-			span.SetAttributes(telemetry.ErrorType.String(errorType(err)))
-			span.SetStatus(codes.Error, errorType(err))
+			span.SetAttributes(telemetry.ErrorType.String(errType))
+			span.SetStatus(codes.Error, errType)
 		} else {
 			span.SetAttributes(telemetry.FinishReasons.StringSlice([]string{finish}))
 		}
