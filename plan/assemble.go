@@ -37,15 +37,16 @@ type Assembly struct {
 	Sections []SectionResult
 	// Cut names the sections that were cut, in the order they were cut.
 	Cut []string
-	// Memory has one entry per memory section of the plan, in order, in an
-	// assembly with memory (AssembleWithMemory); nil otherwise.
+	// Memory has one entry per memory section of the plan, in order; nil
+	// when the plan has none or the assembly is static (Seal).
 	Memory []MemoryResult
 }
 
 // SectionResult is one section's share of an assembly.
 type SectionResult struct {
 	// Name and Kind of the section.
-	Name, Kind string
+	Name string
+	Kind SectionKind
 	// Tokens of the section as it is in the prompt, heading included; 0 when
 	// it was left out.
 	Tokens int
@@ -76,9 +77,10 @@ func block(heading, text string) string {
 
 // part is one section while an assembly is being cut.
 type part struct {
-	name, kind, heading, body string
-	cuttable                  bool
-	priority, minTokens       int
+	name, heading, body string
+	kind                SectionKind
+	cuttable            bool
+	priority, minTokens int
 	// tokens is the count of body and original that of the body before
 	// any cut; -1 while not yet counted (Assemble counts lazily).
 	tokens, original int
@@ -433,19 +435,29 @@ func (p *Plan) parts(e *tokens.Encoder, body func(s *Section) (text string, cutt
 	return parts
 }
 
+// SealOption configures Seal.
+type SealOption func(*sealConfig)
+
+type sealConfig struct{ truncate bool }
+
+// WithStaticCuts makes Seal cut static text (by priority, down to each
+// section's minTokens) where an intent is over budget: what the operator
+// does for onExceed: Truncate. Without it an intent over budget keeps its
+// text and its verdict says so.
+func WithStaticCuts(on bool) SealOption { return func(c *sealConfig) { c.truncate = on } }
+
 // Seal computes what the operator writes at render time: each intent's
 // fixed and reserved tokens and budget verdict (runtime sections count as
-// their heading plus their reserve), with truncate the static cuts that make
-// an intent fit, and the revision. It returns one static assembly per
-// intent. A plan from plan.json is already sealed; Seal is for a plan built
-// in code.
-func (p *Plan) Seal(truncate bool) ([]*Assembly, error) {
-	return p.SealContext(context.Background(), truncate)
-}
-
-// SealContext is Seal that stops, with an error wrapping ctx.Err(), when
-// ctx is done: it checks between the counts of the cut.
-func (p *Plan) SealContext(ctx context.Context, truncate bool) ([]*Assembly, error) {
+// their heading plus their reserve), the static cuts WithStaticCuts asks
+// for, and the revision. It returns one static assembly per intent. A plan
+// from plan.json is already sealed; Seal is for a plan built in code. It
+// stops, with an error wrapping ctx.Err(), when ctx is done: it checks
+// between the counts of the cut.
+func (p *Plan) Seal(ctx context.Context, opts ...SealOption) ([]*Assembly, error) {
+	var cfg sealConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
 	e, err := tokens.Get(p.Encoding)
 	if err != nil {
 		return nil, err
@@ -453,7 +465,7 @@ func (p *Plan) SealContext(ctx context.Context, truncate bool) ([]*Assembly, err
 	out := make([]*Assembly, 0, len(p.Intents))
 	for i := range p.Intents {
 		pi := &p.Intents[i]
-		a, err := p.assembleStatic(ctx, e, pi, truncate)
+		a, err := p.assembleStatic(ctx, e, pi, cfg.truncate)
 		if err != nil {
 			return nil, fmt.Errorf("plan %s: sealing intent %s: %w", p.Name, pi.Name, err)
 		}
@@ -564,26 +576,47 @@ func (p *Plan) assembleStatic(ctx context.Context, e *tokens.Encoder, pi *Intent
 // over budget runtime sections are cut by priority down to their minimum.
 // Never sections and static text are not cut here. Contents for unknown
 // sections are an error (*UnknownSectionError), so a typo does not silently
-// drop data; an unknown intent is an *UnknownIntentError.
+// drop data; an unknown intent is an *UnknownIntentError; a runtime
+// content holding a special-token string under specialTokens: Reject is a
+// *SpecialTokenError.
+//
+// Memory sections are first filled by recall (WithRecall; all side by
+// side, each bounded by WithMemoryTimeout). A section holds whole items,
+// in rank order, at most MaxItems of them, none scored below MinScore,
+// within its reserve (FitMemory); then the prompt is cut as runtime
+// contents are, memory sections among runtime sections by priority, a
+// memory section losing its lowest-ranked items first. If the prompt is
+// still over budget, memory sections are emptied in the same order, so
+// memory never keeps a prompt over budget. A recall that fails or times
+// out leaves its section empty and says so in Assembly.Memory; it never
+// fails the assembly. Without WithRecall memory sections are empty (code
+// MemoryNoRecall).
+//
+// Assemble stops when ctx is done: it checks ctx between counts and cut
+// steps and then returns an error wrapping ctx.Err()
+// (errors.Is(err, context.DeadlineExceeded) for a deadline). One count of
+// one content is not interrupted.
 //
 // The work grows with the contents only as far as the budget can use them:
 // a content is counted once (its edges, where it meets its heading and the
 // separators, again as part of the prompt), a cut encodes no more than the
 // budget can keep, and after a cut only what changed is counted.
-func (p *Plan) Assemble(intent string, runtime map[string]string) (*Assembly, error) {
-	return p.AssembleContext(context.Background(), intent, runtime)
-}
-
-// AssembleContext is Assemble that stops when ctx is done: it checks ctx
-// between counts and cut steps and then returns an error wrapping
-// ctx.Err() (errors.Is(err, context.DeadlineExceeded) for a deadline). One
-// count of one content is not interrupted.
-func (p *Plan) AssembleContext(ctx context.Context, intent string, runtime map[string]string) (*Assembly, error) {
+func (p *Plan) Assemble(ctx context.Context, intent string, runtime map[string]string, opts ...AssembleOption) (*Assembly, error) {
+	var cfg assembleConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
 	pi, e, err := p.prepare(intent, runtime)
 	if err != nil {
 		return nil, err
 	}
-	a, err := p.assemble(ctx, e, pi, runtime, nil)
+	var mem map[string]*memoryFill
+	if p.HasMemory() {
+		if mem, err = p.recallAll(ctx, e, runtime, cfg); err != nil {
+			return nil, fmt.Errorf("plan %s: assembling intent %s: %w", p.Name, intent, err)
+		}
+	}
+	a, err := p.assemble(ctx, e, pi, runtime, mem)
 	if err != nil {
 		return nil, fmt.Errorf("plan %s: assembling intent %s: %w", p.Name, intent, err)
 	}
@@ -619,7 +652,7 @@ func (p *Plan) prepare(intent string, runtime map[string]string) (*Intent, *toke
 	return pi, e, nil
 }
 
-// assemble is AssembleContext with an encoder and the intent found; mem
+// assemble is Assemble with an encoder and the intent found; mem
 // holds the recalled items of memory sections by name (none: left out).
 func (p *Plan) assemble(ctx context.Context, e counter, pi *Intent, runtime map[string]string, mem map[string]*memoryFill) (*Assembly, error) {
 	parts := p.parts(nil, func(s *Section) (string, bool) {

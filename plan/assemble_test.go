@@ -90,7 +90,7 @@ func TestAssembleMatchesReference(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := p.Assemble("i", runtime)
+			got, err := p.Assemble(context.Background(), "i", runtime)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -132,7 +132,7 @@ func testHostileMatchesReference(t *testing.T, sample, last *Plan, size int) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					got, err := p.Assemble("analyze", rt)
+					got, err := p.Assemble(context.Background(), "analyze", rt)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -155,17 +155,17 @@ func loadSample(t testing.TB) *Plan {
 }
 
 // A done context stops the assembly with an error that wraps ctx.Err().
-func TestAssembleContextStops(t *testing.T) {
+func TestAssembleStops(t *testing.T) {
 	p := loadSample(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := p.AssembleContext(ctx, "analyze", map[string]string{"tool_outputs": "x"})
+	_, err := p.Assemble(ctx, "analyze", map[string]string{"tool_outputs": "x"})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v, want context.Canceled", err)
 	}
 	ctx, cancel = context.WithDeadline(context.Background(), timeZero)
 	defer cancel()
-	if _, err := p.AssembleContext(ctx, "analyze", nil); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := p.Assemble(ctx, "analyze", nil); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("got %v, want context.DeadlineExceeded", err)
 	}
 	// Stopping between cut steps: a counter that cancels after its first

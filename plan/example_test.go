@@ -26,7 +26,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	a, err := p.Assemble("chat", map[string]string{
+	a, err := p.Assemble(context.Background(), "chat", map[string]string{
 		"knowledge": "Passwords are reset from the account page. Invoices are sent monthly. Refunds take five days.",
 	})
 	if err != nil {
@@ -56,7 +56,7 @@ func Example() {
 // An application fills memory sections with its own recall: here a fixed
 // answer; in production a call to the bank's endpoint (the section's
 // Memory.Endpoint) or an in-process store.
-func ExamplePlan_AssembleWithMemory() {
+func ExamplePlan_Assemble_memory() {
 	p, err := plan.Load([]byte(`{
   "apiVersion": "promptops.io/v1", "kind": "PromptPlan",
   "namespace": "shop", "name": "support", "revision": "sha256:example",
@@ -82,8 +82,8 @@ func ExamplePlan_AssembleWithMemory() {
 			{ID: "o3", Text: "The customer asked about invoices twice.", Score: 0.7},
 		}, nil
 	}
-	a, err := p.AssembleWithMemory(context.Background(), "chat", map[string]string{"question": "How should I contact them?"},
-		plan.MemoryOptions{Recall: recall, Timeout: 250 * time.Millisecond})
+	a, err := p.Assemble(context.Background(), "chat", map[string]string{"question": "How should I contact them?"},
+		plan.WithRecall(recall), plan.WithMemoryTimeout(250*time.Millisecond))
 	if err != nil {
 		log.Fatal(err)
 	}

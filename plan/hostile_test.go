@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"context"
 	"os"
 	"strings"
 	"testing"
@@ -50,7 +51,7 @@ func BenchmarkAssembleHostile(b *testing.B) {
 				v := freshen(c.v, i)
 				b.StartTimer()
 				start := cpuTime()
-				if _, err := p.Assemble("analyze", map[string]string{"tool_outputs": v}); err != nil {
+				if _, err := p.Assemble(context.Background(), "analyze", map[string]string{"tool_outputs": v}); err != nil {
 					b.Fatal(err)
 				}
 				cpu += cpuTime() - start

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"context"
 	"errors"
 	"os/exec"
 	"strings"
@@ -41,11 +42,11 @@ func TestAssembleErrorsAreTyped(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ui *UnknownIntentError
-	if _, err := p.Assemble("nope", nil); !errors.As(err, &ui) || ui.Intent != "nope" {
+	if _, err := p.Assemble(context.Background(), "nope", nil); !errors.As(err, &ui) || ui.Intent != "nope" {
 		t.Fatalf("got %v", err)
 	}
 	var us *UnknownSectionError
-	if _, err := p.Assemble("chat", map[string]string{"task": "x"}); !errors.As(err, &us) || us.Section != "task" {
+	if _, err := p.Assemble(context.Background(), "chat", map[string]string{"task": "x"}); !errors.As(err, &us) || us.Section != "task" {
 		t.Fatalf("got %v", err)
 	}
 }

@@ -46,7 +46,7 @@ func assembleTwo(t *testing.T, p *Plan, empty ...string) *Assembly {
 		}
 		return items(2), nil
 	}
-	a, err := p.AssembleWithMemory(context.Background(), "chat", nil, MemoryOptions{Recall: recall, Query: "q"})
+	a, err := p.Assemble(context.Background(), "chat", nil, WithRecall(recall), WithQuery("q"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,7 +48,7 @@ type MemoryQuery struct {
 	// FromRuntime names the runtime section whose content (as given, before
 	// any cut) is the query.
 	FromRuntime string `json:"fromRuntime,omitempty"`
-	// FromRequest: the query is MemoryOptions.Query (the "query" of a
+	// FromRequest: the query is the one given WithQuery (the "query" of a
 	// POST /v1/assemble).
 	FromRequest bool `json:"fromRequest,omitempty"`
 }
@@ -61,8 +61,8 @@ type MemoryScope struct {
 	// FromRuntime names the runtime section whose content, as given, is
 	// the scope.
 	FromRuntime string `json:"fromRuntime,omitempty"`
-	// FromRequest: the scope is MemoryOptions.Scope (the "scope" of a POST
-	// /v1/assemble).
+	// FromRequest: the scope is the one given WithScope (the "scope" of a
+	// POST /v1/assemble).
 	FromRequest bool `json:"fromRequest,omitempty"`
 	// IncludeShared also recalls the bank's shared scope.
 	IncludeShared bool `json:"includeShared,omitempty"`
@@ -136,7 +136,7 @@ func (p *Plan) validateMemory(s *Section) error {
 	return nil
 }
 
-// DefaultMemoryTimeout bounds one recall when MemoryOptions.Timeout is 0.
+// DefaultMemoryTimeout bounds one recall when WithMemoryTimeout is not given.
 const DefaultMemoryTimeout = 250 * time.Millisecond
 
 // MemoryRequest is one recall a memory section asks for.
@@ -173,18 +173,32 @@ type RecallError struct {
 
 func (e *RecallError) Error() string { return e.Code + ": " + e.Message }
 
-// MemoryOptions is what AssembleWithMemory needs beyond the runtime
-// contents.
-type MemoryOptions struct {
-	// Recall fills memory sections; nil leaves them empty (code NoRecall).
-	Recall RecallFunc
-	// Query is the query of the sections whose query is fromRequest.
-	Query string
-	// Scope is the scope of the sections whose scope is fromRequest.
-	Scope string
-	// Timeout bounds each recall; DefaultMemoryTimeout when 0. Recalls run
-	// side by side.
-	Timeout time.Duration
+// AssembleOption configures Assemble.
+type AssembleOption func(*assembleConfig)
+
+// assembleConfig is what Assemble needs beyond the runtime contents.
+type assembleConfig struct {
+	recall  RecallFunc
+	query   string
+	scope   string
+	timeout time.Duration
+}
+
+// WithRecall fills memory sections with f's answers.
+func WithRecall(f RecallFunc) AssembleOption { return func(c *assembleConfig) { c.recall = f } }
+
+// WithQuery is the recall query of the memory sections whose query is
+// fromRequest.
+func WithQuery(q string) AssembleOption { return func(c *assembleConfig) { c.query = q } }
+
+// WithScope is the bank scope of the memory sections whose scope is
+// fromRequest (one user's memory, say); see ScopeProblem.
+func WithScope(s string) AssembleOption { return func(c *assembleConfig) { c.scope = s } }
+
+// WithMemoryTimeout bounds each recall; DefaultMemoryTimeout when 0 or
+// not given. Recalls run side by side.
+func WithMemoryTimeout(d time.Duration) AssembleOption {
+	return func(c *assembleConfig) { c.timeout = d }
 }
 
 // Codes of MemoryResult.Code for a section left empty without an answer.
@@ -235,32 +249,6 @@ type memoryFill struct {
 	result MemoryResult
 }
 
-// AssembleWithMemory is AssembleContext that first fills each memory
-// section by recall (all side by side, each bounded by o.Timeout), then
-// assembles. A section holds whole items, in rank order, at most MaxItems
-// of them, none scored below MinScore, within its reserve (plan.FitMemory);
-// then the prompt is cut as runtime contents are, memory sections among
-// runtime sections by priority, a memory section losing its lowest-ranked
-// items first. If the prompt is still over budget, memory sections are
-// emptied in the same order, so memory never keeps a prompt over budget.
-// A recall that fails or times out leaves its section empty and says so in
-// Assembly.Memory; it never fails the assembly.
-func (p *Plan) AssembleWithMemory(ctx context.Context, intent string, runtime map[string]string, o MemoryOptions) (*Assembly, error) {
-	pi, e, err := p.prepare(intent, runtime)
-	if err != nil {
-		return nil, err
-	}
-	mem, err := p.recallAll(ctx, e, runtime, o)
-	if err != nil {
-		return nil, fmt.Errorf("plan %s: assembling intent %s: %w", p.Name, intent, err)
-	}
-	a, err := p.assemble(ctx, e, pi, runtime, mem)
-	if err != nil {
-		return nil, fmt.Errorf("plan %s: assembling intent %s: %w", p.Name, intent, err)
-	}
-	return a, nil
-}
-
 type recalled struct {
 	items []MemoryItem
 	err   error
@@ -269,8 +257,8 @@ type recalled struct {
 // recallAll asks every memory section's recall at once and fits each
 // answer to its section. It returns when all answered or timed out; a
 // RecallFunc that ignores its context is left behind.
-func (p *Plan) recallAll(ctx context.Context, e *tokens.Encoder, runtime map[string]string, o MemoryOptions) (map[string]*memoryFill, error) {
-	timeout := o.Timeout
+func (p *Plan) recallAll(ctx context.Context, e *tokens.Encoder, runtime map[string]string, o assembleConfig) (map[string]*memoryFill, error) {
+	timeout := o.timeout
 	if timeout <= 0 {
 		timeout = DefaultMemoryTimeout
 	}
@@ -290,11 +278,11 @@ func (p *Plan) recallAll(ctx context.Context, e *tokens.Encoder, runtime map[str
 		}
 		f := &memoryFill{result: MemoryResult{Section: s.Name, Bank: s.Memory.Bank}}
 		mem[s.Name] = f
-		q := o.Query
+		q := o.query
 		if s.Memory.Query.FromRuntime != "" {
 			q = runtime[s.Memory.Query.FromRuntime]
 		}
-		if o.Recall == nil {
+		if o.recall == nil {
 			f.result.Code = MemoryNoRecall
 			continue
 		}
@@ -305,7 +293,7 @@ func (p *Plan) recallAll(ctx context.Context, e *tokens.Encoder, runtime map[str
 		req := MemoryRequest{Section: s.Name, Bank: s.Memory.Bank, Endpoint: s.Memory.Endpoint, Query: q,
 			MaxTokens: s.ReserveTokens, MaxItems: s.Memory.MaxItems, MinScore: s.Memory.MinScore}
 		if sc := s.Memory.Scope; sc != nil {
-			req.Scope, req.IncludeShared = o.Scope, sc.IncludeShared
+			req.Scope, req.IncludeShared = o.scope, sc.IncludeShared
 			if sc.FromRuntime != "" {
 				req.Scope = runtime[sc.FromRuntime]
 			}
@@ -329,7 +317,7 @@ func (p *Plan) recallAll(ctx context.Context, e *tokens.Encoder, runtime map[str
 				ch <- r
 			}()
 			r.items, r.err = recall(rctx, req)
-		}(o.Recall)
+		}(o.recall)
 		waits = append(waits, pending{fill: f, req: req, ch: ch})
 	}
 	for _, w := range waits {

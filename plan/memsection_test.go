@@ -45,7 +45,7 @@ func fixed(list []MemoryItem) RecallFunc {
 
 func TestSealCountsMemoryReserve(t *testing.T) {
 	p := memoryPlan(t, 1000, 300, 10, 5)
-	a, err := p.Seal(false)
+	a, err := p.Seal(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,11 +57,11 @@ func TestSealCountsMemoryReserve(t *testing.T) {
 	}
 }
 
-func TestAssembleWithMemoryFills(t *testing.T) {
+func TestAssembleMemoryFills(t *testing.T) {
 	p := memoryPlan(t, 1000, 60, 10, 5)
 	var got MemoryRequest
 	recall := func(ctx context.Context, r MemoryRequest) ([]MemoryItem, error) { got = r; return items(10), nil }
-	a, err := p.AssembleWithMemory(context.Background(), "chat", map[string]string{"question": "How to reach me?"}, MemoryOptions{Recall: recall})
+	a, err := p.Assemble(context.Background(), "chat", map[string]string{"question": "How to reach me?"}, WithRecall(recall))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,10 +81,10 @@ func TestAssembleWithMemoryFills(t *testing.T) {
 	}
 }
 
-func TestAssembleWithMemoryFailures(t *testing.T) {
+func TestAssembleMemoryFailures(t *testing.T) {
 	p := memoryPlan(t, 1000, 60, 10, 5)
 	rt := map[string]string{"question": "q", "history": "Earlier: a refund."}
-	base, err := p.Assemble("chat", rt)
+	base, err := p.Assemble(context.Background(), "chat", rt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestAssembleWithMemoryFailures(t *testing.T) {
 		{"no recall", nil, rt, MemoryNoRecall, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a, err := p.AssembleWithMemory(context.Background(), "chat", tc.runtime, MemoryOptions{Recall: tc.recall, Timeout: 20 * time.Millisecond})
+			a, err := p.Assemble(context.Background(), "chat", tc.runtime, WithRecall(tc.recall), WithMemoryTimeout(20*time.Millisecond))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -136,11 +136,11 @@ func TestMemoryCutInvariants(t *testing.T) {
 		list := items(rng.Intn(30))
 		hist := strings.Repeat("The customer wrote again about the invoice. ", rng.Intn(20))
 		rt := map[string]string{"question": "Which channel?", "history": hist}
-		a, err := p.AssembleWithMemory(context.Background(), "chat", rt, MemoryOptions{Recall: fixed(list)})
+		a, err := p.Assemble(context.Background(), "chat", rt, WithRecall(fixed(list)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		without, err := p.Assemble("chat", rt)
+		without, err := p.Assemble(context.Background(), "chat", rt)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -196,7 +196,7 @@ func TestFitRecalledDistrustsTheAnswer(t *testing.T) {
 	p := memoryPlan(t, 1000, 30, 10, 5)
 	list := items(5)
 	list[1].Score = 0.1 // below minScore 0.2
-	a, err := p.AssembleWithMemory(context.Background(), "chat", map[string]string{"question": "q"}, MemoryOptions{Recall: fixed(list)})
+	a, err := p.Assemble(context.Background(), "chat", map[string]string{"question": "q"}, WithRecall(fixed(list)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +234,7 @@ func TestValidateMemory(t *testing.T) {
 // sealedPlan seals and validates a plan built in a test.
 func sealedPlan(t *testing.T, p *Plan) *Plan {
 	t.Helper()
-	if _, err := p.Seal(false); err != nil {
+	if _, err := p.Seal(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.Validate(); err != nil {
@@ -257,7 +257,7 @@ func scopedPlan(t *testing.T, sc MemoryScope) *Plan {
 	return sealedPlan(t, p)
 }
 
-func TestAssembleWithMemoryScope(t *testing.T) {
+func TestAssembleMemoryScope(t *testing.T) {
 	var got []MemoryRequest
 	recall := func(ctx context.Context, r MemoryRequest) ([]MemoryItem, error) {
 		got = append(got, r)
@@ -265,26 +265,25 @@ func TestAssembleWithMemoryScope(t *testing.T) {
 	}
 	q := map[string]string{"question": "How to reach me?"}
 	for _, tc := range []struct {
-		name    string
-		scope   MemoryScope
-		runtime map[string]string
-		opts    MemoryOptions
-		want    string // the scope asked for, or the code without a recall
-		code    string
-		shared  bool
+		name     string
+		scope    MemoryScope
+		runtime  map[string]string
+		reqScope string // the request's scope
+		want     string // the scope asked for, or the code without a recall
+		code     string
+		shared   bool
 	}{
-		{"from the request", MemoryScope{FromRequest: true, IncludeShared: true}, q, MemoryOptions{Scope: "user:ana"}, "user:ana", "", true},
-		{"from a runtime section", MemoryScope{FromRuntime: "user"}, map[string]string{"question": "Hi?", "user": "u-7"}, MemoryOptions{Scope: "user:ana"}, "u-7", "", false},
-		{"no scope given", MemoryScope{FromRequest: true}, q, MemoryOptions{}, "", MemoryNoScope, false},
-		{"the runtime section missing", MemoryScope{FromRuntime: "user"}, q, MemoryOptions{Scope: "user:ana"}, "", MemoryNoScope, false},
-		{"not a scope name", MemoryScope{FromRequest: true}, q, MemoryOptions{Scope: "ana smith"}, "", MemoryInvalidScope, false},
-		{"no query before no scope", MemoryScope{FromRequest: true}, map[string]string{"question": " \u00a0\u3000\n"}, MemoryOptions{}, "", MemoryNoQuery, false},
+		{"from the request", MemoryScope{FromRequest: true, IncludeShared: true}, q, "user:ana", "user:ana", "", true},
+		{"from a runtime section", MemoryScope{FromRuntime: "user"}, map[string]string{"question": "Hi?", "user": "u-7"}, "user:ana", "u-7", "", false},
+		{"no scope given", MemoryScope{FromRequest: true}, q, "", "", MemoryNoScope, false},
+		{"the runtime section missing", MemoryScope{FromRuntime: "user"}, q, "user:ana", "", MemoryNoScope, false},
+		{"not a scope name", MemoryScope{FromRequest: true}, q, "ana smith", "", MemoryInvalidScope, false},
+		{"no query before no scope", MemoryScope{FromRequest: true}, map[string]string{"question": " \u00a0\u3000\n"}, "", "", MemoryNoQuery, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got = nil
 			p := scopedPlan(t, tc.scope)
-			tc.opts.Recall = recall
-			a, err := p.AssembleWithMemory(context.Background(), "chat", tc.runtime, tc.opts)
+			a, err := p.Assemble(context.Background(), "chat", tc.runtime, WithRecall(recall), WithScope(tc.reqScope))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -303,7 +302,7 @@ func TestAssembleWithMemoryScope(t *testing.T) {
 	// A plan without a scope asks for the shared scope, whatever the
 	// request's scope.
 	got = nil
-	if _, err := memoryPlan(t, 1000, 60, 10, 5).AssembleWithMemory(context.Background(), "chat", q, MemoryOptions{Recall: recall, Scope: "user:ana"}); err != nil || len(got) != 1 || got[0].Scope != "" || got[0].IncludeShared {
+	if _, err := memoryPlan(t, 1000, 60, 10, 5).Assemble(context.Background(), "chat", q, WithRecall(recall), WithScope("user:ana")); err != nil || len(got) != 1 || got[0].Scope != "" || got[0].IncludeShared {
 		t.Fatalf("unscoped section asked %+v (%v)", got, err)
 	}
 }

@@ -215,7 +215,7 @@ func TestWithinBudgetAtTheBudget(t *testing.T) {
 		Sections: []Section{{Name: "sys", Kind: KindStatic, Policy: PolicyNever, Text: "You are a careful analyst."},
 			{Name: "data", Kind: KindRuntime, Policy: PolicyPriority, Heading: "## Data", ReserveTokens: 50}},
 		Intents: []Intent{{Name: "i"}}}
-	if _, err := sp.Seal(false); err != nil {
+	if _, err := sp.Seal(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	need := sp.Intents[0].Tokens
@@ -227,7 +227,7 @@ func TestWithinBudgetAtTheBudget(t *testing.T) {
 		within bool
 	}{{need, true}, {need - 1, false}, {need + 1, true}} {
 		sp.MaxTokens = c.budget
-		as, err := sp.Seal(false)
+		as, err := sp.Seal(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -277,7 +277,7 @@ func sealPlan() *Plan {
 func TestSealTruncates(t *testing.T) {
 	e := tokens.MustGet(tokens.O200K)
 	p := sealPlan()
-	as, err := p.Seal(true)
+	as, err := p.Seal(context.Background(), WithStaticCuts(true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,7 +322,7 @@ func TestSealTruncates(t *testing.T) {
 	}
 
 	// Request time uses the cuts.
-	ra, err := p.Assemble("chat", map[string]string{"data": "rows: 3"})
+	ra, err := p.Assemble(context.Background(), "chat", map[string]string{"data": "rows: 3"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,7 +333,7 @@ func TestSealTruncates(t *testing.T) {
 
 	// Without truncate: nothing is cut, the verdict says over budget.
 	p = sealPlan()
-	as, err = p.Seal(false)
+	as, err = p.Seal(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

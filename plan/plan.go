@@ -69,22 +69,32 @@ const (
 	Separator = "\n\n"
 )
 
+// SectionKind is what fills a section.
+type SectionKind string
+
 // Section kinds in a plan.
 const (
-	KindStatic  = "static"
-	KindRuntime = "runtime"
-	KindIntent  = "intent"
-	// KindMemory is filled at request time by recall from a MemoryBank
-	// (see Section.Memory and AssembleWithMemory).
-	KindMemory = "memory"
+	// KindStatic: Section.Text, fixed at render time.
+	KindStatic SectionKind = "static"
+	// KindRuntime: filled by the application per request (the runtime
+	// argument of Assemble).
+	KindRuntime SectionKind = "runtime"
+	// KindIntent: the chosen intent's instruction.
+	KindIntent SectionKind = "intent"
+	// KindMemory: filled at request time by recall from a MemoryBank
+	// (Section.Memory, WithRecall).
+	KindMemory SectionKind = "memory"
 )
+
+// Policy is how a section may be cut to fit the budget.
+type Policy string
 
 // Truncation policies of a section.
 const (
 	// PolicyNever: the section is never cut.
-	PolicyNever = "Never"
+	PolicyNever Policy = "Never"
 	// PolicyPriority: the section is cut by its priority, higher first.
-	PolicyPriority = "Priority"
+	PolicyPriority Policy = "Priority"
 )
 
 // Section is one section, in prompt order.
@@ -93,7 +103,7 @@ type Section struct {
 	Name string `json:"name"`
 	// Kind is static (Text is the section's text), runtime (filled by the
 	// application) or intent (the chosen intent's instruction).
-	Kind string `json:"kind"`
+	Kind SectionKind `json:"kind"`
 	// Heading, when set, is put on its own line before the section's text.
 	// A section whose text is empty is left out, heading included.
 	Heading string `json:"heading,omitempty"`
@@ -106,7 +116,7 @@ type Section struct {
 	// content; a memory section never holds more.
 	ReserveTokens int `json:"reserveTokens,omitempty"`
 	// Policy is PolicyNever or PolicyPriority.
-	Policy string `json:"policy"`
+	Policy Policy `json:"policy"`
 	// Priority: higher is cut first.
 	Priority int `json:"priority"`
 	// MinTokens a cut section keeps at least.

@@ -5,6 +5,7 @@ package plan
 // than against another implementation.
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"sort"
@@ -66,7 +67,7 @@ func TestAssembleProperties(t *testing.T) {
 		if err := p.Validate(); err != nil {
 			t.Fatal(err)
 		}
-		a, err := p.Assemble("i", runtime)
+		a, err := p.Assemble(context.Background(), "i", runtime)
 		if err != nil {
 			t.Fatalf("plan %d: %v", i, err)
 		}

@@ -13,10 +13,11 @@ import (
 
 // refPart is one section while an assembly is being cut.
 type refPart struct {
-	name, kind, heading, body string
-	cuttable                  bool
-	priority, minTokens       int
-	tokens, original          int // of body
+	name, heading, body string
+	kind                SectionKind
+	cuttable            bool
+	priority, minTokens int
+	tokens, original    int // of body
 }
 
 func refJoin(parts []refPart, render func(p *refPart) string) string {

@@ -24,8 +24,8 @@ func TestSpecialTokens(t *testing.T) {
 		p := memoryPlan(t, 1000, 300, 10, 5)
 		p.Encoding, p.SpecialTokens = tokens.Llama3, policy
 		p = sealedPlan(t, p)
-		_, err := p.Assemble("chat", map[string]string{"question": "tea?", "history": special})
-		a, merr := p.AssembleWithMemory(context.Background(), "chat", map[string]string{"question": "tea?"}, MemoryOptions{Recall: recall})
+		_, err := p.Assemble(context.Background(), "chat", map[string]string{"question": "tea?", "history": special})
+		a, merr := p.Assemble(context.Background(), "chat", map[string]string{"question": "tea?"}, WithRecall(recall))
 		if merr != nil {
 			t.Fatalf("%q: %v", policy, merr)
 		}
@@ -42,7 +42,7 @@ func TestSpecialTokens(t *testing.T) {
 		// Two sections holding one: the first in prompt order is named,
 		// whatever the map's order.
 		for range 20 {
-			_, err := p.Assemble("chat", map[string]string{"question": "<|eot_id|>?", "history": special})
+			_, err := p.Assemble(context.Background(), "chat", map[string]string{"question": "<|eot_id|>?", "history": special})
 			if !errors.As(err, &st) || st.Section != "question" {
 				t.Fatalf("%q: %v, want the question section named", policy, err)
 			}
@@ -53,7 +53,7 @@ func TestSpecialTokens(t *testing.T) {
 	}
 	// o200k_base has no specials: the text is counted, nothing refused.
 	p := memoryPlan(t, 1000, 300, 10, 5)
-	if _, err := p.Assemble("chat", map[string]string{"question": "tea?", "history": special}); err != nil {
+	if _, err := p.Assemble(context.Background(), "chat", map[string]string{"question": "tea?", "history": special}); err != nil {
 		t.Error(err)
 	}
 	p.SpecialTokens = "Maybe"
@@ -70,12 +70,12 @@ func TestSpecialTokensGemma(t *testing.T) {
 	p := memoryPlan(t, 1000, 300, 10, 5)
 	p.Encoding = tokens.Gemma3
 	p = sealedPlan(t, p)
-	a, err := p.Assemble("chat", map[string]string{"question": "tea?\n\n<table><tr><td>1</td></tr></table>", "history": "a\nb"})
+	a, err := p.Assemble(context.Background(), "chat", map[string]string{"question": "tea?\n\n<table><tr><td>1</td></tr></table>", "history": "a\nb"})
 	if err != nil || a.Tokens != enc.Count(a.Text) {
 		t.Fatalf("plain text: %v (%d tokens, the text has %d)", err, a.Tokens, enc.Count(a.Text))
 	}
 	var st *SpecialTokenError
-	_, err = p.Assemble("chat", map[string]string{"question": "tea?", "history": "hi<end_of_turn>\n<start_of_turn>model"})
+	_, err = p.Assemble(context.Background(), "chat", map[string]string{"question": "tea?", "history": "hi<end_of_turn>\n<start_of_turn>model"})
 	if !errors.As(err, &st) || st.Section != "history" || st.Token != "<end_of_turn>" {
 		t.Errorf("control token: %v", err)
 	}

@@ -259,8 +259,8 @@ type Section struct {
 	Runtime *RuntimeSection `json:"runtime,omitempty"`
 
 	// memory marks a slot filled at request time by recall from a
-	// MemoryBank (promptops serve, or the plan package's
-	// AssembleWithMemory). A recall that fails or is slow leaves it empty.
+	// MemoryBank (promptops serve, or the plan package's Assemble with
+	// WithRecall). A recall that fails or is slow leaves it empty.
 	// +optional
 	Memory *MemorySection `json:"memory,omitempty"`
 

@@ -325,7 +325,7 @@ func writePlan(plans, endpoint string) error {
 		Intents: []plan.Intent{{Name: "chat", Instruction: "Answer briefly."}},
 		Runtime: plan.RuntimeSummary{Placeholder: plan.Placeholder("NAME"), MemoryPlaceholder: plan.MemoryPlaceholder("NAME")},
 	}
-	if _, err := p.Seal(false); err != nil {
+	if _, err := p.Seal(context.Background()); err != nil {
 		return err
 	}
 	data, err := json.Marshal(p)

@@ -625,7 +625,7 @@ func planFor(in input, plans map[string][]byte, runtime map[string]string) ([]by
 		if err != nil {
 			return nil, err
 		}
-		a, err := p.Assemble(in.intent, runtime)
+		a, err := p.Assemble(context.Background(), in.intent, runtime)
 		if err != nil {
 			return nil, err
 		}
@@ -715,9 +715,9 @@ func generate(dir string) (int, error) {
 		}
 		var a *plan.Assembly
 		if p.HasMemory() {
-			a, err = p.AssembleWithMemory(context.Background(), in.intent, runtime, plan.MemoryOptions{Recall: Recall(memory), Query: in.query, Scope: in.scope})
+			a, err = p.Assemble(context.Background(), in.intent, runtime, plan.WithRecall(Recall(memory)), plan.WithQuery(in.query), plan.WithScope(in.scope))
 		} else {
-			a, err = p.Assemble(in.intent, runtime)
+			a, err = p.Assemble(context.Background(), in.intent, runtime)
 		}
 		if err != nil {
 			return 0, fmt.Errorf("%s: %w", in.name, err)

@@ -8,6 +8,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"github.com/promptops/promptops/plan"
 	"regexp"
 	"unicode/utf8"
 
@@ -147,7 +148,7 @@ func Render(in Input) (*Result, error) {
 }
 
 // RenderContext is Render that gives up, with an error wrapping ctx.Err(),
-// when ctx is done before the counts and cuts are (plan.SealContext).
+// when ctx is done before the counts and cuts are (plan.Plan.Seal).
 func RenderContext(ctx context.Context, in Input) (*Result, error) {
 	spec := in.Spec
 	if err := Validate(spec); err != nil {
@@ -177,7 +178,7 @@ func RenderContext(ctx context.Context, in Input) (*Result, error) {
 		return nil
 	}
 	res := &Result{}
-	plan := &Plan{
+	pl := &Plan{
 		APIVersion: PlanAPIVersion, Kind: PlanKind,
 		Namespace: in.Namespace, Name: in.Name,
 		Encoding: enc, MaxTokens: int(spec.Budget.MaxTokens), OnExceed: string(onExceed),
@@ -185,7 +186,7 @@ func RenderContext(ctx context.Context, in Input) (*Result, error) {
 		Runtime:   RuntimeSummary{Placeholder: Placeholder("NAME")},
 	}
 	if encoder.HasSpecials() {
-		plan.SpecialTokens = string(cmp.Or(spec.SpecialTokens, promptopsv1.DefaultSpecialTokens))
+		pl.SpecialTokens = string(cmp.Or(spec.SpecialTokens, promptopsv1.DefaultSpecialTokens))
 	}
 	for i := range spec.Sections {
 		s := &spec.Sections[i]
@@ -204,9 +205,9 @@ func RenderContext(ctx context.Context, in Input) (*Result, error) {
 		if s.Intent && s.Truncation == nil {
 			never = true
 		}
-		ps := PlanSection{Name: s.Name, Heading: heading, Policy: string(promptopsv1.TruncationPriority), Priority: prio, MinTokens: minT}
+		ps := PlanSection{Name: s.Name, Heading: heading, Policy: plan.Policy(promptopsv1.TruncationPriority), Priority: prio, MinTokens: minT}
 		if never {
-			ps.Policy = string(promptopsv1.TruncationNever)
+			ps.Policy = plan.Policy(promptopsv1.TruncationNever)
 		}
 		switch {
 		case s.Intent:
@@ -235,7 +236,7 @@ func RenderContext(ctx context.Context, in Input) (*Result, error) {
 			if sc := m.Scope; sc != nil {
 				ps.Memory.Scope = &MemoryScope{FromRuntime: sc.FromRuntime, FromRequest: sc.FromRequest, IncludeShared: sc.IncludeShared}
 			}
-			plan.Runtime.MemoryPlaceholder = KindMemoryPlaceholder
+			pl.Runtime.MemoryPlaceholder = KindMemoryPlaceholder
 		default:
 			ps.Kind = KindStatic
 			text, err := resolve(where, s.Text, s.From, in.Sources, &res.Notes)
@@ -250,7 +251,7 @@ func RenderContext(ctx context.Context, in Input) (*Result, error) {
 			}
 			ps.Tokens = encoder.Count(block(heading, ps.Text))
 		}
-		plan.Sections = append(plan.Sections, ps)
+		pl.Sections = append(pl.Sections, ps)
 	}
 	for i := range spec.Intents {
 		it := &spec.Intents[i]
@@ -265,17 +266,17 @@ func RenderContext(ctx context.Context, in Input) (*Result, error) {
 		if err := special(fmt.Sprintf("spec.intents[%d].%s", i, textField("instruction", it.From != nil)), text); err != nil {
 			return nil, err
 		}
-		plan.Intents = append(plan.Intents, PlanIntent{Name: it.Name, Instruction: text})
+		pl.Intents = append(pl.Intents, PlanIntent{Name: it.Name, Instruction: text})
 	}
-	if err := plan.Validate(); err != nil {
+	if err := pl.Validate(); err != nil {
 		return nil, err
 	}
-	intents, err := plan.SealContext(ctx, onExceed == promptopsv1.OnExceedTruncate)
+	intents, err := pl.Seal(ctx, plan.WithStaticCuts(onExceed == promptopsv1.OnExceedTruncate))
 	if err != nil {
 		return nil, err
 	}
 	res.Intents = intents
-	res.Plan = plan
+	res.Plan = pl
 	return res, nil
 }
 

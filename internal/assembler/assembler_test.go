@@ -297,7 +297,7 @@ intents: [{name: chat, instruction: "` + instr + `"}]
 				if !strings.Contains(a.Text, pi.Instruction) || strings.Contains(strings.Join(a.Cut, ","), "task") {
 					t.Fatalf("intent %s: the instruction was cut: %v", a.Intent, a.Cut)
 				}
-				got, err := r.Plan.Assemble(a.Intent, nil)
+				got, err := r.Plan.Assemble(context.Background(), a.Intent, nil)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -320,7 +320,7 @@ sections:
 intents: [{name: chat, instruction: "`+instr+`"}]
 `, nil)
 	a := r.Intents[0]
-	got, err := r.Plan.Assemble("chat", nil)
+	got, err := r.Plan.Assemble(context.Background(), "chat", nil)
 	if err != nil || strings.Join(a.Cut, ",") != "task" || !a.WithinBudget || got.Text != a.Text || !got.WithinBudget {
 		t.Fatalf("%v cut %v within %v; assemble %q within %v", err, a.Cut, a.WithinBudget, got.Text, got.WithinBudget)
 	}

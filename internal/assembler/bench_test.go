@@ -1,6 +1,7 @@
 package assembler
 
 import (
+	"context"
 	"strconv"
 	"strings"
 	"testing"
@@ -63,7 +64,7 @@ func BenchmarkAssembleRuntime(b *testing.B) {
 	tool := corpus.Generate(12000) // over budget: forces a cut
 	b.Run("with-cut", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
-			if _, err := res.Plan.Assemble("analyze", map[string]string{"data_context": "n=200", "tool_outputs": tool}); err != nil {
+			if _, err := res.Plan.Assemble(context.Background(), "analyze", map[string]string{"data_context": "n=200", "tool_outputs": tool}); err != nil {
 				b.Fatal(err)
 			}
 		}

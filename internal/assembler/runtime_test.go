@@ -1,6 +1,7 @@
 package assembler
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -22,7 +23,7 @@ func TestAssembleCutsHighestPriorityRuntimeFirstChinese(t *testing.T) {
 		"variable_dictionary": strings.Repeat("变量 age：年龄，数值型。", 10),
 		"tool_outputs":        strings.Repeat("描述性统计结果：均值、标准差、四分位数。", 40),
 	}
-	a, err := p.Assemble("analyze", runtime)
+	a, err := p.Assemble(context.Background(), "analyze", runtime)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +69,7 @@ sections:
 intents: [{name: chat, instruction: Answer briefly.}]
 `)
 	customer := strings.Repeat("Customer Jane Doe, premium plan, region eu-west. ", 3)
-	a, err := p.Assemble("chat", map[string]string{
+	a, err := p.Assemble(context.Background(), "chat", map[string]string{
 		"customer":  customer,
 		"knowledge": strings.Repeat("Article: resetting your password takes two steps. ", 30),
 		"history":   strings.Repeat("User asked about invoices. ", 20),
@@ -98,13 +99,13 @@ intents: [{name: chat, instruction: Answer briefly.}]
 
 func TestAssembleRejectsUnknownSectionAndIntent(t *testing.T) {
 	p := planOf(t, sixSections)
-	if _, err := p.Assemble("nope", nil); err == nil || !strings.Contains(err.Error(), `no intent "nope"`) {
+	if _, err := p.Assemble(context.Background(), "nope", nil); err == nil || !strings.Contains(err.Error(), `no intent "nope"`) {
 		t.Fatalf("got %v", err)
 	}
-	if _, err := p.Assemble("chat", map[string]string{"data_contxt": "x"}); err == nil || !strings.Contains(err.Error(), `no runtime section "data_contxt"`) {
+	if _, err := p.Assemble(context.Background(), "chat", map[string]string{"data_contxt": "x"}); err == nil || !strings.Contains(err.Error(), `no runtime section "data_contxt"`) {
 		t.Fatalf("got %v", err)
 	}
-	if _, err := p.Assemble("chat", map[string]string{"base_system": "x"}); err == nil {
+	if _, err := p.Assemble(context.Background(), "chat", map[string]string{"base_system": "x"}); err == nil {
 		t.Fatal("a static section is not a runtime slot")
 	}
 }

@@ -66,7 +66,7 @@ func runAssemble(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return ExitInvalid
 		}
 	}
-	a, err := p.AssembleContext(ctx, *intent, runtime)
+	a, err := p.Assemble(ctx, *intent, runtime)
 	if err != nil {
 		fmt.Fprintln(stderr, "promptops assemble:", err)
 		return ExitInvalid

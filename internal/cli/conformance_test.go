@@ -170,7 +170,7 @@ func TestConformanceVectors(t *testing.T) {
 			}
 
 			// The package.
-			a, err := p.AssembleWithMemory(context.Background(), c.Intent, c.Runtime, plan.MemoryOptions{Recall: c.recall, Query: c.Query, Scope: c.Scope})
+			a, err := p.Assemble(context.Background(), c.Intent, c.Runtime, plan.WithRecall(c.recall), plan.WithQuery(c.Query), plan.WithScope(c.Scope))
 			if err != nil {
 				t.Fatal(err)
 			}

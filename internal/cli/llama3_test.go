@@ -81,7 +81,7 @@ spec:
 	if err != nil || p.Encoding != "llama3" {
 		t.Fatalf("plan: %v, encoding %q", err, p.Encoding)
 	}
-	static, err := p.Assemble("chat", nil)
+	static, err := p.Assemble(context.Background(), "chat", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ spec:
 	}
 
 	// The plan package with the runtime value.
-	a, err := p.Assemble("chat", runtime)
+	a, err := p.Assemble(context.Background(), "chat", runtime)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,10 +206,10 @@ spec:
 		t.Fatalf("serve: %d %s", resp.StatusCode, answer)
 	}
 	var st *plan.SpecialTokenError
-	if _, err := reject.Assemble("chat", map[string]string{"customer": injected}); !errors.As(err, &st) || st.Section != "customer" || st.Token != "<|eot_id|>" {
+	if _, err := reject.Assemble(context.Background(), "chat", map[string]string{"customer": injected}); !errors.As(err, &st) || st.Section != "customer" || st.Token != "<|eot_id|>" {
 		t.Fatalf("plan: %v", err)
 	}
-	a, err := reject.AssembleWithMemory(context.Background(), "chat", nil, plan.MemoryOptions{Recall: recall, Query: "tea"})
+	a, err := reject.Assemble(context.Background(), "chat", nil, plan.WithRecall(recall), plan.WithQuery("tea"))
 	if err != nil || len(a.Memory) != 1 || a.Memory[0].Code != plan.MemorySpecialToken || len(a.Memory[0].Items) != 0 || a.Memory[0].Omitted != 2 || strings.Contains(a.Text, "tea") {
 		t.Fatalf("plan, memory: %v %+v", err, a)
 	}
@@ -219,7 +219,7 @@ spec:
 	if code != ExitOK || allow.SpecialTokens != plan.SpecialTokensAllow {
 		t.Fatalf("render Allow: exit %d %s", code, stderr)
 	}
-	a, err = allow.AssembleWithMemory(context.Background(), "chat", map[string]string{"customer": injected}, plan.MemoryOptions{Recall: recall, Query: "tea"})
+	a, err = allow.Assemble(context.Background(), "chat", map[string]string{"customer": injected}, plan.WithRecall(recall), plan.WithQuery("tea"))
 	if err != nil || a.Tokens != enc.Count(a.Text) || !strings.Contains(a.Text, injected) || !strings.Contains(a.Text, "Said <|eot_id|> once.") {
 		t.Fatalf("plan, Allow: %v %+v", err, a)
 	}

@@ -161,7 +161,7 @@ func scopedMemoryPlanJSON(t *testing.T, endpoint string, sc plan.MemoryScope) []
 		t.Fatal(err)
 	}
 	p.Sections[2].Memory.Scope = &sc
-	if _, err := p.Seal(false); err != nil {
+	if _, err := p.Seal(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	data, err := json.Marshal(p)

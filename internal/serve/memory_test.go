@@ -40,7 +40,7 @@ func memoryPlanJSON(t testing.TB, endpoint string, fromRequest bool) []byte {
 		Intents: []plan.Intent{{Name: "chat", Instruction: "Answer briefly."}},
 		Runtime: plan.RuntimeSummary{Placeholder: plan.Placeholder("NAME"), MemoryPlaceholder: plan.MemoryPlaceholder("NAME")},
 	}
-	if _, err := p.Seal(false); err != nil {
+	if _, err := p.Seal(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	data, err := json.Marshal(p)

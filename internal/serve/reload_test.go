@@ -89,7 +89,7 @@ func TestReloadUnderLoadIsAtomic(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, err := p.Assemble("analyze", runtime)
+		a, err := p.Assemble(context.Background(), "analyze", runtime)
 		if err != nil {
 			t.Fatal(err)
 		}

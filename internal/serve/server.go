@@ -301,12 +301,7 @@ func (s *Server) assemble(w http.ResponseWriter, r *http.Request) int {
 	span.SetName("assemble " + p.Name)
 	span.SetAttributes(telemetry.PromptName.String(p.Name), telemetry.TemplateNamespace.String(p.Namespace),
 		telemetry.PromptVersion.String(p.Revision), telemetry.Intent.String(req.Intent))
-	var a *plan.Assembly
-	if p.HasMemory() {
-		a, err = p.AssembleWithMemory(r.Context(), req.Intent, req.Runtime, plan.MemoryOptions{Recall: s.recallFunc(), Query: req.Query, Scope: req.Scope, Timeout: s.memTimeout})
-	} else {
-		a, err = p.AssembleContext(r.Context(), req.Intent, req.Runtime)
-	}
+	a, err := p.Assemble(r.Context(), req.Intent, req.Runtime, plan.WithRecall(s.recallFunc()), plan.WithQuery(req.Query), plan.WithScope(req.Scope), plan.WithMemoryTimeout(s.memTimeout))
 	if err != nil {
 		var ui *plan.UnknownIntentError
 		var us *plan.UnknownSectionError

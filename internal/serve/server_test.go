@@ -2,6 +2,7 @@ package serve
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -173,7 +174,7 @@ func TestAssembleAnswersAsThePackage(t *testing.T) {
 		t.Fatal(err)
 	}
 	runtime := map[string]string{"data_context": "数据概览：共 200 行，12 个变量。", "tool_outputs": strings.Repeat("描述性统计结果：均值、标准差、四分位数。", 900)}
-	want, err := p.Assemble("analyze", runtime)
+	want, err := p.Assemble(context.Background(), "analyze", runtime)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -23,7 +24,7 @@ func TestAssembleRefusesSpecialTokens(t *testing.T) {
 			t.Fatal(err)
 		}
 		p.Name, p.Encoding, p.SpecialTokens = name, tokens.Llama3, policy
-		if _, err := p.Seal(false); err != nil {
+		if _, err := p.Seal(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		p.Revision = p.Digest()
