@@ -132,7 +132,7 @@ func TestFactsImportBadLineImportsNothing(t *testing.T) {
 		t.Fatalf("%d %s", code, errOut)
 	}
 	code, _, errOut = run(t, `{"text": "x", "colour": "blue"}`, "facts", "import", "--bank", "a/b", "--store", url, "-")
-	if code != ExitInvalid || !strings.Contains(errOut, "line 1: json: unknown field \"colour\"") {
+	if code != ExitInvalid || !strings.Contains(errOut, "line 1: unknown field \"colour\"") {
 		t.Fatalf("%d %s", code, errOut)
 	}
 	if _, out, _ := run(t, "", "facts", "list", "--bank", "a/b", "--store", url, "-o", "json"); strings.TrimSpace(out) != "[]" {

@@ -36,7 +36,7 @@ func TestFactsImportRejectsBadLines(t *testing.T) {
 		{"invalid UTF-8", ok + "\n" + "{\"text\": \"caf\xe9\"}\n", "line 2: not valid UTF-8"},
 		{"UTF-16 input", "\xff\xfe{\x00}\x00", "line 1: not valid UTF-8"},
 		{"two facts on one line", ok + "\n" + `{"text": "a"} {"text": "b"}` + "\n", "line 2: more than one JSON value on the line"},
-		{"byte order mark after line 1", ok + "\n\xef\xbb\xbf" + `{"text": "b"}` + "\n", "line 2: invalid character"},
+		{"byte order mark after line 1", ok + "\n\xef\xbb\xbf" + `{"text": "b"}` + "\n", "line 2: not a JSON object"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			url := "sqlite://" + filepath.Join(t.TempDir(), "bank.db")

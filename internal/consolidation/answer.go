@@ -1,13 +1,13 @@
 package consolidation
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
 	"strings"
 	"unicode"
+
+	"github.com/promptops/promptops/internal/strictjson"
 )
 
 // Answer is the LLM's JSON answer as parsed, before validation.
@@ -42,75 +42,18 @@ func ParseAnswer(content string) (*Answer, error) {
 	if s == "" {
 		return nil, errors.New("empty answer")
 	}
-	if err := duplicateKey(s); err != nil {
-		return nil, err
-	}
-	dec := json.NewDecoder(strings.NewReader(s))
-	dec.DisallowUnknownFields()
 	a := &Answer{}
-	if err := dec.Decode(a); err != nil {
-		return nil, fmt.Errorf("answer is not the expected JSON object: %w", err)
-	}
-	if dec.More() {
-		return nil, errors.New("answer has data after the JSON object")
-	}
-	var rest bytes.Buffer
-	if _, err := rest.ReadFrom(dec.Buffered()); err == nil && strings.TrimSpace(rest.String()) != "" {
-		return nil, errors.New("answer has data after the JSON object")
+	if err := strictjson.Unmarshal([]byte(s), a); err != nil {
+		p := strictjson.Describe(err)
+		switch {
+		case p.Repeated:
+			return nil, fmt.Errorf("answer gives the key %q twice in one object", clipID(strictjson.Name(err)))
+		case p.Trailing:
+			return nil, errors.New("answer has data after the JSON object")
+		}
+		return nil, fmt.Errorf("answer is not the expected JSON object: %s", p)
 	}
 	return a, nil
-}
-
-// duplicateKey reports a key given twice in one JSON object, at any depth:
-// encoding/json would silently keep the last one ("creates" twice loses the
-// first list). Syntax errors are left to the decoder, which names them.
-func duplicateKey(s string) error {
-	type frame struct {
-		keys      map[string]bool
-		expectKey bool // an object whose next token is a key
-	}
-	dec := json.NewDecoder(strings.NewReader(s))
-	dec.UseNumber()
-	var stack []*frame
-	for {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil
-		}
-		var top *frame
-		if len(stack) > 0 {
-			top = stack[len(stack)-1]
-		}
-		if d, ok := tok.(json.Delim); ok {
-			switch d {
-			case '{':
-				stack = append(stack, &frame{keys: map[string]bool{}, expectKey: true})
-			case '[':
-				stack = append(stack, &frame{})
-			default:
-				stack = stack[:len(stack)-1]
-				if len(stack) > 0 && stack[len(stack)-1].keys != nil {
-					stack[len(stack)-1].expectKey = true
-				}
-			}
-			continue
-		}
-		if top != nil && top.keys != nil {
-			if top.expectKey {
-				k, _ := tok.(string)
-				if top.keys[k] {
-					return fmt.Errorf("answer gives the key %q twice in one object", clipID(k))
-				}
-				top.keys[k] = true
-				top.expectKey = false
-			} else {
-				top.expectKey = true
-			}
-		}
-		if len(stack) == 0 {
-			return nil
-		}
-	}
 }
 
 // Batch is what validation checks an answer against.

@@ -28,12 +28,12 @@ func TestParseAnswer(t *testing.T) {
 	}
 	bad := map[string]string{
 		``: "empty answer",
-		`{"creates":[{"text":"x","source_fact_ids":[1]}]}`: "cannot unmarshal number",
+		`{"creates":[{"text":"x","source_fact_ids":[1]}]}`: "a JSON number where a string is wanted",
 		`{"creates":[],"tags":[]}`:                         "unknown field",
 		`{"creates":[]} {"updates":[]}`:                    "after the JSON object",
-		`{"creates":[{"text":"x"`:                          "unexpected EOF",
-		`Sure! Here is the JSON: {"creates":[]}`:           "invalid character",
-		`[]`:                                               "cannot unmarshal array",
+		`{"creates":[{"text":"x"`:                          "the JSON ends early",
+		`Sure! Here is the JSON: {"creates":[]}`:           "not a JSON object",
+		`[]`:                                               "not a JSON object",
 		// encoding/json keeps the last of a repeated key: the first list
 		// of creates would be lost without a word.
 		`{"creates":[{"text":"a","source_fact_ids":["f1"]}],"updates":[],"creates":[]}`:                   `key "creates" twice`,

@@ -1,13 +1,9 @@
 package consolidation
 
 import (
-	"bytes"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"reflect"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -15,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/promptops/promptops/internal/memscope"
+	"github.com/promptops/promptops/internal/strictjson"
 )
 
 // FactInput is a fact as callers write it: a line of `facts import` or an
@@ -62,24 +59,8 @@ func ParseFact(data []byte) (Fact, error) {
 		return Fact{}, errors.New("not valid UTF-8")
 	}
 	var fl FactInput
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&fl); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field != "" {
-			return Fact{}, &FieldError{Field: te.Field, Detail: fmt.Sprintf("a JSON %s where %s is wanted", te.Value, jsonKind(te.Type.Kind()))}
-		}
-		if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			name = strings.Trim(name, `"`)
-			if now, renamed := renamedFactFields[name]; renamed {
-				return Fact{}, &FieldError{Field: name, Detail: fmt.Sprintf("a field renamed %s (the API's fields are camelCase)", now)}
-			}
-			return Fact{}, &FieldError{Field: name, Detail: "is not a field of a fact (id, scope, text, entities, tags, occurredStart, occurredEnd, mentionedAt)", msg: err.Error()}
-		}
-		return Fact{}, err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return Fact{}, errors.New("more than one JSON value on the line (one fact per line)")
+	if err := strictjson.Unmarshal(data, &fl); err != nil {
+		return Fact{}, factDecodeError(err)
 	}
 	if strings.TrimSpace(fl.Text) == "" {
 		return Fact{}, &FieldError{Field: "text", Detail: "is required", joined: true}
@@ -104,6 +85,28 @@ func ParseFact(data []byte) (Fact, error) {
 	return f, nil
 }
 
+// factDecodeError words a decoding error of a fact, naming the field.
+func factDecodeError(err error) error {
+	p := strictjson.Describe(err)
+	field, _, _ := strings.Cut(p.Path, "[")
+	field, _, _ = strings.Cut(field, ".")
+	switch {
+	case p.Unknown:
+		if now, renamed := renamedFactFields[field]; renamed {
+			return &FieldError{Field: field, Detail: fmt.Sprintf("a field renamed %s (the API's fields are camelCase)", now)}
+		}
+		return &FieldError{Field: field, Detail: "is not a field of a fact (id, scope, text, entities, tags, occurredStart, occurredEnd, mentionedAt)",
+			msg: fmt.Sprintf("unknown field %q", strictjson.Name(err))}
+	case p.Repeated:
+		return &FieldError{Field: field, Detail: "appears twice", joined: true}
+	case p.Trailing:
+		return errors.New("more than one JSON value on the line (one fact per line)")
+	case field != "":
+		return &FieldError{Field: field, Detail: p.Message}
+	}
+	return errors.New(p.Message)
+}
+
 // renamedFactFields maps the fields of before the API was camelCase to
 // their names now.
 var renamedFactFields = map[string]string{"occurred_start": "occurredStart", "occurred_end": "occurredEnd", "mentioned_at": "mentionedAt"}
@@ -118,17 +121,6 @@ func parseFactTime(field, s string) (*time.Time, error) {
 		}
 	}
 	return nil, &FieldError{Field: field, Detail: fmt.Sprintf("%q is neither RFC 3339 nor YYYY-MM-DD", s), joined: true}
-}
-
-// jsonKind names a Go kind the way a JSON author would.
-func jsonKind(k reflect.Kind) string {
-	switch k {
-	case reflect.String:
-		return "a string"
-	case reflect.Slice, reflect.Array:
-		return "an array"
-	}
-	return k.String()
 }
 
 // factIDSpace is the UUID name space of derived fact ids.

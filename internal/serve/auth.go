@@ -10,7 +10,6 @@ import (
 	"k8s.io/apiserver/pkg/apis/apiserver"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
-	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
 	"k8s.io/apiserver/pkg/endpoints/request"
@@ -70,11 +69,11 @@ func NewKubernetesAuth(cfg *rest.Config) (*Auth, error) {
 // authenticated answers 401 to a request without a valid bearer token and
 // passes the others on with their user in the context. Without Auth it
 // passes every request.
-func (s *Server) authenticated(h func(http.ResponseWriter, *http.Request) int) func(http.ResponseWriter, *http.Request) int {
+func (s *Server) authenticated(h http.Handler) http.Handler {
 	if s.auth == nil {
 		return h
 	}
-	return func(w http.ResponseWriter, r *http.Request) int {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		res, ok, err := s.auth.authn.AuthenticateRequest(r)
 		if !ok {
 			// A token the API server rejects comes back as an error too
@@ -85,17 +84,39 @@ func (s *Server) authenticated(h func(http.ResponseWriter, *http.Request) int) f
 			}
 			s.metrics.authDenied.WithLabelValues("unauthenticated").Inc()
 			w.Header().Set("WWW-Authenticate", `Bearer realm="promptops"`)
-			return writeError(w, http.StatusUnauthorized, CodeUnauthorized, "a valid Kubernetes bearer token is required (Authorization: Bearer <ServiceAccount token>)")
+			writeError(w, http.StatusUnauthorized, CodeUnauthorized, "a valid Kubernetes bearer token is required (Authorization: Bearer <ServiceAccount token>)")
+			return
 		}
 		r.Header.Del("Authorization") // nothing after this needs it
-		return h(w, r.WithContext(request.WithUser(r.Context(), res.User)))
-	}
+		h.ServeHTTP(w, r.WithContext(request.WithUser(r.Context(), res.User)))
+	})
 }
 
-// may says whether the request's user may get the PromptTemplate k; an
-// empty k.Name asks for every template of k.Namespace. Without Auth
-// everyone may.
-func (s *Server) may(ctx context.Context, k Key) (bool, error) {
+// templateAttributes asks for get on the PromptTemplate k; an empty
+// k.Name asks for every template of k.Namespace.
+func templateAttributes(k Key) authorizer.AttributesRecord {
+	return authorizer.AttributesRecord{Verb: "get", Namespace: k.Namespace, Name: k.Name,
+		APIGroup: promptTemplates.Group, APIVersion: promptTemplates.Version, Resource: promptTemplates.Resource,
+		ResourceRequest: true}
+}
+
+// bankAttributes asks for verb on the MemoryBank k's subresource.
+func bankAttributes(k Key, verb, subresource string) authorizer.AttributesRecord {
+	return authorizer.AttributesRecord{Verb: verb, Namespace: k.Namespace, Name: k.Name,
+		APIGroup: memoryBanks.Group, APIVersion: memoryBanks.Version, Resource: memoryBanks.Resource, Subresource: subresource,
+		ResourceRequest: true}
+}
+
+// metricsAttributes asks for get on the non-resource URL /metrics (the
+// promptops-metrics-reader ClusterRole), as the manager's secure metrics
+// do: metrics name every template and revision, which tenants may not see.
+func metricsAttributes(*http.Request) authorizer.AttributesRecord {
+	return authorizer.AttributesRecord{Verb: "get", Path: "/metrics"}
+}
+
+// may says whether the request's user may do a (its User is set here);
+// without Auth everyone may. An error is the check's own failure.
+func (s *Server) may(ctx context.Context, a authorizer.AttributesRecord) (bool, error) {
 	if s.auth == nil {
 		return true, nil
 	}
@@ -103,32 +124,54 @@ func (s *Server) may(ctx context.Context, k Key) (bool, error) {
 	if !ok {
 		return false, nil
 	}
-	return s.auth.allowed(ctx, u, "get", k)
-}
-
-func (a *Auth) allowed(ctx context.Context, u user.Info, verb string, k Key) (bool, error) {
-	d, _, err := a.authz.Authorize(ctx, authorizer.AttributesRecord{
-		User: u, Verb: verb, Namespace: k.Namespace, Name: k.Name,
-		APIGroup: promptTemplates.Group, APIVersion: promptTemplates.Version, Resource: promptTemplates.Resource,
-		ResourceRequest: true,
-	})
+	a.User = u
+	d, _, err := s.auth.authz.Authorize(ctx, a)
 	return d == authorizer.DecisionAllow, err
 }
 
-// authorize answers 403 (or 500 when the check itself failed) unless the
-// request's user may get the template k; it returns 0 when it may.
-func (s *Server) authorize(w http.ResponseWriter, r *http.Request, k Key) int {
-	ok, err := s.may(r.Context(), k)
-	if err != nil {
-		s.log.Error(err, "Authorization check failed", "template", k)
+// authorize reports whether the request's user may do a; when it may not
+// it has answered 403, or 500 when the check itself failed (as
+// kube-apiserver and controller-runtime's metrics filter answer). Every
+// endpoint's authorization goes through it.
+func (s *Server) authorize(w http.ResponseWriter, r *http.Request, a authorizer.AttributesRecord) bool {
+	ok, err := s.may(r.Context(), a)
+	switch {
+	case err != nil && !ok:
+		// The attributes name the template or bank, never a scope or id.
+		s.log.Error(err, "Authorization check failed", "namespace", a.Namespace, "name", a.Name, "resource", a.Resource, "path", a.Path)
 		s.metrics.authDenied.WithLabelValues("error").Inc()
-		return writeError(w, http.StatusInternalServerError, "Internal", "the authorization check failed")
-	}
-	if !ok {
+		writeError(w, http.StatusInternalServerError, "Internal", "the authorization check failed")
+		return false
+	case !ok:
 		s.metrics.authDenied.WithLabelValues("forbidden").Inc()
-		return writeError(w, http.StatusForbidden, CodeForbidden, fmt.Sprintf("you may not get promptops.io prompttemplates %s in namespace %s", k.Name, k.Namespace))
+		writeError(w, http.StatusForbidden, CodeForbidden, forbidden(a))
+		return false
 	}
-	return 0
+	return true
+}
+
+// forbidden says what the caller may not do, as kube-apiserver says it.
+func forbidden(a authorizer.AttributesRecord) string {
+	if !a.ResourceRequest {
+		return fmt.Sprintf("you may not %s %s", a.Verb, a.Path)
+	}
+	resource := a.Resource
+	if a.Subresource != "" {
+		resource += "/" + a.Subresource
+	}
+	return fmt.Sprintf("you may not %s %s %s %s in namespace %s", a.Verb, a.APIGroup, resource, a.Name, a.Namespace)
+}
+
+// authorized passes only the requests whose user may do what attrs says.
+func (s *Server) authorized(attrs func(*http.Request) authorizer.AttributesRecord, h http.Handler) http.Handler {
+	if s.auth == nil {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.authorize(w, r, attrs(r)) {
+			h.ServeHTTP(w, r)
+		}
+	})
 }
 
 // visible filters keys to those the request's user may get: a namespace
@@ -143,11 +186,11 @@ func (s *Server) visible(ctx context.Context, keys []Key) []Key {
 	for _, k := range keys {
 		all, seen := whole[k.Namespace]
 		if !seen {
-			all, _ = s.may(ctx, Key{Namespace: k.Namespace})
+			all, _ = s.may(ctx, templateAttributes(Key{Namespace: k.Namespace}))
 			whole[k.Namespace] = all
 		}
 		if ok := all; !ok {
-			ok, _ = s.may(ctx, k)
+			ok, _ = s.may(ctx, templateAttributes(k))
 			if !ok {
 				continue
 			}
@@ -155,29 +198,4 @@ func (s *Server) visible(ctx context.Context, keys []Key) []Key {
 		out = append(out, k)
 	}
 	return out
-}
-
-// metricsAuthorized guards /metrics under Auth as the manager's secure
-// metrics are guarded: a token of a subject allowed get on the
-// non-resource URL /metrics (the promptops-metrics-reader ClusterRole).
-// Metrics name every template and revision, which tenants may not see.
-func (s *Server) metricsAuthorized(h http.Handler) http.Handler {
-	if s.auth == nil {
-		return h
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		res, ok, _ := s.auth.authn.AuthenticateRequest(r)
-		if !ok {
-			s.metrics.authDenied.WithLabelValues("unauthenticated").Inc()
-			writeError(w, http.StatusUnauthorized, CodeUnauthorized, "a valid Kubernetes bearer token is required")
-			return
-		}
-		d, _, err := s.auth.authz.Authorize(r.Context(), authorizer.AttributesRecord{User: res.User, Verb: "get", Path: r.URL.Path})
-		if err != nil || d != authorizer.DecisionAllow {
-			s.metrics.authDenied.WithLabelValues("forbidden").Inc()
-			writeError(w, http.StatusForbidden, CodeForbidden, "you may not get /metrics")
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
 }

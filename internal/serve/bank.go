@@ -1,20 +1,17 @@
 package serve
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
-	"time"
 	"unicode/utf8"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/promptops/promptops/internal/consolidation"
@@ -140,82 +137,78 @@ func memorySpan(ctx context.Context, op string, k Key) {
 	span.SetAttributes(telemetry.OperationName.String(op), telemetry.MemoryStoreID.String(k.String()))
 }
 
-// bankRequest is a bank API path: /v1/banks/{namespace}/{name}/{endpoint}.
-func bankRequest(path string) (k Key, endpoint string, ok bool) {
-	rest, found := strings.CutPrefix(path, "/v1/banks/")
-	parts := strings.Split(rest, "/")
-	if !found || len(parts) != 3 || parts[0] == "" || parts[1] == "" || (parts[2] != "facts" && parts[2] != "recall") {
-		return Key{}, "", false
-	}
-	return Key{parts[0], parts[1]}, parts[2], true
+// bankRoute is one endpoint of the bank API.
+type bankRoute struct {
+	pattern string
+	// endpoint labels the bank's metrics; op is the GenAI memory
+	// operation of its span.
+	endpoint, op string
+	// verb and subresource are what the caller needs on the MemoryBank.
+	verb, subresource string
+	// limit, when set, is the body's bound, the flag that sets it and a
+	// hint for a body over it; the body is read before serve is called.
+	limit func(s *Server) (limit int64, flag, hint string)
+	serve func(s *Server, w http.ResponseWriter, r *http.Request, bk *Bank, body []byte)
 }
 
-func (s *Server) bankEndpoint(w http.ResponseWriter, r *http.Request) int {
-	k, endpoint, ok := bankRequest(r.URL.Path)
-	if !ok {
-		return writeError(w, http.StatusNotFound, CodeNotFound, "no such endpoint: use POST /v1/banks/{namespace}/{name}/facts or .../recall")
-	}
-	op := telemetry.OpSearchMemory
-	if endpoint == "facts" {
-		op = telemetry.OpUpdateMemory
-	}
-	memorySpan(r.Context(), op, k)
-	start := time.Now()
-	code := s.bankServe(w, r, k, endpoint)
+var bankRoutes = []bankRoute{
+	{pattern: "POST /v1/banks/{namespace}/{name}/facts", endpoint: "facts", op: telemetry.OpUpdateMemory, verb: "create", subresource: "facts",
+		limit: func(s *Server) (int64, string, string) {
+			return s.bank.limits.MaxRetainBytes, "--max-retain-bytes", "; send fewer facts per request"
+		},
+		serve: (*Server).retain},
+	{pattern: "POST /v1/banks/{namespace}/{name}/recall", endpoint: "recall", op: telemetry.OpSearchMemory, verb: "create", subresource: "recall",
+		limit: func(s *Server) (int64, string, string) { return s.maxBodyBytes, "--max-body-bytes", "" },
+		serve: (*Server).recall},
+	{pattern: "DELETE /v1/banks/{namespace}/{name}/scopes/{scope}", endpoint: "erase_scope", op: telemetry.OpDeleteMemory, verb: "delete", subresource: "scopes",
+		serve: (*Server).eraseScope},
+	{pattern: "GET /v1/banks/{namespace}/{name}/scopes/{scope}/export", endpoint: "export", op: "export_memory", verb: "get", subresource: "scopes",
+		serve: (*Server).exportScope},
+	{pattern: "DELETE /v1/banks/{namespace}/{name}/facts/{id}", endpoint: "delete_fact", op: telemetry.OpDeleteMemory, verb: "delete", subresource: "facts",
+		serve: (*Server).deleteFact},
+}
+
+// bankRoute serves one endpoint of the bank API: the span names the
+// operation and the bank; the caller must have the route's verb on the
+// bank's subresource (403 before anything else, so that a caller learns
+// nothing of banks it may not use); a bank not served here is 404; the
+// bank's requests are counted and timed by bank and endpoint (promhttp).
+func (s *Server) bankRoute(b bankRoute) http.Handler {
 	// Labels only for banks served: a caller cannot grow the metrics with
 	// names of its own.
-	if _, served := s.bank.banks[k]; served {
-		s.bank.requests.WithLabelValues(k.Namespace, k.Name, endpoint, strconv.Itoa(code)).Inc()
-		s.bank.latency.WithLabelValues(k.Namespace, k.Name, endpoint).Observe(time.Since(start).Seconds())
+	served := map[Key]http.Handler{}
+	for k, bk := range s.bank.banks {
+		labels := prometheus.Labels{"namespace": k.Namespace, "name": k.Name, "endpoint": b.endpoint}
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			var body []byte
+			if b.limit != nil {
+				limit, flag, hint := b.limit(s)
+				var release func()
+				var ok bool
+				body, release, ok = s.body(w, r, limit, flag, hint)
+				defer release()
+				if !ok {
+					return
+				}
+			}
+			b.serve(s, w, r, bk, body)
+		})
+		served[k] = promhttp.InstrumentHandlerDuration(s.bank.latency.MustCurryWith(labels),
+			promhttp.InstrumentHandlerCounter(s.bank.requests.MustCurryWith(labels), h))
 	}
-	return code
-}
-
-func (s *Server) bankServe(w http.ResponseWriter, r *http.Request, k Key, endpoint string) int {
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		return writeError(w, http.StatusMethodNotAllowed, CodeMethodNotAllowed, "use POST")
-	}
-	if code := s.authorizeBank(w, r, k, endpoint); code != 0 {
-		return code
-	}
-	bk := s.bank.banks[k]
-	if bk == nil {
-		return writeError(w, http.StatusNotFound, CodeBankNotFound, fmt.Sprintf("bank %s is not served here", k))
-	}
-	limit := s.maxBodyBytes
-	if endpoint == "facts" {
-		limit = s.bank.limits.MaxRetainBytes
-	}
-	held := &reservation{budget: s.inflight}
-	defer held.release()
-	body, err := readBody(w, r, limit, held)
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		switch {
-		case errors.As(err, &tooLarge) && endpoint == "facts":
-			return writeError(w, http.StatusRequestEntityTooLarge, CodeTooLarge, fmt.Sprintf("the request body is over %d bytes (--max-retain-bytes); send fewer facts per request", limit))
-		case errors.As(err, &tooLarge):
-			return writeError(w, http.StatusRequestEntityTooLarge, CodeTooLarge, fmt.Sprintf("the request body is over %d bytes (--max-body-bytes)", limit))
-		case errors.Is(err, errBusy):
-			w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
-			w.Header().Set("Connection", "close")
-			return writeError(w, http.StatusServiceUnavailable, CodeBusy, "too many request bytes in flight; retry later")
-		case errors.Is(err, os.ErrDeadlineExceeded), r.Context().Err() != nil:
-			return writeError(w, http.StatusRequestTimeout, CodeTimeout, "the request body did not arrive in time")
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		k := Key{r.PathValue("namespace"), r.PathValue("name")}
+		memorySpan(r.Context(), b.op, k)
+		if !s.authorize(w, r, bankAttributes(k, b.verb, b.subresource)) {
+			return
 		}
-		return writeError(w, http.StatusBadRequest, CodeMalformed, "reading the request body failed")
-	}
-	if endpoint == "facts" {
-		return s.retain(w, r, bk, body)
-	}
-	return s.recall(w, r, bk, body)
-}
-
-// authorizeBank answers 403 (or 500 when the check failed) unless the
-// request's user may create the bank's subresource; 0 when it may.
-func (s *Server) authorizeBank(w http.ResponseWriter, r *http.Request, k Key, endpoint string) int {
-	return s.authorizeBankVerb(w, r, k, "create", endpoint)
+		h := served[k]
+		if h == nil {
+			writeError(w, http.StatusNotFound, CodeBankNotFound, fmt.Sprintf("bank %s is not served here", k))
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // RetainResponse is the answer to POST .../facts.
@@ -228,22 +221,27 @@ type RetainResponse struct {
 	IDs []string `json:"ids"`
 }
 
-func (s *Server) retain(w http.ResponseWriter, r *http.Request, bk *Bank, body []byte) int {
-	bad := func(msg string) int { return writeError(w, http.StatusBadRequest, CodeInvalidFact, msg) }
+// retain answers POST .../facts: the facts stored in one transaction.
+func (s *Server) retain(w http.ResponseWriter, r *http.Request, bk *Bank, body []byte) {
+	bad := func(msg string) { writeError(w, http.StatusBadRequest, CodeInvalidFact, msg) }
 	if !utf8.Valid(body) {
-		return bad("the body is not valid UTF-8")
+		bad("the body is not valid UTF-8")
+		return
 	}
 	var req struct {
-		Facts []json.RawMessage `json:"facts"`
+		Facts []jsontext.Value `json:"facts"`
 	}
-	if err := strictDecode(body, &req); err != nil {
-		return writeError(w, http.StatusBadRequest, CodeMalformed, `the body must be one JSON object {"facts": [...]}: `+err.Error())
+	if err := decodeObject(body, &req); err != nil {
+		writeError(w, http.StatusBadRequest, CodeMalformed, `the body must be one JSON object {"facts": [...]}: `+jsonProblem(err))
+		return
 	}
 	if n, most := len(req.Facts), s.bank.limits.MaxFactsPerRequest; n > most {
-		return writeError(w, http.StatusRequestEntityTooLarge, CodeTooManyFacts, fmt.Sprintf("facts: %d items, at most %d per request (--max-facts-per-request)", n, most))
+		writeError(w, http.StatusRequestEntityTooLarge, CodeTooManyFacts, fmt.Sprintf("facts: %d items, at most %d per request (--max-facts-per-request)", n, most))
+		return
 	}
 	if len(req.Facts) == 0 {
-		return bad("facts: at least one fact is required")
+		bad("facts: at least one fact is required")
+		return
 	}
 	bankID := bk.Namespace + "/" + bk.Name
 	facts := make([]consolidation.Fact, len(req.Facts))
@@ -253,12 +251,15 @@ func (s *Server) retain(w http.ResponseWriter, r *http.Request, bk *Bank, body [
 		if err != nil {
 			var fe *consolidation.FieldError
 			if errors.As(err, &fe) {
-				return bad(fmt.Sprintf("facts[%d].%s: %s", i, fe.Field, fe.Detail))
+				bad(fmt.Sprintf("facts[%d].%s: %s", i, fe.Field, fe.Detail))
+				return
 			}
-			return bad(fmt.Sprintf("facts[%d]: %s", i, strings.TrimPrefix(err.Error(), "json: ")))
+			bad(fmt.Sprintf("facts[%d]: %s", i, strings.TrimPrefix(err.Error(), "json: ")))
+			return
 		}
 		if msg := factBounds(f); msg != "" {
-			return bad(fmt.Sprintf("facts[%d].%s", i, msg))
+			bad(fmt.Sprintf("facts[%d].%s", i, msg))
+			return
 		}
 		if f.ID == "" {
 			f.ID = consolidation.DerivedFactID(bankID, f)
@@ -270,16 +271,20 @@ func (s *Server) retain(w http.ResponseWriter, r *http.Request, bk *Bank, body [
 		var conflict *consolidation.FactConflictError
 		switch {
 		case errors.As(err, &conflict):
-			return writeError(w, http.StatusConflict, CodeFactConflict, fmt.Sprintf("fact %q is already in bank %s with other text; nothing of the request was stored", conflict.ID, bankID))
+			writeError(w, http.StatusConflict, CodeFactConflict, fmt.Sprintf("fact %q is already in bank %s with other text; nothing of the request was stored", conflict.ID, bankID))
+			return
 		case r.Context().Err() != nil:
-			return writeError(w, http.StatusServiceUnavailable, CodeTimeout, "the request took longer than the server's request timeout; nothing of it was stored")
+			writeError(w, http.StatusServiceUnavailable, CodeTimeout, "the request took longer than the server's request timeout; nothing of it was stored")
+			return
 		}
 		s.log.Error(err, "Storing facts failed", "bank", bankID)
-		return writeError(w, http.StatusServiceUnavailable, CodeStoreUnavailable, "the store did not take the facts; nothing of the request was stored")
+		writeError(w, http.StatusServiceUnavailable, CodeStoreUnavailable, "the store did not take the facts; nothing of the request was stored")
+		return
 	}
 	s.bank.facts.WithLabelValues(bk.Namespace, bk.Name, "stored").Add(float64(stored))
 	s.bank.facts.WithLabelValues(bk.Namespace, bk.Name, "unchanged").Add(float64(unchanged))
-	return writeJSON(w, http.StatusOK, &RetainResponse{Stored: stored, Unchanged: unchanged, IDs: ids})
+	writeJSON(w, http.StatusOK, &RetainResponse{Stored: stored, Unchanged: unchanged, IDs: ids})
+	return
 }
 
 // factBounds checks what facts import leaves to the line limit; it
@@ -305,22 +310,4 @@ func factBounds(f consolidation.Fact) string {
 		}
 	}
 	return ""
-}
-
-// strictDecode decodes one JSON object of known fields. Other JSON (null
-// above all, which encoding/json takes as an empty request) is refused, as
-// decodeRequest refuses it for /v1/assemble.
-func strictDecode(body []byte, v any) error {
-	if b := bytes.TrimLeft(body, " \t\r\n"); len(b) > 0 && b[0] != '{' {
-		return errors.New("not a JSON object")
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return errors.New(jsonProblem(err))
-	}
-	if dec.More() {
-		return errors.New("more than one JSON value")
-	}
-	return nil
 }

@@ -48,31 +48,38 @@ type RecallResponse struct {
 	Omitted int `json:"omitted"`
 }
 
-func (s *Server) recall(w http.ResponseWriter, r *http.Request, bk *Bank, body []byte) int {
+// recall answers POST .../recall: the items that fit in maxTokens.
+func (s *Server) recall(w http.ResponseWriter, r *http.Request, bk *Bank, body []byte) {
 	var req RecallRequest
-	if err := strictDecode(body, &req); err != nil {
-		return writeError(w, http.StatusBadRequest, CodeMalformed, `the body must be one JSON object {"query", "maxTokens", "maxItems", "minScore", "tags", "includePending", "scope", "includeShared"}: `+err.Error())
+	if err := decodeObject(body, &req); err != nil {
+		writeError(w, http.StatusBadRequest, CodeMalformed, `the body must be one JSON object {"query", "maxTokens", "maxItems", "minScore", "tags", "includePending", "scope", "includeShared"}: `+err.Error())
+		return
 	}
 	q, msg := recallQuery(&req)
 	if msg != "" {
-		return writeError(w, http.StatusBadRequest, CodeInvalidRecall, msg)
+		writeError(w, http.StatusBadRequest, CodeInvalidRecall, msg)
+		return
 	}
 	fit, err := recallFit(r.Context(), bk, req.Scope, req.IncludeShared, q, *req.MaxTokens)
 	var fe *fitError
 	switch {
 	case errors.As(err, &fe):
 		s.log.Error(fe.err, "Fitting recalled memory failed", "bank", Key{bk.Namespace, bk.Name})
-		return writeError(w, http.StatusInternalServerError, "Internal", "counting the recalled memory's tokens failed")
+		writeError(w, http.StatusInternalServerError, "Internal", "counting the recalled memory's tokens failed")
+		return
 	case err != nil && r.Context().Err() != nil:
-		return writeError(w, http.StatusServiceUnavailable, CodeTimeout, "the request took longer than the server's request timeout")
+		writeError(w, http.StatusServiceUnavailable, CodeTimeout, "the request took longer than the server's request timeout")
+		return
 	case err != nil:
 		s.log.Error(err, "Recall failed", "bank", Key{bk.Namespace, bk.Name})
-		return writeError(w, http.StatusServiceUnavailable, CodeStoreUnavailable, "the bank's store could not be read")
+		writeError(w, http.StatusServiceUnavailable, CodeStoreUnavailable, "the bank's store could not be read")
+		return
 	}
 	if fit.Items == nil {
 		fit.Items = []plan.MemoryItem{}
 	}
-	return writeJSON(w, http.StatusOK, &RecallResponse{Items: fit.Items, Text: fit.Text, Tokens: fit.Tokens, MaxTokens: *req.MaxTokens, Omitted: fit.Omitted})
+	writeJSON(w, http.StatusOK, &RecallResponse{Items: fit.Items, Text: fit.Text, Tokens: fit.Tokens, MaxTokens: *req.MaxTokens, Omitted: fit.Omitted})
+	return
 }
 
 // fitError is a failure to count the recalled items' tokens.

@@ -10,12 +10,8 @@ import (
 	"sort"
 	"sync"
 
-	"k8s.io/apiserver/pkg/authorization/authorizer"
-	"k8s.io/apiserver/pkg/endpoints/request"
-
 	"github.com/promptops/promptops/internal/consolidation"
 	"github.com/promptops/promptops/internal/memscope"
-	"github.com/promptops/promptops/internal/telemetry"
 )
 
 // Scopes of a served bank: recall within a scope, and erasure and export
@@ -151,86 +147,78 @@ func (b *Bank) scopes() *scopeRecallers {
 	return b.scoped
 }
 
-// scopeEndpoint serves the erasure and export endpoints of a bank.
-func (s *Server) scopeEndpoint(verb, subresource string, h func(w http.ResponseWriter, r *http.Request, bk *Bank) int) func(http.ResponseWriter, *http.Request) int {
-	return func(w http.ResponseWriter, r *http.Request) int {
-		k := Key{r.PathValue("namespace"), r.PathValue("name")}
-		op := telemetry.OpDeleteMemory
-		if verb == "get" {
-			op = "export_memory"
-		}
-		memorySpan(r.Context(), op, k)
-		if code := s.authorizeBankVerb(w, r, k, verb, subresource); code != 0 {
-			return code
-		}
-		bk := s.bank.banks[k]
-		if bk == nil {
-			return writeError(w, http.StatusNotFound, CodeBankNotFound, fmt.Sprintf("bank %s is not served here", k))
-		}
-		return h(w, r, bk)
-	}
-}
-
 // eraseScope answers DELETE /v1/banks/{namespace}/{name}/scopes/{scope}.
-func (s *Server) eraseScope(w http.ResponseWriter, r *http.Request, bk *Bank) int {
+func (s *Server) eraseScope(w http.ResponseWriter, r *http.Request, bk *Bank, _ []byte) {
 	scope := r.PathValue("scope")
 	if msg := memscope.Problem(scope); msg != "" || scope == "" {
-		return writeError(w, http.StatusBadRequest, CodeInvalidScope, "scope: "+msg)
+		writeError(w, http.StatusBadRequest, CodeInvalidScope, "scope: "+msg)
+		return
 	}
 	st, ok := bk.Store.(ScopeStore)
 	if !ok {
-		return writeError(w, http.StatusNotImplemented, "NotImplemented", "this bank's store does not erase")
+		writeError(w, http.StatusNotImplemented, "NotImplemented", "this bank's store does not erase")
+		return
 	}
 	erased, err := st.EraseScope(r.Context(), bk.Namespace+"/"+bk.Name, scope)
 	if err != nil {
-		return s.storeFailed(w, r, bk, "Erasing a scope failed", err)
+		s.storeFailed(w, r, bk, "Erasing a scope failed", err)
+		return
 	}
 	bk.scopes().drop(scope)
 	s.bank.erasures.WithLabelValues(bk.Namespace, bk.Name, "scope").Inc()
-	return writeJSON(w, http.StatusOK, &erased)
+	writeJSON(w, http.StatusOK, &erased)
+	return
 }
 
 // deleteFact answers DELETE /v1/banks/{namespace}/{name}/facts/{id}: in
 // the scope of ?scope= ("" for the shared scope) when given, else in
 // every scope that holds a fact of this id.
-func (s *Server) deleteFact(w http.ResponseWriter, r *http.Request, bk *Bank) int {
+func (s *Server) deleteFact(w http.ResponseWriter, r *http.Request, bk *Bank, _ []byte) {
 	id := r.PathValue("id")
 	if id == "" || len(id) > MaxFactIDBytes {
-		return writeError(w, http.StatusBadRequest, CodeInvalidFact, fmt.Sprintf("id: %d bytes, want 1..%d", len(id), MaxFactIDBytes))
+		writeError(w, http.StatusBadRequest, CodeInvalidFact, fmt.Sprintf("id: %d bytes, want 1..%d", len(id), MaxFactIDBytes))
+		return
 	}
 	var scope *string
 	if q := r.URL.Query(); q.Has("scope") {
 		sc := q.Get("scope")
 		if msg := memscope.Problem(sc); msg != "" {
-			return writeError(w, http.StatusBadRequest, CodeInvalidScope, "scope: "+msg)
+			writeError(w, http.StatusBadRequest, CodeInvalidScope, "scope: "+msg)
+			return
 		}
 		scope = &sc
 	}
 	st, ok := bk.Store.(ScopeStore)
 	if !ok {
-		return writeError(w, http.StatusNotImplemented, "NotImplemented", "this bank's store does not erase")
+		writeError(w, http.StatusNotImplemented, "NotImplemented", "this bank's store does not erase")
+		return
 	}
 	erased, err := st.DeleteFacts(r.Context(), bk.Namespace+"/"+bk.Name, scope, []string{id})
 	if err != nil {
-		return s.storeFailed(w, r, bk, "Deleting a fact failed", err)
+		s.storeFailed(w, r, bk, "Deleting a fact failed", err)
+		return
 	}
 	if erased.Facts == 0 {
-		return writeError(w, http.StatusNotFound, CodeFactNotFound, "the bank holds no fact with this id")
+		writeError(w, http.StatusNotFound, CodeFactNotFound, "the bank holds no fact with this id")
+		return
 	}
 	s.bank.erasures.WithLabelValues(bk.Namespace, bk.Name, "fact").Inc()
-	return writeJSON(w, http.StatusOK, &erased)
+	writeJSON(w, http.StatusOK, &erased)
+	return
 }
 
 // exportScope answers GET /v1/banks/{namespace}/{name}/scopes/{scope}/export
 // with the scope's facts and observations as JSON lines.
-func (s *Server) exportScope(w http.ResponseWriter, r *http.Request, bk *Bank) int {
+func (s *Server) exportScope(w http.ResponseWriter, r *http.Request, bk *Bank, _ []byte) {
 	scope := r.PathValue("scope")
 	if msg := memscope.Problem(scope); msg != "" || scope == "" {
-		return writeError(w, http.StatusBadRequest, CodeInvalidScope, "scope: "+msg)
+		writeError(w, http.StatusBadRequest, CodeInvalidScope, "scope: "+msg)
+		return
 	}
 	st, ok := bk.Store.(ScopeStore)
 	if !ok {
-		return writeError(w, http.StatusNotImplemented, "NotImplemented", "this bank's store does not export")
+		writeError(w, http.StatusNotImplemented, "NotImplemented", "this bank's store does not export")
+		return
 	}
 	bw := bufio.NewWriterSize(w, 32<<10)
 	enc := json.NewEncoder(bw)
@@ -249,49 +237,25 @@ func (s *Server) exportScope(w http.ResponseWriter, r *http.Request, bk *Bank) i
 			w.WriteHeader(http.StatusOK)
 		}
 		_ = bw.Flush()
-		return http.StatusOK
+		return
 	}
 	if started {
 		// The status is sent: the client sees the stream cut short.
 		s.log.Error(err, "Exporting a scope failed", "bank", Key{bk.Namespace, bk.Name})
 		panic(http.ErrAbortHandler)
 	}
-	return s.storeFailed(w, r, bk, "Exporting a scope failed", err)
+	s.storeFailed(w, r, bk, "Exporting a scope failed", err)
+	return
 }
 
 // storeFailed answers a store's failure: 503, logged without the scope
 // or id.
-func (s *Server) storeFailed(w http.ResponseWriter, r *http.Request, bk *Bank, what string, err error) int {
+func (s *Server) storeFailed(w http.ResponseWriter, r *http.Request, bk *Bank, what string, err error) {
 	if r.Context().Err() != nil {
-		return writeError(w, http.StatusServiceUnavailable, CodeTimeout, "the request took longer than the server's request timeout")
+		writeError(w, http.StatusServiceUnavailable, CodeTimeout, "the request took longer than the server's request timeout")
+		return
 	}
 	s.log.Error(err, what, "bank", Key{bk.Namespace, bk.Name})
-	return writeError(w, http.StatusServiceUnavailable, CodeStoreUnavailable, "the bank's store could not be reached")
-}
-
-// authorizeBankVerb answers 403 (or 500 when the check failed) unless the
-// request's user may verb the bank's subresource; 0 when it may.
-func (s *Server) authorizeBankVerb(w http.ResponseWriter, r *http.Request, k Key, verb, subresource string) int {
-	if s.auth == nil {
-		return 0
-	}
-	u, ok := request.UserFrom(r.Context())
-	if !ok {
-		return writeError(w, http.StatusForbidden, CodeForbidden, "no user")
-	}
-	d, _, err := s.auth.authz.Authorize(r.Context(), authorizer.AttributesRecord{
-		User: u, Verb: verb, Namespace: k.Namespace, Name: k.Name,
-		APIGroup: memoryBanks.Group, APIVersion: memoryBanks.Version, Resource: memoryBanks.Resource, Subresource: subresource,
-		ResourceRequest: true,
-	})
-	if err != nil {
-		s.log.Error(err, "Authorization check failed", "bank", k)
-		s.metrics.authDenied.WithLabelValues("error").Inc()
-		return writeError(w, http.StatusInternalServerError, "Internal", "the authorization check failed")
-	}
-	if d != authorizer.DecisionAllow {
-		s.metrics.authDenied.WithLabelValues("forbidden").Inc()
-		return writeError(w, http.StatusForbidden, CodeForbidden, fmt.Sprintf("you may not %s promptops.io memorybanks/%s %s in namespace %s", verb, subresource, k.Name, k.Namespace))
-	}
-	return 0
+	writeError(w, http.StatusServiceUnavailable, CodeStoreUnavailable, "the bank's store could not be reached")
+	return
 }

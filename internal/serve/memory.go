@@ -3,7 +3,6 @@ package serve
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/go-json-experiment/json"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/codes"
@@ -155,7 +156,7 @@ func (h *HTTPRecaller) Recall(ctx context.Context, r plan.MemoryRequest) ([]plan
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		var eb errorBody
-		_ = json.NewDecoder(io.LimitReader(resp.Body, maxErrorBytes)).Decode(&eb)
+		_ = json.UnmarshalRead(io.LimitReader(resp.Body, maxErrorBytes), &eb)
 		code := eb.Error.Code
 		if code == "" || len(code) > 64 {
 			code = fmt.Sprintf("%s%d", CodeRecallHTTP, resp.StatusCode)
@@ -170,7 +171,7 @@ func (h *HTTPRecaller) Recall(ctx context.Context, r plan.MemoryRequest) ([]plan
 	// whose JSON ends at that byte decodes, so N is checked either way).
 	lr := &io.LimitedReader{R: resp.Body, N: limit + 1}
 	var out recallResponse
-	err = json.NewDecoder(lr).Decode(&out)
+	err = json.UnmarshalRead(lr, &out)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return nil, ctx.Err()

@@ -1,8 +1,6 @@
 package serve
 
 import (
-	"strconv"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -84,9 +82,4 @@ func (m *metrics) published(s *Snapshot, failing int) {
 	}
 	m.plans.Set(float64(len(s.keys)))
 	m.failing.Set(float64(failing))
-}
-
-func (m *metrics) request(handler string, code int, seconds float64) {
-	m.requests.WithLabelValues(handler, strconv.Itoa(code)).Inc()
-	m.latency.WithLabelValues(handler).Observe(seconds)
 }

@@ -279,20 +279,32 @@ func TestBadPlanKeepsPreviousVersion(t *testing.T) {
 	}
 }
 
-func TestUnknownField(t *testing.T) {
-	for body, want := range map[string]string{
-		`{"namespace":"a","name":"b","intent":"c","runtime":{"x":"}\"]"}}`:       "",
-		` { "Namespace" : "a" , "runtime" : { "k" : [1, {"z": "}"}] } } `:        "",
-		`{"runtime":{"a":"}"},"x\"y":1}`:                                         `x"y`,
-		`{"name":"b","runtme":{}}`:                                               "runtme",
-		`{"\u006eame":"b","intents":null}`:                                       "intents",
-		`{"namespace":null,"name":true,"intent":12.5e3,"runtime":{},"extra":[]}`: "extra",
-		`{}`: "",
-		" {\n\t\"namespace\" : \"a\" ,\r\n \"nmae\" : 1 } ": "nmae",
+// A body is decoded in one pass that refuses what encoding/json lets
+// through (a repeated name keeping the last value, invalid UTF-8, a lone
+// surrogate, another case of a name), and every message says where.
+func TestDecodeAssemble(t *testing.T) {
+	for _, c := range []struct{ body, code, mention string }{
+		{`{"namespace":"a","name":"b","intent":"c","runtime":{"x":"}\"]"}}`, "", ""},
+		{` {"namespace" : "a" , "runtime" : { "k" : null } } `, "", ""},
+		{`{"\u006eame":"b"}`, "", ""},
+		{`{}`, "", ""},
+		{`{"runtime":{"a":"}"},"x\"y":1}`, CodeMalformed, `unknown field "x\"y"`},
+		{`{"name":"b","runtme":{}}`, CodeMalformed, "unknown field runtme"},
+		{`{"Namespace":"a"}`, CodeMalformed, "unknown field Namespace"},
+		{`{"name":"a","name":"b"}`, CodeMalformed, "member name appears twice"},
+		{`{"runtime":{"k":"a","k":"b"}}`, CodeMalformed, "member runtime.k appears twice"},
+		{"{\"name\":\"\xff\"}", CodeMalformed, "invalid UTF-8 at byte"},
+		{`{"name":"\ud800"}`, CodeMalformed, "invalid JSON at byte 9"},
+		{`{"name":"a"} {}`, CodeMalformed, "more than one JSON value"},
+		{`{"name":"a"`, CodeMalformed, "the JSON ends early"},
+		{`null`, CodeMalformed, "not a JSON object"},
+		{`{"name":true}`, CodeMalformed, "name: a JSON true where a string is wanted"},
+		{`{"runtime":{"k":1}}`, CodeInvalidRuntime, `runtime section "k" must be a string`},
+		{`{"runtime":[]}`, CodeInvalidRuntime, "runtime must be an object of strings"},
 	} {
-		got, _ := unknownField([]byte(body))
-		if got != want {
-			t.Errorf("%s: %q, want %q", body, got, want)
+		_, code, msg := decodeAssemble([]byte(c.body))
+		if code != c.code || !strings.Contains(msg, c.mention) {
+			t.Errorf("%s: %s %q, want %s mentioning %q", c.body, code, msg, c.code, c.mention)
 		}
 	}
 }

@@ -1,18 +1,18 @@
 package llm
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/promptops/promptops/internal/consolidation"
+	"github.com/promptops/promptops/internal/strictjson"
 	"github.com/promptops/promptops/internal/telemetry"
 )
 
@@ -78,17 +79,68 @@ func NewEmbeddings(cfg EmbeddingsConfig) *Embeddings {
 // Model is the model the vectors come from.
 func (e *Embeddings) Model() string { return e.cfg.Model }
 
-// rawEmbeddings is the response, decoded here: openai-go reads only float
-// arrays.
-type rawEmbeddings struct {
+// embeddingsAnswer is the response, decoded here (strictjson): openai-go
+// reads only float arrays.
+type embeddingsAnswer struct {
 	Data []struct {
-		Index     *int            `json:"index"`
-		Embedding json.RawMessage `json:"embedding"`
+		Index     *int   `json:"index"`
+		Embedding vector `json:"embedding"`
 	} `json:"data"`
 	Usage struct {
 		PromptTokens int64 `json:"prompt_tokens"`
 		TotalTokens  int64 `json:"total_tokens"`
 	} `json:"usage"`
+}
+
+// vector is an embedding as a server writes it: a JSON array of numbers,
+// or a base64 string of little-endian float32s.
+type vector []float32
+
+// UnmarshalJSONFrom reads either form.
+func (v *vector) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	if dec.PeekKind() == '"' {
+		var s string
+		if err := json.UnmarshalDecode(dec, &s); err != nil {
+			return err
+		}
+		b, err := base64.StdEncoding.DecodeString(s)
+		if err != nil || len(b)%4 != 0 {
+			return errors.New("bad base64 vector")
+		}
+		fs := make([]float32, len(b)/4)
+		for i := range fs {
+			fs[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+		}
+		*v = fs
+		return nil
+	}
+	return json.UnmarshalDecode(dec, (*[]float32)(v))
+}
+
+// answerItem is one vector of an embeddings answer and the index the
+// server gave it (-1 when it gave none).
+type answerItem struct {
+	index int
+	vec   []float32
+}
+
+// decodeAnswer reads an embeddings answer.
+func decodeAnswer(body []byte) (items []answerItem, prompt, total int64, err error) {
+	var ans embeddingsAnswer
+	if err := strictjson.Lenient(body, &ans); err != nil {
+		return nil, 0, 0, fmt.Errorf("embeddings: the answer is not JSON of embeddings: %s", strictjson.Describe(err))
+	}
+	items = make([]answerItem, len(ans.Data))
+	for i, d := range ans.Data {
+		if len(d.Embedding) == 0 {
+			return nil, 0, 0, fmt.Errorf("embeddings: vector %d: empty vector", i)
+		}
+		items[i] = answerItem{index: -1, vec: d.Embedding}
+		if d.Index != nil {
+			items[i].index = *d.Index
+		}
+	}
+	return items, ans.Usage.PromptTokens, ans.Usage.TotalTokens, nil
 }
 
 // Embed embeds texts, BatchSize a request. A request the server refuses
@@ -175,64 +227,6 @@ func (e *Embeddings) embed(ctx context.Context, texts []string, out *consolidati
 	return nil
 }
 
-// decodeAnswer reads an embeddings answer: in one pass when it has the
-// common form (fastAnswer), else with encoding/json, which also reads
-// base64 vectors and gives the errors.
-func decodeAnswer(body []byte) (items []answerItem, prompt, total int64, err error) {
-	if items, prompt, total, ok := fastAnswer(body); ok {
-		return items, prompt, total, nil
-	}
-	return slowAnswer(body)
-}
-
-// slowAnswer is decodeAnswer with encoding/json.
-func slowAnswer(body []byte) (items []answerItem, prompt, total int64, err error) {
-	var raw rawEmbeddings
-	if err := json.Unmarshal(body, &raw); err != nil {
-		return nil, 0, 0, fmt.Errorf("embeddings: the answer is not JSON: %w", err)
-	}
-	items = make([]answerItem, len(raw.Data))
-	for i, d := range raw.Data {
-		v, err := decodeEmbedding(d.Embedding)
-		if err != nil {
-			return nil, 0, 0, fmt.Errorf("embeddings: vector %d: %w", i, err)
-		}
-		items[i] = answerItem{index: -1, vec: v}
-		if d.Index != nil {
-			items[i].index = *d.Index
-		}
-	}
-	return items, raw.Usage.PromptTokens, raw.Usage.TotalTokens, nil
-}
-
-// decodeEmbedding reads a JSON array of numbers or a base64 string of
-// little-endian float32s.
-func decodeEmbedding(raw json.RawMessage) ([]float32, error) {
-	if fs, ok := parseNumbers(raw); ok {
-		return fs, nil
-	}
-	var fs []float32
-	if err := json.Unmarshal(raw, &fs); err == nil {
-		if len(fs) == 0 {
-			return nil, errors.New("empty vector")
-		}
-		return fs, nil
-	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return nil, errors.New("neither an array of numbers nor base64")
-	}
-	b, err := base64.StdEncoding.DecodeString(s)
-	if err != nil || len(b) == 0 || len(b)%4 != 0 {
-		return nil, errors.New("bad base64 vector")
-	}
-	fs = make([]float32, len(b)/4)
-	for i := range fs {
-		fs[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return fs, nil
-}
-
 // isRefusal tells a 400 or 422 (this input cannot be embedded) from errors
 // that are the server's or the network's.
 func isRefusal(err error) bool {
@@ -257,50 +251,4 @@ func pooledClient() *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConnsPerHost = 64
 	return &http.Client{Transport: t}
-}
-
-// parseNumbers reads a JSON array of plain decimal numbers, the common
-// form of a vector, without reflection: several times faster than
-// json.Unmarshal for 1,536 of them, which a recall pays per query. ok is
-// false for anything else (json.Unmarshal then decides).
-func parseNumbers(raw []byte) (fs []float32, ok bool) {
-	i := skipWS(raw, 0)
-	if i == len(raw) || raw[i] != '[' {
-		return nil, false
-	}
-	fs = make([]float32, 0, bytes.Count(raw, []byte{','})+1)
-	i = skipWS(raw, i+1)
-	if i < len(raw) && raw[i] == ']' {
-		return nil, false
-	}
-	for {
-		j := i
-		for j < len(raw) && (raw[j] >= '0' && raw[j] <= '9' || raw[j] == '-' || raw[j] == '+' || raw[j] == '.' || raw[j] == 'e' || raw[j] == 'E') {
-			j++
-		}
-		if j == i || raw[i] == '+' {
-			return nil, false
-		}
-		f, err := strconv.ParseFloat(string(raw[i:j]), 32)
-		if err != nil {
-			return nil, false
-		}
-		fs = append(fs, float32(f))
-		i = skipWS(raw, j)
-		switch {
-		case i < len(raw) && raw[i] == ',':
-			i = skipWS(raw, i+1)
-		case i < len(raw) && raw[i] == ']':
-			return fs, skipWS(raw, i+1) == len(raw)
-		default:
-			return nil, false
-		}
-	}
-}
-
-func skipWS(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
 }

@@ -86,7 +86,7 @@ func (s *Store) LoadRecallable(ctx context.Context, key string, sp consolidation
 			}
 		case "o":
 			o := consolidation.Observation{ID: id.String, Text: text.String, ProofCount: int(num.Int64), Scope: scope,
-				OccurredStart: os.t, OccurredEnd: oe.t, Entities: entityList(txt.String)}
+				OccurredStart: os.t, OccurredEnd: oe.t, Entities: fromJSON(txt.String)}
 			if ca.t != nil {
 				o.CreatedAt = *ca.t
 			}

@@ -156,7 +156,7 @@ func TestScriptedFailuresLoseNothing(t *testing.T) {
 			},
 			check: func(t *testing.T, s *Store, sum consolidation.Summary, err error, _ []consolidation.Observation) {
 				_, reasons := factStates(t, s)
-				if err != nil || sum.FactsFailed != 1 || len(reasons) != 1 || !strings.Contains(reasons[0], "cannot unmarshal number") {
+				if err != nil || sum.FactsFailed != 1 || len(reasons) != 1 || !strings.Contains(reasons[0], "a JSON number where a string is wanted") {
 					t.Fatalf("%v %+v %v", err, sum, reasons)
 				}
 			}},

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"strings"
 	"time"
 
 	"github.com/promptops/promptops/internal/consolidation"
@@ -95,7 +94,7 @@ func (s *Store) lexIndex(ctx context.Context, bank string) (*consolidation.LexIn
 			rows.Close()
 			return nil, err
 		}
-		idx.Put(id, text, entityList(ents))
+		idx.Put(id, text, fromJSON(ents))
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -132,27 +131,4 @@ func (s *Store) lexApplied(bank string, gen int64, touched lexChanges) {
 		}
 	}
 	c.gen.Applied = gen
-}
-
-// entityList decodes entities_norm, a JSON array of strings; plain
-// arrays (no escapes) without encoding/json, which loading the index of a
-// large bank would otherwise spend most of its time in.
-func entityList(s string) []string {
-	if len(s) < 2 || s[0] != '[' || s[len(s)-1] != ']' || strings.IndexByte(s, '\\') >= 0 {
-		return fromJSON(s)
-	}
-	body := s[1 : len(s)-1]
-	if body == "" {
-		return nil
-	}
-	if len(body) < 2 || body[0] != '"' || body[len(body)-1] != '"' {
-		return fromJSON(s)
-	}
-	parts := strings.Split(body[1:len(body)-1], `","`)
-	for _, p := range parts {
-		if strings.IndexByte(p, '"') >= 0 {
-			return fromJSON(s)
-		}
-	}
-	return parts
 }

@@ -21,6 +21,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
+
 	"github.com/google/uuid"
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
 	_ "modernc.org/sqlite"             // database/sql driver "sqlite"
@@ -304,9 +306,13 @@ func toJSON(v []string) string {
 	return string(b)
 }
 
+// fromJSON decodes a JSON array of strings the store wrote (toJSON); nil
+// when it is not one.
 func fromJSON(s string) []string {
 	var v []string
-	_ = json.Unmarshal([]byte(s), &v)
+	if jsonv2.Unmarshal([]byte(s), &v) != nil {
+		return nil
+	}
 	return v
 }
 

@@ -1,0 +1,161 @@
+package serve
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/promptops/promptops/internal/strictjson"
+	"github.com/promptops/promptops/internal/telemetry"
+	"github.com/promptops/promptops/plan"
+)
+
+// AssembleRequest is the body of POST /v1/assemble.
+type AssembleRequest struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Intent    string `json:"intent"`
+	// Runtime holds each runtime section's content; a value must be a JSON
+	// string (null is the same as leaving the section out).
+	Runtime map[string]string `json:"runtime"`
+	// Query is the recall query of memory sections that take it from the
+	// request.
+	Query string `json:"query"`
+	// Scope is the bank scope of memory sections that take it from the
+	// request (one user's memory, say); see plan.ScopeProblem.
+	Scope string `json:"scope"`
+}
+
+// AssembleResponse is the body of a 200 or 422 answer.
+type AssembleResponse struct {
+	Prompt       string `json:"prompt"`
+	Tokens       int    `json:"tokens"`
+	MaxTokens    int    `json:"maxTokens"`
+	WithinBudget bool   `json:"withinBudget"`
+	// CacheableTokens is the prompt's prefix that is the same in every
+	// request (before its first runtime or memory section).
+	CacheableTokens int              `json:"cacheableTokens"`
+	Revision        string           `json:"revision"`
+	Sections        []SectionSummary `json:"sections"`
+	// Memory has one entry per memory section of the template.
+	Memory []MemorySummary `json:"memory,omitempty"`
+}
+
+// SectionSummary is one section's share of the prompt.
+type SectionSummary struct {
+	Name            string `json:"name"`
+	Tokens          int    `json:"tokens"`
+	TruncatedTokens int    `json:"truncatedTokens"`
+}
+
+// TemplateSummary is one entry of GET /v1/templates.
+type TemplateSummary struct {
+	Namespace string   `json:"namespace"`
+	Name      string   `json:"name"`
+	Revision  string   `json:"revision"`
+	Encoding  string   `json:"encoding"`
+	MaxTokens int      `json:"maxTokens"`
+	Intents   []string `json:"intents"`
+}
+
+// assemble answers POST /v1/assemble: the template's intent assembled
+// with the request's runtime contents and recalled memory; 200 within the
+// budget, 422 over it.
+func (s *Server) assemble(w http.ResponseWriter, r *http.Request) {
+	snap := s.store.Load()
+	if snap == nil {
+		writeError(w, http.StatusServiceUnavailable, CodeNotReady, "no plans loaded yet")
+		return
+	}
+	body, release, ok := s.body(w, r, s.maxBodyBytes, "--max-body-bytes", "")
+	defer release()
+	if !ok {
+		return
+	}
+	req, code, msg := decodeAssemble(body)
+	body = nil // the decoded request holds its own copy
+	if code != "" {
+		writeError(w, http.StatusBadRequest, code, msg)
+		return
+	}
+	if msg := plan.ScopeProblem(req.Scope); msg != "" {
+		writeError(w, http.StatusBadRequest, CodeInvalidScope, "scope: "+msg)
+		return
+	}
+	k := Key{req.Namespace, req.Name}
+	if !s.authorize(w, r, templateAttributes(k)) {
+		return
+	}
+	p := snap.Plan(k)
+	if p == nil {
+		writeError(w, http.StatusNotFound, CodeTemplateNotFound, fmt.Sprintf("no template %s is loaded", k))
+		return
+	}
+	span := trace.SpanFromContext(r.Context())
+	span.SetName("assemble " + p.Name)
+	span.SetAttributes(telemetry.PromptName.String(p.Name), telemetry.TemplateNamespace.String(p.Namespace),
+		telemetry.PromptVersion.String(p.Revision), telemetry.Intent.String(req.Intent))
+	a, err := p.Assemble(r.Context(), req.Intent, req.Runtime, plan.WithRecall(s.recallFunc()), plan.WithQuery(req.Query), plan.WithScope(req.Scope), plan.WithMemoryTimeout(s.memTimeout))
+	if err != nil {
+		var ui *plan.UnknownIntentError
+		var us *plan.UnknownSectionError
+		var st *plan.SpecialTokenError
+		switch {
+		case r.Context().Err() != nil:
+			// The deadline passed or the client went away: nobody may read this.
+			writeError(w, http.StatusServiceUnavailable, CodeTimeout, "the request took longer than the server's request timeout")
+			return
+		case errors.As(err, &ui):
+			writeError(w, http.StatusNotFound, CodeIntentNotFound, fmt.Sprintf("template %s has no intent %q (intents: %s)", k, ui.Intent, strings.Join(ui.Intents, ", ")))
+			return
+		case errors.As(err, &us):
+			writeError(w, http.StatusBadRequest, CodeUnknownSection, fmt.Sprintf("template %s has no runtime section %q (runtime sections: %s)", k, us.Section, strings.Join(p.RuntimeSections(), ", ")))
+			return
+		case errors.As(err, &st):
+			writeError(w, http.StatusUnprocessableEntity, CodeSpecialToken, fmt.Sprintf("runtime.%s: %v", st.Section, st))
+			return
+		}
+		s.log.Error(err, "Assembly failed", "template", k, "intent", req.Intent)
+		writeError(w, http.StatusInternalServerError, "Internal", "assembly failed")
+		return
+	}
+	span.SetAttributes(telemetry.PromptTokens.Int(a.Tokens), telemetry.CacheableTokens.Int(a.CacheableTokens))
+	resp := AssembleResponse{Prompt: a.Text, Tokens: a.Tokens, MaxTokens: a.MaxTokens, WithinBudget: a.WithinBudget, CacheableTokens: a.CacheableTokens, Revision: p.Revision, Sections: make([]SectionSummary, len(a.Sections)),
+		Memory: s.memorySummaries(a)}
+	s.metrics.tokens.WithLabelValues(p.Namespace, p.Name, a.Intent).Add(float64(a.Tokens))
+	for i, sec := range a.Sections {
+		resp.Sections[i] = SectionSummary{Name: sec.Name, Tokens: sec.Tokens, TruncatedTokens: sec.TruncatedTokens}
+		if sec.Tokens > 0 {
+			s.metrics.sections.WithLabelValues(p.Namespace, p.Name, a.Intent, sec.Name).Add(float64(sec.Tokens))
+		}
+		if sec.TruncatedTokens > 0 {
+			s.metrics.truncated.WithLabelValues(p.Namespace, p.Name, a.Intent, sec.Name).Add(float64(sec.TruncatedTokens))
+		}
+	}
+	status := http.StatusOK
+	if !a.WithinBudget {
+		status = http.StatusUnprocessableEntity
+	}
+	writeJSON(w, status, &resp)
+}
+
+// decodeAssemble decodes the body of POST /v1/assemble; on failure code
+// and msg are the answer's (400).
+func decodeAssemble(body []byte) (req AssembleRequest, code, msg string) {
+	err := decodeObject(body, &req)
+	if err == nil {
+		return req, "", ""
+	}
+	if p := strictjson.Describe(err); !p.Unknown && !p.Repeated {
+		switch {
+		case strings.HasPrefix(p.Path, "runtime."):
+			return req, CodeInvalidRuntime, fmt.Sprintf("runtime section %q must be a string", strictjson.Name(err))
+		case p.Path == "runtime":
+			return req, CodeInvalidRuntime, "runtime must be an object of strings"
+		}
+	}
+	return req, CodeMalformed, "the body must be one JSON object {namespace, name, intent, runtime, query, scope}: " + jsonProblem(err)
+}
