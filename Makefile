@@ -34,7 +34,7 @@ generate: controller-gen ## Generate deepcopy code.
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./..."
 
 UNICODE_TABLES := internal/tokens/unicode_tables.go
-GENERATED_PATHS := config api controllers $(UNICODE_TABLES) $(CHART)/files clients/typescript/src/schema.d.ts
+GENERATED_PATHS := config api controllers $(UNICODE_TABLES) $(CHART)/files clients/typescript/src/schema.d.ts docs/spec/v1
 
 .PHONY: tables
 tables: ## Generate the Unicode 16 class tables of internal/tokens from the pinned npm package.
@@ -52,9 +52,14 @@ test-client: client ## The TypeScript client: type-checked, and run under Node's
 	go build -o $(BIN)/promptops .
 	cd clients/typescript && npm run --silent typecheck && PROMPTOPS_BIN=$(BIN)/promptops node --test test/
 
-verify-generated: manifests generate tables client ## Fail when generated files are stale.
+.PHONY: docs
+docs: ## Write the field reference of docs/spec/v1 from the CRDs (hack/crddoc).
+	go run ./hack/crddoc -crd config/crd/bases/promptops.io_prompttemplates.yaml -page docs/spec/v1/prompttemplates.md
+	go run ./hack/crddoc -crd config/crd/bases/promptops.io_memorybanks.yaml -page docs/spec/v1/memorybanks.md
+
+verify-generated: manifests generate tables client docs ## Fail when generated files are stale.
 	@if [ -n "$$(git status --porcelain -- $(GENERATED_PATHS))" ]; then \
-	  echo "Generated files are stale; run 'make manifests generate tables client' and commit:"; \
+	  echo "Generated files are stale; run 'make manifests generate tables client docs' and commit:"; \
 	  git status --porcelain -- $(GENERATED_PATHS); git --no-pager diff --stat -- $(GENERATED_PATHS); exit 1; \
 	fi
 
@@ -96,7 +101,7 @@ test-argocd: ## The Argo CD health checks (config/argocd) through Argo CD's own 
 	cd test/argocd && go vet ./... && go test -count=1 ./...
 
 .PHONY: readme-check
-readme-check: ## Run the README's checked blocks (<!-- readme-check -->) and compare their documented output.
+readme-check: ## Run the checked blocks of README.md and docs/ (<!-- readme-check -->, <!-- readme-check go -->) and compare their documented output.
 	go test -count=1 ./internal/readmetest/
 
 .PHONY: bench
@@ -188,7 +193,7 @@ e2e: ## End-to-end tests on the cluster of make cluster (run make cluster first)
 	set -a && . bin/cluster/env && set +a && go test -tags e2e -count=1 -timeout 20m -v ./test/e2e/...
 
 .PHONY: readme-check-cluster
-readme-check-cluster: ## Run the README's blocks marked <!-- readme-check cluster ... --> (Deploying; make demo KEEP=1 on) on the cluster of make cluster.
+readme-check-cluster: ## Run the blocks of docs/ marked <!-- readme-check cluster ... --> (docs/deploying.md, docs/demo.md) on the cluster of make cluster.
 	@test -f bin/cluster/env || { echo "no cluster: run 'make cluster' first (as root)"; exit 1; }
 	go test -tags e2e -count=1 -timeout 30m -v -run '^TestReadme(Deploying|OnTheDemoCluster)$$' ./internal/readmetest/
 

@@ -143,6 +143,9 @@ func run(w io.Writer, root, bin string, clientList string, duration time.Duratio
 			fmt.Fprintf(w, "%-34s %10s %10s %8d\n", hc.name, r.p50, r.p99, r.tokens)
 		}
 	}
+	if forks <= 0 {
+		return nil
+	}
 	fmt.Fprintf(w, "\nforking promptops assemble, sequentially, %d runs each\n\n", forks)
 	for _, sc := range []scenario{{"8 KB, no cut", 8 << 10, true, false}, {"64 KB, cut", 64 << 10, true, true}} {
 		r, err := fork(bin, planFile, sc, forks)

@@ -15,7 +15,7 @@ import (
 	"github.com/promptops/promptops/internal/testenv"
 )
 
-// deployOrder is the order TestReadmeDeploying runs the README's named
+// deployOrder is the order TestReadmeDeploying runs the named
 // blocks in (Deploying): the image, then each install with the samples on
 // it and its removal, Helm first (the cluster's own install is a Helm
 // release, whose removal the test makes itself), then kustomize.
@@ -25,7 +25,7 @@ var deployOrder = []string{
 	"kustomize", "samples", "samples-delete", "kustomize-delete",
 }
 
-// removeInstalls removes what the README's Deploying blocks or the
+// removeInstalls removes what the Deploying blocks (docs/deploying.md) or the
 // cluster's install leave on the cluster, whatever the state a run stopped
 // in: the samples' namespace (while an operator still runs to remove a
 // served bank's finalizer; without one, the finalizers are dropped), a
@@ -45,17 +45,17 @@ if kubectl -n promptops-system get deployment promptops-manager >/dev/null 2>&1;
 fi
 `
 
-// TestReadmeDeploying runs the README's Deploying section, the blocks
+// TestReadmeDeploying runs docs/deploying.md, the blocks
 // marked <!-- readme-check cluster NAME -->, in a clean copy of the
 // checkout against the cluster of `make cluster`, as a user whose kubectl
 // and helm (bin/helm) are on PATH and whose KUBECONFIG is the cluster's:
 // `make image`, whose image (with docker or podman absent, ko's tarball)
-// the test loads into the node's containerd, as the README tells a user to
+// the test loads into the node's containerd, as docs/deploying.md tells a user to
 // load it; then the Helm recipe, the samples on it and their removal, and
 // the same with kustomize, in deployOrder.
 //
 // The cluster runs its own install of the operator (a Helm release with
-// the webhook on), which the README's recipes would collide with: the test
+// the webhook on), which the docs' recipes would collide with: the test
 // removes it first and installs it again at the end (hack/cluster.sh
 // install), also when a block fails, so that make e2e and the demo's
 // blocks find it as make cluster left it.
@@ -64,12 +64,12 @@ func TestReadmeDeploying(t *testing.T) {
 	blocks := namedBlocks(t, root)
 	for name := range blocks {
 		if !slices.Contains(deployOrder, name) {
-			t.Fatalf("README block <!-- readme-check cluster %s -->: no test runs it (deployOrder)", name)
+			t.Fatalf("docs block <!-- readme-check cluster %s -->: no test runs it (deployOrder)", name)
 		}
 	}
 	for _, name := range deployOrder {
 		if len(blocks[name]) == 0 {
-			t.Fatalf("no README block marked <!-- readme-check cluster %s -->; the mark was lost?", name)
+			t.Fatalf("no block of README.md or docs/ marked <!-- readme-check cluster %s -->; the mark was lost?", name)
 		}
 	}
 	c := newClusterCopy(t, root)
@@ -110,7 +110,7 @@ func TestReadmeDeploying(t *testing.T) {
 	// (and after nothing but the removal of the copy): the cluster's own
 	// install again.
 	t.Cleanup(func() {
-		remove("removing what the README's blocks installed")
+		remove("removing what the docs' blocks installed")
 		install := exec.Command(filepath.Join(root, "hack", "cluster.sh"), "install")
 		install.Dir, install.Env = root, append(os.Environ(), "PROMPTOPS_CLUSTER_DIR="+c.state)
 		start := time.Now()
@@ -129,18 +129,18 @@ func TestReadmeDeploying(t *testing.T) {
 	for _, name := range deployOrder {
 		blockStart := time.Now()
 		out := runChunks(t, blocks[name], c.work, env, 6*time.Minute)
-		t.Logf("README block %q (line %d, %s):\n%s", name, blocks[name][0].Line, time.Since(blockStart).Round(time.Second),
+		t.Logf("block %q (line %d, %s):\n%s", name, blocks[name][0].Line, time.Since(blockStart).Round(time.Second),
 			regexp.MustCompile(`@@readme-check-\d+@@\n`).ReplaceAllString(out, ""))
 		if name == "image" {
 			loadImage(t, c)
 		}
 	}
-	t.Logf("the README's Deploying blocks took %s", time.Since(start).Round(time.Second))
+	t.Logf("the Deploying blocks took %s", time.Since(start).Round(time.Second))
 }
 
 // loadImage imports the image tarball of make image into the node's
-// containerd, as the README tells a user without docker or podman to: the
-// README's installs then run the image its make image built. With docker
+// containerd, as docs/deploying.md tells a user without docker or podman to: the
+// docs' installs then run the image its make image built. With docker
 // or podman, make image leaves the image in their store, which the node
 // does not see: the node keeps make cluster's build.
 func loadImage(t *testing.T, c *clusterCopy) {

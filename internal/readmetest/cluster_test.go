@@ -14,7 +14,7 @@ import (
 	"github.com/promptops/promptops/internal/testenv"
 )
 
-// TestReadmeOnTheDemoCluster runs the README's blocks marked
+// TestReadmeOnTheDemoCluster runs the blocks (docs/demo.md) marked
 // <!-- readme-check cluster --> (no name), from `make demo KEEP=1` on, in a clean copy
 // of the checkout (the files git tracks or would track, no bin/), against the
 // one-node cluster of `make cluster`, which must be running. The copy reuses
@@ -26,7 +26,7 @@ func TestReadmeOnTheDemoCluster(t *testing.T) {
 	root := testenv.Root()
 	chunks := readmeChunks(t, root, true)
 	if len(chunks) < 4 {
-		t.Fatalf("%d cluster chunks in the README; the marks were lost?", len(chunks))
+		t.Fatalf("%d cluster chunks in README.md and docs/; the marks were lost?", len(chunks))
 	}
 	c := newClusterCopy(t, root)
 	work, env, state := c.work, c.env, c.state
@@ -39,9 +39,9 @@ func TestReadmeOnTheDemoCluster(t *testing.T) {
 	})
 	start := time.Now()
 	runChunks(t, chunks, work, env, 12*time.Minute)
-	t.Logf("the README's cluster blocks took %s", time.Since(start).Round(time.Second))
+	t.Logf("the cluster blocks took %s", time.Since(start).Round(time.Second))
 
-	// The README's last block is make demo-down: nothing of the demo runs
+	// The last block is make demo-down: nothing of the demo runs
 	// after it, and its files are gone.
 	if pids := processesNaming(t, filepath.Join(state, "standin")); len(pids) > 0 {
 		t.Errorf("after make demo-down, the demo's PostgreSQL and stand-in still run: pids %v", pids)
@@ -64,7 +64,7 @@ type clusterCopy struct {
 
 // newClusterCopy copies the checkout (the files git tracks or would track,
 // no bin/) into a temporary directory and returns it with the environment
-// for the README's commands there: PATH with the copy's bin/ and the
+// for the docs' commands there: PATH with the copy's bin/ and the
 // cluster's kubectl, a HOME of its own, the caches and built tools of the
 // checkout, the cluster's directory.
 func newClusterCopy(t *testing.T, root string) *clusterCopy {
@@ -109,7 +109,7 @@ func newClusterCopy(t *testing.T, root string) *clusterCopy {
 		}
 		return name + "=" + strings.TrimSpace(string(out))
 	}
-	// What a newcomer's shell has: PATH with the README's bin/ and a
+	// What a newcomer's shell has: PATH with the clone's bin/ and a
 	// kubectl, a HOME of its own (no ~/.kube/config of the developer's),
 	// no PROMPTOPS_* or OPENAI_API_KEY; and the caches of this checkout.
 	env := []string{

@@ -1,5 +1,6 @@
-// Package readmetest runs the README's checked code blocks and compares
-// their output with the one documented there.
+// Package readmetest runs the checked code blocks of README.md and of the
+// pages under docs/ and compares their output with the one documented
+// there.
 //
 // A ```sh block is checked when the line before it (blank lines aside) is
 //
@@ -9,9 +10,16 @@
 //	<!-- readme-check cluster NAME -->  run by `make readme-check-cluster` (TestReadmeDeploying) in the
 //	                                    order that test gives the names, between its own steps
 //
-// The first two kinds run each as one bash script under `set -euo
-// pipefail`, in README order, so a block sees the files, variables and
-// background jobs of the blocks before it, as a newcomer's shell would.
+// and a ```go block marked <!-- readme-check go --> is a program (package
+// main) of this module that TestReadme builds and runs where the page's
+// shell is at that point: an example of the public packages that compiles
+// against the code as it is.
+//
+// The blocks of the first kind run as one bash script per page under `set
+// -euo pipefail`, in the page's order, in a fresh copy of config/ and
+// examples/, so a block sees the files, variables and background jobs of
+// the blocks before it on its page, as a newcomer's shell would; those of
+// the second kind likewise, in one script across the pages.
 // Named blocks stand alone: the README's Deploying section shows
 // alternatives (kustomize or Helm, and how to remove each), which no one
 // runs top to bottom. Whole-line comments after
@@ -42,16 +50,19 @@ import (
 const (
 	Marker        = "<!-- readme-check -->"
 	ClusterMarker = "<!-- readme-check cluster -->"
+	GoMarker      = "<!-- readme-check go -->"
 )
 
 // Chunk is commands of a checked block and the output documented after
 // them: the whole-line comments that follow a command are its output.
 type Chunk struct {
-	Line     int // README line of the first command
+	File     string // the page, README.md or docs/...: set by the caller
+	Line     int    // the page's line of the first command
 	Commands string
 	Expected []string
 	Cluster  bool   // the block is marked ClusterMarker, with a name or without
 	Block    string // the name of a named cluster block
+	Go       bool   // the block is a Go program (GoMarker); Commands is its source
 }
 
 var namedMark = regexp.MustCompile(`^<!-- readme-check cluster ([a-z][a-z0-9-]*) -->$`)
@@ -64,6 +75,8 @@ func mark(line string) (ok, cluster bool, name string) {
 		return true, false, ""
 	case line == ClusterMarker:
 		return true, true, ""
+	case line == GoMarker:
+		return true, false, "go"
 	}
 	if m := namedMark.FindStringSubmatch(line); m != nil {
 		return true, true, m[1]
@@ -71,7 +84,7 @@ func mark(line string) (ok, cluster bool, name string) {
 	return false, false, ""
 }
 
-// Parse returns the chunks of the checked blocks, in README order.
+// Parse returns the chunks of a page's checked blocks, in page order.
 func Parse(readme string) ([]Chunk, error) {
 	var chunks []Chunk
 	sc := bufio.NewScanner(strings.NewReader(readme))
@@ -92,19 +105,27 @@ func Parse(readme string) ([]Chunk, error) {
 		case !inBlock && isMark:
 			marked, cluster, name = true, isCluster, isName
 		case !inBlock && strings.HasPrefix(strings.TrimSpace(line), "<!-- readme-check"):
-			return nil, fmt.Errorf("README line %d: unknown mark %q (%s, %s or <!-- readme-check cluster NAME -->)", n, strings.TrimSpace(line), Marker, ClusterMarker)
+			return nil, fmt.Errorf("line %d: unknown mark %q (%s, %s, %s or <!-- readme-check cluster NAME -->)", n, strings.TrimSpace(line), Marker, ClusterMarker, GoMarker)
 		case !inBlock && marked && strings.TrimSpace(line) == "":
-		case !inBlock && marked:
-			if strings.TrimSpace(line) != "```sh" {
-				return nil, fmt.Errorf("README line %d: a readme-check mark is not followed by a ```sh block", n)
+		case !inBlock && marked && name == "go" && !cluster:
+			if strings.TrimSpace(line) != "```go" {
+				return nil, fmt.Errorf("line %d: %s is not followed by a ```go block", n, GoMarker)
 			}
 			inBlock, marked = true, false
+			cur = &Chunk{Line: n + 1, Go: true}
+		case !inBlock && marked:
+			if strings.TrimSpace(line) != "```sh" {
+				return nil, fmt.Errorf("line %d: a readme-check mark is not followed by a ```sh block", n)
+			}
+			inBlock, marked = true, false
+		case inBlock && cur != nil && cur.Go && strings.TrimSpace(line) != "```":
+			cur.Commands += line + "\n"
 		case inBlock && strings.TrimSpace(line) == "```":
 			flush()
-			inBlock = false
+			inBlock, name = false, ""
 		case inBlock && strings.HasPrefix(line, "#"):
 			if cur == nil || strings.TrimSpace(cur.Commands) == "" {
-				return nil, fmt.Errorf("README line %d: documented output without a command before it", n)
+				return nil, fmt.Errorf("line %d: documented output without a command before it", n)
 			}
 			cur.Expected = append(cur.Expected, strings.TrimPrefix(strings.TrimPrefix(line, "#"), " "))
 		case inBlock:

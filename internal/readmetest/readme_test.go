@@ -17,36 +17,54 @@ import (
 	"github.com/promptops/promptops/internal/testenv"
 )
 
-// TestReadme runs the README's checked blocks as a newcomer would type them,
-// one shell from the first block to the last, in a directory holding what a
-// clone has (config/, examples/) and with `make build`'s promptops on PATH.
-// A command that fails, or output that differs from the documented one,
-// fails the test and names the README line.
+// TestReadme runs the checked blocks of README.md and of each page under
+// docs/ as a newcomer would type them, one shell per page from its first
+// block to its last, in a directory holding what a clone has (config/,
+// examples/) and with `make build`'s promptops on PATH. A command that
+// fails, or output that differs from the documented one, fails the test
+// and names the page and line.
 func TestReadme(t *testing.T) {
 	root := testenv.Root()
 	chunks := readmeChunks(t, root, false)
 	if len(chunks) < 8 {
-		t.Fatalf("%d checked chunks in the README; the marks were lost?", len(chunks))
+		t.Fatalf("%d checked chunks in README.md and docs/; the marks were lost?", len(chunks))
+	}
+	byPage := map[string][]Chunk{}
+	var pages []string
+	for _, c := range chunks {
+		if byPage[c.File] == nil {
+			pages = append(pages, c.File)
+		}
+		byPage[c.File] = append(byPage[c.File], c)
 	}
 
 	bin := t.TempDir()
 	if out, err := exec.Command("make", "-C", root, "build", "BIN="+bin).CombinedOutput(); err != nil {
 		t.Fatalf("make build: %v\n%s", err, out)
 	}
-	work := t.TempDir()
-	for _, d := range []string{"config", "examples"} {
-		if out, err := exec.Command("cp", "-r", filepath.Join(root, d), filepath.Join(work, d)).CombinedOutput(); err != nil {
-			t.Fatalf("cp: %v %s", err, out)
-		}
+	for _, page := range pages {
+		t.Run(page, func(t *testing.T) {
+			work := t.TempDir()
+			for _, d := range []string{"config", "examples"} {
+				if out, err := exec.Command("cp", "-r", filepath.Join(root, d), filepath.Join(work, d)).CombinedOutput(); err != nil {
+					t.Fatalf("cp: %v %s", err, out)
+				}
+			}
+			// Only what a newcomer's shell would have that matters here: no
+			// PROMPTOPS_* or OPENAI_API_KEY of the developer's.
+			env := []string{"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH"), "HOME=" + work, "LANG=C.UTF-8", "TMPDIR=" + work}
+			for _, name := range []string{"GOCACHE", "GOMODCACHE", "GOPATH", "GOFLAGS", "GOPROXY"} {
+				if out, err := exec.Command("go", "env", name).Output(); err == nil {
+					env = append(env, name+"="+strings.TrimSpace(string(out)))
+				}
+			}
+			runChunks(t, byPage[page], work, env, 3*time.Minute)
+		})
 	}
-	// Only what a newcomer's shell would have that matters here: no
-	// PROMPTOPS_* or OPENAI_API_KEY of the developer's.
-	env := []string{"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH"), "HOME=" + work, "LANG=C.UTF-8", "TMPDIR=" + work}
-	runChunks(t, chunks, work, env, 3*time.Minute)
 }
 
-// readmeChunks returns the README's checked chunks of one kind: those that
-// need the demo cluster (not the named ones) or those that do not.
+// readmeChunks returns the checked chunks of one kind, page by page: those
+// that need the demo cluster (not the named ones) or those that do not.
 func readmeChunks(t *testing.T, root string, cluster bool) []Chunk {
 	t.Helper()
 	var chunks []Chunk
@@ -71,21 +89,41 @@ func namedBlocks(t *testing.T, root string) map[string][]Chunk {
 	return blocks
 }
 
+// parseReadme returns the checked chunks of README.md, then of the pages
+// under docs/ in path order.
 func parseReadme(t *testing.T, root string) []Chunk {
 	t.Helper()
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	pages := []string{"README.md"}
+	err := filepath.WalkDir(filepath.Join(root, "docs"), func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".md") {
+			rel, _ := filepath.Rel(root, path)
+			pages = append(pages, rel)
+		}
+		return err
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	all, err := Parse(string(readme))
-	if err != nil {
-		t.Fatal(err)
+	var all []Chunk
+	for _, page := range pages {
+		text, err := os.ReadFile(filepath.Join(root, page))
+		if err != nil {
+			t.Fatal(err)
+		}
+		chunks, err := Parse(string(text))
+		if err != nil {
+			t.Fatalf("%s: %v", page, err)
+		}
+		for i := range chunks {
+			chunks[i].File = page
+		}
+		all = append(all, chunks...)
 	}
 	return all
 }
 
 // runChunks runs the chunks as one bash script in dir with env, and fails
-// the test at the first chunk whose commands fail, naming its README line,
+// the test at the first chunk whose commands fail, naming its page and line,
 // and for every chunk whose documented output is not in what it printed.
 // It returns what the script printed.
 func runChunks(t *testing.T, chunks []Chunk, dir string, env []string, timeout time.Duration) string {
@@ -94,7 +132,11 @@ func runChunks(t *testing.T, chunks []Chunk, dir string, env []string, timeout t
 	var script strings.Builder
 	script.WriteString("set -euo pipefail\n")
 	for i, c := range chunks {
-		fmt.Fprintf(&script, "%s\necho %s\n", onPort(c.Commands, port), marker(i))
+		commands := c.Commands
+		if c.Go {
+			commands = goProgram(t, c, i)
+		}
+		fmt.Fprintf(&script, "%s\necho %s\n", onPort(commands, port), marker(i))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -123,10 +165,10 @@ func runChunks(t *testing.T, chunks []Chunk, dir string, env []string, timeout t
 	for i, c := range chunks {
 		before, after, found := strings.Cut(rest, marker(i)+"\n")
 		if !found {
-			t.Fatalf("README line %d: the commands failed (%v):\n%s\noutput:\n%s", c.Line, runErr, c.Commands, rest)
+			t.Fatalf("%s line %d: the commands failed (%v):\n%s\noutput:\n%s", c.File, c.Line, runErr, c.Commands, rest)
 		}
 		if err := Match(c.Expected, before); err != nil {
-			t.Errorf("README line %d: %v\ncommands:\n%s\noutput:\n%s", c.Line, err, c.Commands, before)
+			t.Errorf("%s line %d: %v\ncommands:\n%s\noutput:\n%s", c.File, c.Line, err, c.Commands, before)
 		}
 		rest = after
 	}
@@ -134,6 +176,24 @@ func runChunks(t *testing.T, chunks []Chunk, dir string, env []string, timeout t
 		t.Fatalf("the script failed after its last block: %v\n%s", runErr, rest)
 	}
 	return output
+}
+
+// goProgram returns the commands that build the Go program of c, as a
+// package of this module (internal/readmetest/readmego, given by an
+// overlay: nothing is written into the checkout), and run it.
+func goProgram(t *testing.T, c Chunk, i int) string {
+	t.Helper()
+	root, dir := testenv.Root(), t.TempDir()
+	src := filepath.Join(dir, "main.go")
+	if err := os.WriteFile(src, []byte(c.Commands), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	overlay := fmt.Sprintf(`{"Replace":{%q:%q}}`, filepath.Join(root, "internal", "readmetest", "readmego", "main.go"), src)
+	if err := os.WriteFile(filepath.Join(dir, "overlay.json"), []byte(overlay), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	prog := filepath.Join(dir, fmt.Sprintf("example-%d", i))
+	return fmt.Sprintf("go build -C %q -overlay %q -o %q ./internal/readmetest/readmego\n%q\n", root, filepath.Join(dir, "overlay.json"), prog, prog)
 }
 
 // onPort moves the README's serve from its default port, 8089, to port, so
@@ -209,5 +269,14 @@ func TestParse(t *testing.T) {
 	}
 	if _, err := Parse("<!-- readme-check cluster Helm -->\n```sh\n```\n"); err == nil || !regexp.MustCompile("unknown mark").MatchString(err.Error()) {
 		t.Fatalf("a name in capitals: %v", err)
+	}
+	// A Go program is one chunk, its comments and # lines included.
+	chunks, err = Parse("<!-- readme-check go -->\n```go\npackage main\n# not output\n```\n<!-- readme-check -->\n```sh\nx\n```\n")
+	if err != nil || len(chunks) != 2 || !chunks[0].Go || chunks[0].Commands != "package main\n# not output\n" || chunks[0].Line != 3 ||
+		chunks[1].Go || chunks[1].Commands != "x\n" {
+		t.Fatalf("a Go block: %+v, %v", chunks, err)
+	}
+	if _, err := Parse("<!-- readme-check go -->\n```sh\nx\n```\n"); err == nil || !regexp.MustCompile("not followed by a ```go block").MatchString(err.Error()) {
+		t.Fatalf("the Go mark before a sh block: %v", err)
 	}
 }

@@ -90,3 +90,19 @@ func BenchmarkAssembleHandlerHostile(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDecodeAssemble: decoding an ordinary request body alone
+// (strictjson over json/v2), 8 KB and 64 KB of runtime content.
+func BenchmarkDecodeAssemble(b *testing.B) {
+	for _, size := range []int{8 << 10, 64 << 10} {
+		body := benchBody(size, "x")
+		b.Run(fmt.Sprintf("%dKB", size>>10), func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			for b.Loop() {
+				if _, code, _ := decodeAssemble(body); code != "" {
+					b.Fatal(code)
+				}
+			}
+		})
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -168,5 +169,40 @@ func TestOpenAPIDocument(t *testing.T) {
 	}
 	if err := json.Unmarshal(body, &doc); err != nil || doc.OpenAPI != "3.1.0" {
 		t.Fatalf("openapi %q: %v", doc.OpenAPI, err)
+	}
+}
+
+// TestHTTPAPIPage: docs/http-api.md names every path of openapi.json and
+// every error code the server answers, so that the page does not go
+// stale beside the code.
+func TestHTTPAPIPage(t *testing.T) {
+	page, err := os.ReadFile("../../docs/http-api.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Paths map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	if err := json.Unmarshal(openAPI, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for path, ops := range doc.Paths {
+		for method := range ops {
+			if method == "parameters" {
+				continue
+			}
+			if want := strings.ToUpper(method) + " " + path; !bytes.Contains(page, []byte(want)) {
+				t.Errorf("docs/http-api.md does not name %s", want)
+			}
+		}
+	}
+	codes := []string{CodeNotReady, CodeMalformed, CodeInvalidRuntime, CodeUnknownSection, CodeSpecialToken, CodeTemplateNotFound,
+		CodeIntentNotFound, CodeTooLarge, CodeBusy, CodeTimeout, CodeMethodNotAllowed, CodeNotFound, CodeUnauthorized, CodeForbidden,
+		CodeBankNotFound, CodeInvalidFact, CodeTooManyFacts, CodeFactConflict, CodeInvalidRecall, CodeStoreUnavailable, CodeInvalidScope,
+		CodeFactNotFound, CodeNotServed, CodeRecallTooLarge, CodeRecallMalformed, CodeRecallHTTP, "Internal", "NotImplemented"}
+	for _, c := range codes {
+		if !bytes.Contains(page, []byte("`"+c)) {
+			t.Errorf("docs/http-api.md does not name the error code %s", c)
+		}
 	}
 }

@@ -564,6 +564,7 @@ export interface operations {
             401: components["responses"]["Error"];
             403: components["responses"]["Error"];
             404: components["responses"]["Error"];
+            405: components["responses"]["Error"];
             500: components["responses"]["Error"];
             501: components["responses"]["Error"];
             503: components["responses"]["Error"];
@@ -597,6 +598,7 @@ export interface operations {
             401: components["responses"]["Error"];
             403: components["responses"]["Error"];
             404: components["responses"]["Error"];
+            405: components["responses"]["Error"];
             500: components["responses"]["Error"];
             501: components["responses"]["Error"];
             503: components["responses"]["Error"];
@@ -633,6 +635,7 @@ export interface operations {
             401: components["responses"]["Error"];
             403: components["responses"]["Error"];
             404: components["responses"]["Error"];
+            405: components["responses"]["Error"];
             500: components["responses"]["Error"];
             501: components["responses"]["Error"];
             503: components["responses"]["Error"];
@@ -736,6 +739,24 @@ export interface operations {
             };
             /** @description Not allowed. */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Another method than GET or HEAD. */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The authorization check failed. */
+            500: {
                 headers: {
                     [name: string]: unknown;
                 };
