@@ -713,12 +713,7 @@ func generate(dir string) (int, error) {
 		if err != nil {
 			return 0, fmt.Errorf("%s: %w", in.name, err)
 		}
-		var a *plan.Assembly
-		if p.HasMemory() {
-			a, err = p.Assemble(context.Background(), in.intent, runtime, plan.WithRecall(Recall(memory)), plan.WithQuery(in.query), plan.WithScope(in.scope))
-		} else {
-			a, err = p.Assemble(context.Background(), in.intent, runtime)
-		}
+		a, err := p.Assemble(context.Background(), in.intent, runtime, plan.WithRecall(Recall(memory)), plan.WithQuery(in.query), plan.WithScope(in.scope))
 		if err != nil {
 			return 0, fmt.Errorf("%s: %w", in.name, err)
 		}

@@ -135,7 +135,7 @@ func TestConformanceVectors(t *testing.T) {
 		}
 	}))
 	defer bank.Close()
-	srv := serve.New(serve.Options{Log: logr.Discard(), Recaller: bankRecaller{serve.NewHTTPRecaller(""), bank.URL}, MemoryTimeout: 100 * time.Millisecond})
+	srv := serve.New(serve.Options{Log: logr.Discard(), MemoryRecaller: bankRecaller{serve.NewHTTPRecaller(""), bank.URL}, MemoryTimeout: 100 * time.Millisecond})
 	sources := map[string][]byte{}
 	for _, c := range conformanceCases(t) {
 		sources[c.Name] = c.Plan

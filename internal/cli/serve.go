@@ -140,7 +140,7 @@ func runServe(args []string, _ io.Reader, _, stderr io.Writer) int {
 	debug.SetGCPercent(gogc)
 	log.Info("Memory", "limit", limit, "from", from, "GOGC", gogc)
 	opts := serve.Options{MaxBodyBytes: *maxBody, MaxInflightBytes: *maxInflight, RequestTimeout: *timeout, Log: log,
-		Recaller: serve.NewHTTPRecaller(*memTokenFile), MemoryTimeout: *memTimeout}
+		MemoryRecaller: serve.NewHTTPRecaller(*memTokenFile), MemoryTimeout: *memTimeout}
 	var cfg *rest.Config
 	if *watch || *auth == authKubernetes {
 		if cfg, err = ctrl.GetConfig(); err != nil {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
-	"unicode"
 
 	"github.com/promptops/promptops/internal/strictjson"
 )
@@ -106,25 +105,6 @@ func CleanText(s string) string {
 	s = involvingRE.ReplaceAllString(s, "")
 	s = metaFieldRE.ReplaceAllString(s, "")
 	return strings.Join(strings.Fields(s), " ")
-}
-
-// Normalize is the form used to find repeated observations: lower case,
-// letters and digits only, single spaces.
-func Normalize(s string) string {
-	var b strings.Builder
-	space := false
-	for _, r := range strings.ToLower(s) {
-		if unicode.IsLetter(r) || unicode.IsDigit(r) {
-			if space && b.Len() > 0 {
-				b.WriteByte(' ')
-			}
-			space = false
-			b.WriteRune(r)
-		} else {
-			space = true
-		}
-	}
-	return b.String()
 }
 
 // Validate turns an answer into operations that are safe to apply and the

@@ -203,7 +203,7 @@ var errBudget = errors.New("maxTokensPerRun reached")
 // finished stay pending. Facts that fail on their own are marked failed
 // with the reason.
 func (e *Engine) Run(ctx context.Context) (sum Summary, err error) {
-	e.Settings.Defaults()
+	e.Settings.SetDefaults()
 	s := e.Settings
 	// The run's span, the parent of its batches' and of their LLM and
 	// embeddings calls; the bank is its memory store, no scope is named.
@@ -225,11 +225,6 @@ func (e *Engine) Run(ctx context.Context) (sum Summary, err error) {
 	if err != nil {
 		return Summary{}, err
 	}
-	if e.Embedder != nil {
-		if _, ok := e.Store.(VectorStore); !ok {
-			return st.sum, errors.New("store: this store keeps no vectors; run without embeddings")
-		}
-	}
 	id := s.RunID
 	if id == "" {
 		id = newRunID()
@@ -244,13 +239,13 @@ func (e *Engine) Run(ctx context.Context) (sum Summary, err error) {
 	if err != nil {
 		return st.sum, fmt.Errorf("store: %w", err)
 	}
-	if w, ok := e.Store.(RecallWarmer); ok && len(keys) > 0 {
+	if len(keys) > 0 {
 		// The first scope's first recall waits for this load instead of
 		// starting its own; a failure is left for that recall to report.
 		warmed := make(chan struct{})
 		go func() {
 			defer close(warmed)
-			_ = w.WarmRecall(ctx, keys[0])
+			_ = e.Store.WarmRecall(ctx, keys[0])
 		}()
 		defer func() { <-warmed }()
 	}
@@ -259,14 +254,11 @@ func (e *Engine) Run(ctx context.Context) (sum Summary, err error) {
 	newRun := func(key string) *run {
 		eng := *e
 		eng.Settings.Bank = key
-		if key != s.Bank {
-			eng.Index = nil
-		}
 		r := &run{Engine: &eng, st: st, bank: s.Bank, id: id, enc: enc, system: system, systemTokens: systemTokens,
 			alone: map[string]bool{}, seen: map[string]bool{}}
 		_, r.scope = SplitBankKey(key)
 		if e.Embedder != nil {
-			r.vec = &vectors{store: e.Store.(VectorStore), index: eng.Index, facts: map[string][]float32{}, unstored: map[string][]float32{}}
+			r.vec = &vectors{store: e.Store, facts: map[string][]float32{}, unstored: map[string][]float32{}}
 		}
 		return r
 	}
@@ -418,9 +410,9 @@ func (r *run) done(ctx context.Context) {
 	defer cancel()
 	r.storeFactVectors(sctx)
 	r.st.add(&r.sum)
-	if kr, ok := r.Store.(KeyReleaser); ok && r.scope != "" {
+	if r.scope != "" {
 		// A run over many scopes holds one scope's index at a time.
-		kr.ReleaseKey(r.Settings.Bank)
+		r.Store.ReleaseKey(r.Settings.Bank)
 	}
 }
 

@@ -10,9 +10,9 @@ import (
 // the index of its observations in that space, and the batch facts'
 // vectors already fetched or embedded.
 type vectors struct {
-	store VectorStore
+	store Store
 	sp    Space
-	index VectorIndex
+	index *MemIndex
 	facts map[string][]float32
 	// unstored are the facts' vectors embedded by this run and not yet
 	// stored: a batch's go to the store in its Apply, the rest when the
@@ -154,17 +154,7 @@ func (r *run) initVectors(ctx context.Context, dims int) error {
 		idx.Grow(r.count)
 		v.index = idx
 	}
-	var err error
-	if qs, ok := v.store.(QuantizedVectorStore); ok {
-		if mi, ok := v.index.(*MemIndex); ok {
-			err = qs.ScanObservationQuantized(ctx, r.Settings.Bank, v.sp, mi.PutQuantized, mi.Put)
-		} else {
-			err = v.store.ScanObservationVectors(ctx, r.Settings.Bank, v.sp, v.index.Put)
-		}
-	} else {
-		err = v.store.ScanObservationVectors(ctx, r.Settings.Bank, v.sp, v.index.Put)
-	}
-	if err != nil {
+	if err := v.store.ScanObservationQuantized(ctx, r.Settings.Bank, v.sp, v.index.PutQuantized, v.index.Put); err != nil {
 		return fmt.Errorf("store: loading vectors: %w", err)
 	}
 	v.ready = true
@@ -249,13 +239,7 @@ func (r *run) semanticNear(ctx context.Context, facts []Fact, fv map[string][]fl
 			}
 		}
 	}
-	var cands []Candidate
-	var err error
-	if sl, ok := r.Store.(SourceLoader); ok {
-		cands, err = sl.CandidatesBare(ctx, r.Settings.Bank, want)
-	} else {
-		cands, err = r.vec.store.Candidates(ctx, r.Settings.Bank, want)
-	}
+	cands, err := r.Store.Candidates(ctx, r.Settings.Bank, want)
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
@@ -290,12 +274,13 @@ func fuse(sem, lex []Candidate) []Candidate {
 	return out
 }
 
-// guard embeds the answer's new texts in one call and turns every create or
-// update within DuplicateSimilarity of an observation of the bank (or of
-// another new text of the answer) into a merge of its sources into that
-// one, so that no fact is lost and no near-identical twin is stored. The
-// texts kept carry their vectors to the store.
-func (r *run) guard(ctx context.Context, ops *Ops, dropped *[]Dropped) error {
+// mergeDuplicates, the duplicate guard, embeds the answer's new texts in
+// one call and turns every create or update within DuplicateSimilarity of
+// an observation of the bank (or of another new text of the answer) into
+// a merge of its sources into that one, so that no fact is lost and no
+// near-identical twin is stored. The texts kept carry their vectors to the
+// store.
+func (r *run) mergeDuplicates(ctx context.Context, ops *Ops, dropped *[]Dropped) error {
 	if len(ops.Creates)+len(ops.Updates) == 0 {
 		return nil
 	}

@@ -102,38 +102,8 @@ type Ops struct {
 	FactVectors map[string][]float32
 }
 
-// TextChecker is a Store that tells for many normalised texts at once
-// which are an observation's (HasObservationText for each).
-type TextChecker interface {
-	HasObservationTexts(ctx context.Context, bank string, norms []string) (map[string]bool, error)
-}
-
-// SourceLoader is a Store whose recall can leave out the candidates'
-// sources (Observation.SourceFactIDs and Candidate.Sources), which the
-// engine then loads only for the observations that reach the pool. It is
-// safe for concurrent use: the engine runs its lexical recall alongside the
-// semantic one.
-type SourceLoader interface {
-	// RecallBare is Recall without the candidates' sources, each fact's
-	// ranked as Rank ranks them (the engine does not rank them again).
-	RecallBare(ctx context.Context, bank string, facts []Fact, limit int) (map[string][]Candidate, error)
-	// CandidatesBare is VectorStore.Candidates without the sources.
-	CandidatesBare(ctx context.Context, bank string, ids []string) ([]Candidate, error)
-	// CandidateSources returns, per observation, all its source fact ids
-	// and up to the same number of source facts, newest first, as Candidates
-	// and Recall would have them.
-	CandidateSources(ctx context.Context, bank string, ids []string) (map[string][]string, map[string][]Fact, error)
-}
-
-// RecallWarmer is a Store that can load what its Recall needs for a bank
-// ahead of the first call (its lexical index), so that a run does it while
-// it starts (loading the tokenizer, claiming its first batch) rather than
-// in its first batch. Safe to call alongside Recall, which waits for it.
-type RecallWarmer interface {
-	WarmRecall(ctx context.Context, bank string) error
-}
-
-// Store is where a bank lives. Banks are keyed "namespace/name"; a scope
+// Store is what the engine needs of the store a bank lives in
+// (sqlstore's PostgreSQL and SQLite). Banks are keyed "namespace/name"; a scope
 // of a bank by BankKey. The methods that take a key work within that one
 // scope (the bank's own key is its shared scope); those that take a bank
 // work over all its scopes. A Store is safe for concurrent use: a run
@@ -170,11 +140,45 @@ type Store interface {
 	CountScopeObservations(ctx context.Context, key string) (int, error)
 	// Recall returns, per fact id, up to limit observations of the key
 	// related to the fact by text similarity and up to limit more by
-	// shared entities, best first, for a batch's facts at once.
+	// shared entities, best first as Rank ranks them, for a batch's facts
+	// at once; without the candidates' sources (CandidateSources loads
+	// them for the observations that reach the pool). It is safe to call
+	// beside the other methods: the engine runs it alongside the semantic
+	// recall.
 	Recall(ctx context.Context, key string, facts []Fact, limit int) (map[string][]Candidate, error)
-	// HasObservationText tells whether the key has an observation whose
-	// normalised text is norm.
-	HasObservationText(ctx context.Context, key, norm string) (bool, error)
+	// Candidates loads observations by id, in the order given, without
+	// their sources; ids that are gone are left out.
+	Candidates(ctx context.Context, bank string, ids []string) ([]Candidate, error)
+	// CandidateSources returns, per observation, all its source fact ids
+	// and up to the same number of source facts, newest first.
+	CandidateSources(ctx context.Context, bank string, ids []string) (map[string][]string, map[string][]Fact, error)
+	// HasObservationTexts tells, for many normalised texts at once, which
+	// are the text of an observation of the key.
+	HasObservationTexts(ctx context.Context, key string, norms []string) (map[string]bool, error)
+	// WarmRecall loads what Recall needs for a key, so that the first
+	// batch's recall does not wait for it; ReleaseKey drops it again when
+	// a run is done with the key (a run over many scopes holds one at a
+	// time).
+	WarmRecall(ctx context.Context, key string) error
+	ReleaseKey(key string)
+
+	// The vectors of recall by meaning, in an embedding space sp; the
+	// engine asks for them only with an Embedder.
+
+	// FactVectors returns the vectors in sp of the given facts that have one.
+	FactVectors(ctx context.Context, bank string, sp Space, ids []string) (map[string][]float32, error)
+	// PutFactVectors stores facts' vectors in sp, replacing older ones.
+	PutFactVectors(ctx context.Context, bank string, sp Space, vecs map[string][]float32) error
+	// ScanObservationQuantized calls q with every observation vector of
+	// the bank in sp as Quantize makes it (the store keeps them so), and
+	// vec with any the store holds only as floats, streaming; the slices
+	// are valid only during the call.
+	ScanObservationQuantized(ctx context.Context, bank string, sp Space, q func(id string, q []int8, scale float32), vec func(id string, vec []float32)) error
+	// ObservationsWithoutVector returns up to limit observations (id and
+	// text) that have no vector in sp, with ids after after, by id.
+	ObservationsWithoutVector(ctx context.Context, bank string, sp Space, after string, limit int) ([]Observation, error)
+	// PutObservationVectors stores observations' vectors in sp.
+	PutObservationVectors(ctx context.Context, bank string, sp Space, vecs map[string][]float32) error
 	// Apply applies ops to the key and marks the facts consolidated, all
 	// in one transaction: all of it happens or none. The facts must be
 	// pending and claimed by run; otherwise nothing is applied and the
@@ -335,9 +339,3 @@ const (
 	DropDuplicate          = "duplicate"          // near-identical to an observation (duplicateSimilarity); its sources joined that one
 	DropErased             = "erased"             // cites a fact erased while the run worked on it
 )
-
-// KeyReleaser is a Store that holds a key's index in memory between
-// batches; a run releases each key when done with it.
-type KeyReleaser interface {
-	ReleaseKey(key string)
-}

@@ -41,36 +41,6 @@ type Embedder interface {
 	Embed(ctx context.Context, texts []string) (Embeddings, error)
 }
 
-// VectorStore is the part of a store that keeps vectors. Each vector is
-// kept with its space; a lookup in one space never returns another's.
-type VectorStore interface {
-	// FactVectors returns the vectors in sp of the given facts that have one.
-	FactVectors(ctx context.Context, bank string, sp Space, ids []string) (map[string][]float32, error)
-	// PutFactVectors stores facts' vectors in sp, replacing older ones.
-	PutFactVectors(ctx context.Context, bank string, sp Space, vecs map[string][]float32) error
-	// ScanObservationVectors calls fn with every observation vector of the
-	// bank in sp, streaming; vec is valid only during the call.
-	ScanObservationVectors(ctx context.Context, bank string, sp Space, fn func(id string, vec []float32)) error
-	// ObservationsWithoutVector returns up to limit observations (id and
-	// text) that have no vector in sp, with ids after after, by id.
-	ObservationsWithoutVector(ctx context.Context, bank string, sp Space, after string, limit int) ([]Observation, error)
-	// PutObservationVectors stores observations' vectors in sp.
-	PutObservationVectors(ctx context.Context, bank string, sp Space, vecs map[string][]float32) error
-	// Candidates loads observations by id with their sources, in the
-	// order given; ids that are gone are left out.
-	Candidates(ctx context.Context, bank string, ids []string) ([]Candidate, error)
-}
-
-// QuantizedVectorStore is a VectorStore that also keeps each observation
-// vector as Quantize makes it, so that loading a bank reads a quarter of the
-// bytes and quantizes nothing.
-type QuantizedVectorStore interface {
-	// ScanObservationQuantized calls q with every observation vector of the
-	// bank in sp that the store has quantized, and vec with the others,
-	// streaming; the slices are valid only during the call.
-	ScanObservationQuantized(ctx context.Context, bank string, sp Space, q func(id string, q []int8, scale float32), vec func(id string, vec []float32)) error
-}
-
 // Quantize returns v normalised and quantized to int8, with its scale, as
 // MemIndex keeps it.
 func Quantize(v []float32) ([]int8, float32) {
@@ -84,22 +54,9 @@ type Scored struct {
 	Similarity float64
 }
 
-// VectorIndex finds a bank's observations nearest to query vectors by
-// cosine. The engine keeps it in step with what it applies. MemIndex is the
-// one in memory; a pgvector or external index can take its place.
-type VectorIndex interface {
-	// Put adds or replaces an observation's vector.
-	Put(id string, vec []float32)
-	// Remove forgets an observation.
-	Remove(id string)
-	// Nearest returns, per query, up to k observations with a cosine of
-	// at least floor, nearest first, in one pass over the index.
-	Nearest(queries [][]float32, k int, floor float64) [][]Scored
-	// Len is the number of vectors held.
-	Len() int
-}
-
-// MemIndex is a VectorIndex in memory. Each unit vector is kept twice:
+// MemIndex finds a bank's observations nearest to query vectors by
+// cosine, in memory: the engine's, kept in step with what a run applies,
+// and a served bank's (Recaller).  Each unit vector is kept twice:
 // quantized to int8 with a scale (cosines within about 0.01 of the exact
 // ones) and as its signs, one bit a dimension. A search ranks the whole
 // index by the Hamming distance of the signs (the angle's estimate), then
@@ -188,8 +145,6 @@ func signs(q []int8, b []uint64) {
 		b[w] = word
 	}
 }
-
-var _ VectorIndex = (*MemIndex)(nil)
 
 // quantize writes v, normalised, into q and returns its scale. It runs
 // once per vector a run loads, so it multiplies by one inverse and rounds

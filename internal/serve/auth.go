@@ -114,9 +114,9 @@ func metricsAttributes(*http.Request) authorizer.AttributesRecord {
 	return authorizer.AttributesRecord{Verb: "get", Path: "/metrics"}
 }
 
-// may says whether the request's user may do a (its User is set here);
+// allowed says whether the request's user may do a (its User is set here);
 // without Auth everyone may. An error is the check's own failure.
-func (s *Server) may(ctx context.Context, a authorizer.AttributesRecord) (bool, error) {
+func (s *Server) allowed(ctx context.Context, a authorizer.AttributesRecord) (bool, error) {
 	if s.auth == nil {
 		return true, nil
 	}
@@ -134,7 +134,7 @@ func (s *Server) may(ctx context.Context, a authorizer.AttributesRecord) (bool, 
 // kube-apiserver and controller-runtime's metrics filter answer). Every
 // endpoint's authorization goes through it.
 func (s *Server) authorize(w http.ResponseWriter, r *http.Request, a authorizer.AttributesRecord) bool {
-	ok, err := s.may(r.Context(), a)
+	ok, err := s.allowed(r.Context(), a)
 	switch {
 	case err != nil && !ok:
 		// The attributes name the template or bank, never a scope or id.
@@ -174,10 +174,10 @@ func (s *Server) authorized(attrs func(*http.Request) authorizer.AttributesRecor
 	})
 }
 
-// visible filters keys to those the request's user may get: a namespace
+// visibleTemplates filters keys to those the request's user may get: a namespace
 // whose templates the user may all get costs one check, the others one per
 // template (each cached).
-func (s *Server) visible(ctx context.Context, keys []Key) []Key {
+func (s *Server) visibleTemplates(ctx context.Context, keys []Key) []Key {
 	if s.auth == nil {
 		return keys
 	}
@@ -186,11 +186,11 @@ func (s *Server) visible(ctx context.Context, keys []Key) []Key {
 	for _, k := range keys {
 		all, seen := whole[k.Namespace]
 		if !seen {
-			all, _ = s.may(ctx, templateAttributes(Key{Namespace: k.Namespace}))
+			all, _ = s.allowed(ctx, templateAttributes(Key{Namespace: k.Namespace}))
 			whole[k.Namespace] = all
 		}
 		if ok := all; !ok {
-			ok, _ = s.may(ctx, templateAttributes(k))
+			ok, _ = s.allowed(ctx, templateAttributes(k))
 			if !ok {
 				continue
 			}

@@ -29,8 +29,8 @@ func (s *countingRecaller) Recall(context.Context, plan.MemoryRequest) ([]plan.M
 }
 
 // A memory section of a bank this process serves is filled in-process:
-// its endpoint (unreachable here) and the Recaller are not used; a
-// section of another bank still goes to the Recaller.
+// its endpoint (unreachable here) and the MemoryRecaller are not used; a
+// section of another bank still goes to the MemoryRecaller.
 func TestBankFillsOwnMemorySectionsInProcess(t *testing.T) {
 	ctx := context.Background()
 	store, err := sqlstore.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "bank.db"))
@@ -49,7 +49,7 @@ func TestBankFillsOwnMemorySectionsInProcess(t *testing.T) {
 		}
 		stub := &countingRecaller{}
 		rec := &consolidation.Recaller{Store: store, Bank: "shop/" + name}
-		s := New(Options{Log: logr.Discard(), Recaller: stub, Banks: []*Bank{{Namespace: "shop", Name: name, Store: store, Recaller: rec, Encoding: "cl100k_base"}}})
+		s := New(Options{Log: logr.Discard(), MemoryRecaller: stub, Banks: []*Bank{{Namespace: "shop", Name: name, Store: store, Recaller: rec, Encoding: "cl100k_base"}}})
 		s.Apply(map[string][]byte{"support": memoryPlanJSON(t, "http://127.0.0.1:1", true)})
 		ts := newServer(t, s.Handler())
 		defer ts.Close()
@@ -208,7 +208,7 @@ func TestAssembleScopedMemory(t *testing.T) {
 		}
 	}
 	// Over HTTP the scope and includeShared go in the recall's body.
-	var got recallRequest
+	var got RecallRequest
 	remote := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewDecoder(r.Body).Decode(&got)
 		_, _ = w.Write([]byte(`{"items":[]}`))

@@ -23,18 +23,18 @@ type RecallRequest struct {
 	MaxTokens *int `json:"maxTokens"`
 	// MaxItems bounds the items; DefaultRecallItems when left out,
 	// 1..MaxRecallItems.
-	MaxItems *int `json:"maxItems"`
+	MaxItems *int `json:"maxItems,omitempty"`
 	// MinScore drops items scoring below it; 0..1, 0 when left out.
-	MinScore *float64 `json:"minScore"`
+	MinScore *float64 `json:"minScore,omitempty"`
 	// Tags, when set, keep only items with one of them.
-	Tags []string `json:"tags"`
+	Tags []string `json:"tags,omitempty"`
 	// IncludePending adds facts not consolidated yet, as kind "fact".
-	IncludePending bool `json:"includePending"`
+	IncludePending bool `json:"includePending,omitempty"`
 	// Scope is the scope to recall from; the bank's shared scope when
 	// left out. Tags never cross a scope.
-	Scope string `json:"scope"`
+	Scope string `json:"scope,omitempty"`
 	// IncludeShared also recalls the shared scope's items.
-	IncludeShared bool `json:"includeShared"`
+	IncludeShared bool `json:"includeShared,omitempty"`
 }
 
 // RecallResponse is the answer: the items that fit, best first, and
@@ -112,7 +112,7 @@ func recallFit(ctx context.Context, bk *Bank, scope string, includeShared bool, 
 // same recall and fit as POST .../recall. Other banks go to next.
 type localRecaller struct {
 	banks map[Key]*Bank
-	next  Recaller
+	next  MemoryRecaller
 }
 
 func (l *localRecaller) Recall(ctx context.Context, r plan.MemoryRequest) ([]plan.MemoryItem, error) {
@@ -123,13 +123,7 @@ func (l *localRecaller) Recall(ctx context.Context, r plan.MemoryRequest) ([]pla
 		}
 		return l.next.Recall(ctx, r)
 	}
-	req := RecallRequest{Query: r.Query, MaxTokens: &r.MaxTokens, Scope: r.Scope, IncludeShared: r.IncludeShared}
-	if r.MaxItems > 0 {
-		req.MaxItems = &r.MaxItems
-	}
-	if r.MinScore > 0 {
-		req.MinScore = &r.MinScore
-	}
+	req := recallRequestOf(r)
 	q, msg := recallQuery(&req)
 	if msg != "" {
 		return nil, &plan.RecallError{Code: CodeInvalidRecall, Message: fmt.Sprintf("bank %s: %s", r.Bank, msg)}
@@ -145,6 +139,19 @@ func (l *localRecaller) Recall(ctx context.Context, r plan.MemoryRequest) ([]pla
 		return nil, &plan.RecallError{Code: CodeStoreUnavailable, Message: fmt.Sprintf("bank %s: the store could not be read", r.Bank)}
 	}
 	return fit.Items, nil
+}
+
+// recallRequestOf is the recall a memory section asks for, as the bank
+// API's body: what HTTPRecaller sends and localRecaller validates alike.
+func recallRequestOf(r plan.MemoryRequest) RecallRequest {
+	req := RecallRequest{Query: r.Query, MaxTokens: &r.MaxTokens, Scope: r.Scope, IncludeShared: r.IncludeShared}
+	if r.MaxItems > 0 {
+		req.MaxItems = &r.MaxItems
+	}
+	if r.MinScore > 0 {
+		req.MinScore = &r.MinScore
+	}
+	return req
 }
 
 // recallQuery validates a recall; the message names the field at fault.

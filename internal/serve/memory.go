@@ -24,10 +24,10 @@ import (
 	"github.com/promptops/promptops/plan"
 )
 
-// Recaller fills memory sections: it recalls a bank's items for a query,
+// MemoryRecaller fills memory sections: it recalls a bank's items for a query,
 // best first. HTTPRecaller calls a served bank; a bank served by this same
 // process can answer in-process instead.
-type Recaller interface {
+type MemoryRecaller interface {
 	Recall(ctx context.Context, r plan.MemoryRequest) ([]plan.MemoryItem, error)
 }
 
@@ -107,19 +107,6 @@ func (h *HTTPRecaller) bearer() (string, error) {
 	return h.token, nil
 }
 
-type recallRequest struct {
-	Query         string  `json:"query"`
-	MaxTokens     int     `json:"maxTokens"`
-	MaxItems      int     `json:"maxItems,omitempty"`
-	MinScore      float64 `json:"minScore,omitempty"`
-	Scope         string  `json:"scope,omitempty"`
-	IncludeShared bool    `json:"includeShared,omitempty"`
-}
-
-type recallResponse struct {
-	Items []plan.MemoryItem `json:"items"`
-}
-
 // Recall asks the bank's endpoint. Errors are *plan.RecallError with a
 // code and a message that quote neither the query nor any item.
 func (h *HTTPRecaller) Recall(ctx context.Context, r plan.MemoryRequest) ([]plan.MemoryItem, error) {
@@ -130,7 +117,7 @@ func (h *HTTPRecaller) Recall(ctx context.Context, r plan.MemoryRequest) ([]plan
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
 		return nil, &plan.RecallError{Code: CodeNotServed, Message: fmt.Sprintf("bank %s has an endpoint that is not an http(s) URL", r.Bank)}
 	}
-	body, _ := json.Marshal(recallRequest{Query: r.Query, MaxTokens: r.MaxTokens, MaxItems: r.MaxItems, MinScore: r.MinScore, Scope: r.Scope, IncludeShared: r.IncludeShared})
+	body, _ := json.Marshal(recallRequestOf(r))
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
 	if err != nil {
 		return nil, err
@@ -170,7 +157,7 @@ func (h *HTTPRecaller) Recall(ctx context.Context, r plan.MemoryRequest) ([]plan
 	// One byte past the limit is read to tell an answer over it (one
 	// whose JSON ends at that byte decodes, so N is checked either way).
 	lr := &io.LimitedReader{R: resp.Body, N: limit + 1}
-	var out recallResponse
+	var out RecallResponse
 	err = json.UnmarshalRead(lr, &out)
 	switch {
 	case err != nil && ctx.Err() != nil:

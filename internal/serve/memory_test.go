@@ -54,7 +54,7 @@ func memoryServer(t testing.TB, planJSON []byte, tokenFile string, timeout time.
 	t.Helper()
 	rc := NewHTTPRecaller(tokenFile)
 	rc.MaxBytes = 1 << 20
-	s := New(Options{Log: logr.Discard(), Recaller: rc, MemoryTimeout: timeout})
+	s := New(Options{Log: logr.Discard(), MemoryRecaller: rc, MemoryTimeout: timeout})
 	s.Apply(map[string][]byte{"support": planJSON})
 	ts := newServer(t, s.Handler())
 	t.Cleanup(ts.Close)
@@ -85,7 +85,7 @@ func TestAssembleFillsMemoryByRecall(t *testing.T) {
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	os.WriteFile(tokenFile, []byte("token-one\n"), 0o600)
 	var gotAuth atomic.Value
-	var gotReq recallRequest
+	var gotReq RecallRequest
 	var gotPath string
 	bank := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		gotAuth.Store(r.Header.Get("Authorization"))
@@ -114,7 +114,7 @@ func TestAssembleFillsMemoryByRecall(t *testing.T) {
 		if gotPath != "/v1/banks/shop/customers/recall" || gotAuth.Load() != "Bearer token-one" {
 			t.Errorf("called %s with %q", gotPath, gotAuth.Load())
 		}
-		if gotReq.Query != "How do I reach them?" || gotReq.MaxTokens != 100 || gotReq.MaxItems != 10 || gotReq.MinScore != 0.3 {
+		if gotReq.Query != "How do I reach them?" || gotReq.MaxTokens == nil || *gotReq.MaxTokens != 100 || gotReq.MaxItems == nil || *gotReq.MaxItems != 10 || gotReq.MinScore == nil || *gotReq.MinScore != 0.3 {
 			t.Errorf("recall request %+v", gotReq)
 		}
 	}
@@ -203,7 +203,7 @@ func (s stubRecaller) Recall(ctx context.Context, r plan.MemoryRequest) ([]plan.
 }
 
 func TestAssembleMemoryInProcessRecaller(t *testing.T) {
-	s := New(Options{Log: logr.Discard(), Recaller: stubRecaller{recalled}})
+	s := New(Options{Log: logr.Discard(), MemoryRecaller: stubRecaller{recalled}})
 	s.Apply(map[string][]byte{"support": memoryPlanJSON(t, "", false)})
 	ts := newServer(t, s.Handler())
 	defer ts.Close()
@@ -221,7 +221,7 @@ func TestAssembleMemoryInProcessRecaller(t *testing.T) {
 // apart, a bank's error code kept up to 64 bytes, and an answer of exactly
 // MaxBytes taken.
 func TestHTTPRecallerEdges(t *testing.T) {
-	answer, _ := json.Marshal(recallResponse{Items: recalled[:1]})
+	answer, _ := json.Marshal(RecallResponse{Items: recalled[:1]})
 	var code atomic.Value
 	code.Store("")
 	handler := func(w http.ResponseWriter, r *http.Request) {

@@ -54,9 +54,9 @@ const (
 )
 
 // Server answers /v1/assemble, /v1/templates, /healthz, /readyz and /metrics
-// from the plans of its Store.
+// from the plans of its PlanSet.
 type Server struct {
-	store        *Store
+	store        *PlanSet
 	loader       *loader
 	metrics      *metrics
 	log          logr.Logger
@@ -64,7 +64,7 @@ type Server struct {
 	auth         *Auth
 	inflight     *byteBudget
 	timeout      time.Duration
-	recaller     Recaller
+	recaller     MemoryRecaller
 	memTimeout   time.Duration
 	bank         *bankAPI
 	// held are the plan.json bytes a Watch holds until they are loaded.
@@ -88,9 +88,9 @@ type Options struct {
 	// Auth, when set, requires a Kubernetes bearer token of a caller that
 	// may get the template (/v1/*) or /metrics; nil serves everyone.
 	Auth *Auth
-	// Recaller fills memory sections; nil leaves them empty (NoRecall).
+	// MemoryRecaller fills memory sections; nil leaves them empty (NoRecall).
 	// Those of Banks are filled in-process, without it.
-	Recaller Recaller
+	MemoryRecaller MemoryRecaller
 	// MemoryTimeout bounds each recall; plan.DefaultMemoryTimeout when 0.
 	MemoryTimeout time.Duration
 	// Banks are answered at /v1/banks/{namespace}/{name}/facts and
@@ -110,16 +110,16 @@ func New(o Options) *Server {
 	if o.RequestTimeout <= 0 {
 		o.RequestTimeout = DefaultRequestTimeout
 	}
-	s := &Server{store: &Store{}, metrics: newMetrics(), log: o.Log, maxBodyBytes: o.MaxBodyBytes,
+	s := &Server{store: &PlanSet{}, metrics: newMetrics(), log: o.Log, maxBodyBytes: o.MaxBodyBytes,
 		inflight: &byteBudget{max: o.MaxInflightBytes}, timeout: o.RequestTimeout, auth: o.Auth,
-		recaller: o.Recaller, memTimeout: o.MemoryTimeout}
+		recaller: o.MemoryRecaller, memTimeout: o.MemoryTimeout}
 	s.metrics.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "promptops_serve_inflight_body_bytes", Help: "Bytes of request bodies held by requests in flight (at most --max-inflight-bytes).",
 	}, func() float64 { return float64(s.inflight.used.Load()) }))
 	s.loader = newLoader(s.store, s.metrics, o.Log)
 	s.initBanks(o.Banks, o.BankLimits)
 	if len(o.Banks) > 0 {
-		s.recaller = &localRecaller{banks: s.bank.banks, next: o.Recaller}
+		s.recaller = &localRecaller{banks: s.bank.banks, next: o.MemoryRecaller}
 	}
 	return s
 }
@@ -258,7 +258,7 @@ func (s *Server) templates(w http.ResponseWriter, r *http.Request) {
 	out := struct {
 		Templates []TemplateSummary `json:"templates"`
 	}{Templates: make([]TemplateSummary, 0, snap.Len())}
-	for _, k := range s.visible(r.Context(), snap.keys) {
+	for _, k := range s.visibleTemplates(r.Context(), snap.keys) {
 		p := snap.plans[k]
 		out.Templates = append(out.Templates, TemplateSummary{Namespace: p.Namespace, Name: p.Name, Revision: p.Revision, Encoding: p.Encoding, MaxTokens: p.MaxTokens, Intents: p.IntentNames()})
 	}

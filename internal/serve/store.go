@@ -34,11 +34,12 @@ func (s *Snapshot) Plan(k Key) *plan.Plan { return s.plans[k] }
 // Len is the number of plans.
 func (s *Snapshot) Len() int { return len(s.keys) }
 
-// Store holds the current snapshot; nil until the first load.
-type Store struct{ cur atomic.Pointer[Snapshot] }
+// PlanSet holds the current snapshot of the plans served; nil until the
+// first load.
+type PlanSet struct{ cur atomic.Pointer[Snapshot] }
 
 // Load returns the current snapshot, nil before the first load.
-func (s *Store) Load() *Snapshot { return s.cur.Load() }
+func (s *PlanSet) Load() *Snapshot { return s.cur.Load() }
 
 // source is where one plan.json comes from, and which template that place
 // names: the identity comes from the cluster (the ConfigMap's namespace and
@@ -71,7 +72,7 @@ type source struct {
 // source that is refused (see source) or whose plan claims another template
 // than its place names is dropped, logged and counted.
 type loader struct {
-	store   *Store
+	store   *PlanSet
 	metrics *metrics
 	log     logr.Logger
 
@@ -81,7 +82,7 @@ type loader struct {
 	bad  map[string]string     // sources whose last bytes failed, and why
 }
 
-func newLoader(store *Store, m *metrics, log logr.Logger) *loader {
+func newLoader(store *PlanSet, m *metrics, log logr.Logger) *loader {
 	return &loader{store: store, metrics: m, log: log, last: map[string]seen{}, good: map[string]*plan.Plan{}, bad: map[string]string{}}
 }
 

@@ -128,7 +128,7 @@ func TestBankSpans(t *testing.T) {
 	// A memory section whose bank does not answer: a client span with the
 	// recall's error code.
 	rec2 := recordSpans(t)
-	s := New(Options{Log: b.srv.log, Recaller: &HTTPRecaller{Client: http.DefaultClient}})
+	s := New(Options{Log: b.srv.log, MemoryRecaller: &HTTPRecaller{Client: http.DefaultClient}})
 	fill := s.recallFunc()
 	if _, err := fill(context.Background(), plan.MemoryRequest{Bank: plan.BankRef{Namespace: "team-a", Name: "gone"}, Query: "q", MaxTokens: 10}); err == nil {
 		t.Fatal("a bank without an endpoint answered")

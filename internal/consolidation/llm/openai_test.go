@@ -37,6 +37,8 @@ func TestFallsBackToJSONModeWhenSchemaRejected(t *testing.T) {
 	}
 }
 
+// Two 429s and the answer: the client retries (after its backoff, which
+// the timeout leaves room for on a loaded machine) and succeeds.
 func TestRetriesThenSucceeds(t *testing.T) {
 	srv := llmtest.New(func(n int, _ llmtest.Request) llmtest.Reply {
 		if n < 2 {
@@ -45,7 +47,7 @@ func TestRetriesThenSucceeds(t *testing.T) {
 		return llmtest.Reply{Content: "{}"}
 	})
 	defer srv.Close()
-	c := New(Config{BaseURL: srv.BaseURL(), Model: "m", Timeout: time.Second, MaxRetries: 3})
+	c := New(Config{BaseURL: srv.BaseURL(), Model: "m", Timeout: 10 * time.Second, MaxRetries: 3})
 	if _, err := c.Complete(context.Background(), consolidation.Request{Schema: consolidation.ResponseSchema(-1)}); err != nil || len(srv.Requests()) != 3 {
 		t.Fatalf("%v after %d requests", err, len(srv.Requests()))
 	}

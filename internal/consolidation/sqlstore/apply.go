@@ -100,7 +100,7 @@ func (s *Store) exec(ctx context.Context, tx *sql.Tx, in insert) error {
 		args = append(args, v)
 		return "$" + strconv.Itoa(len(args))
 	})
-	_, err := tx.ExecContext(ctx, s.q(query), args...)
+	_, err := tx.ExecContext(ctx, s.rebind(query), args...)
 	return err
 }
 
@@ -198,7 +198,7 @@ func (s *Store) consolidateFacts(ctx context.Context, tx *sql.Tx, bank, run stri
 	if len(ids) == 0 {
 		return out, nil
 	}
-	args := []any{bank, s.t(&now), run}
+	args := []any{bank, s.timeArg(&now), run}
 	for _, id := range ids {
 		args = append(args, id)
 	}
@@ -244,10 +244,10 @@ func (s *Store) consolidateFacts(ctx context.Context, tx *sql.Tx, bank, run stri
 }
 
 func (s *Store) history(ctx context.Context, tx *sql.Tx, bank, obsID, change, previous string, now time.Time) error {
-	if _, err := tx.ExecContext(ctx, s.q("INSERT INTO promptops_observation_history (bank, observation_id, change, previous_text, changed_at) VALUES ($1, $2, $3, $4, $5)"), bank, obsID, change, previous, s.t(&now)); err != nil {
+	if _, err := tx.ExecContext(ctx, s.rebind("INSERT INTO promptops_observation_history (bank, observation_id, change, previous_text, changed_at) VALUES ($1, $2, $3, $4, $5)"), bank, obsID, change, previous, s.timeArg(&now)); err != nil {
 		return err
 	}
-	_, err := tx.ExecContext(ctx, s.q(fmt.Sprintf(`DELETE FROM promptops_observation_history WHERE bank = $1 AND observation_id = $2 AND seq NOT IN (
+	_, err := tx.ExecContext(ctx, s.rebind(fmt.Sprintf(`DELETE FROM promptops_observation_history WHERE bank = $1 AND observation_id = $2 AND seq NOT IN (
 		SELECT seq FROM promptops_observation_history WHERE bank = $1 AND observation_id = $2 ORDER BY seq DESC LIMIT %d)`, HistoryLimit)), bank, obsID)
 	return err
 }
@@ -268,7 +268,7 @@ func (s *Store) deleteObservation(ctx context.Context, tx *sql.Tx, bank, id stri
 		"DELETE FROM promptops_observation_vectors WHERE bank = $1 AND observation_id = $2",
 		"DELETE FROM promptops_observations WHERE bank = $1 AND id = $2",
 	} {
-		if _, err := tx.ExecContext(ctx, s.q(q), bank, id); err != nil {
+		if _, err := tx.ExecContext(ctx, s.rebind(q), bank, id); err != nil {
 			return err
 		}
 	}
@@ -328,7 +328,7 @@ func pick(facts map[string]consolidation.Fact, ids []string) []consolidation.Fac
 // insertSources records facts as sources of an observation.
 func (s *Store) insertSources(ctx context.Context, tx *sql.Tx, bank, obsID string, factIDs []string) error {
 	for _, fid := range factIDs {
-		if _, err := tx.ExecContext(ctx, s.q("INSERT INTO promptops_observation_sources (bank, observation_id, fact_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING"), bank, obsID, fid); err != nil {
+		if _, err := tx.ExecContext(ctx, s.rebind("INSERT INTO promptops_observation_sources (bank, observation_id, fact_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING"), bank, obsID, fid); err != nil {
 			return err
 		}
 	}
@@ -342,7 +342,7 @@ func (s *Store) addSources(ctx context.Context, tx *sql.Tx, bank, obsID string, 
 		return 0, err
 	}
 	var n int
-	err := tx.QueryRowContext(ctx, s.q("SELECT count(*) FROM promptops_observation_sources WHERE bank = $1 AND observation_id = $2"), bank, obsID).Scan(&n)
+	err := tx.QueryRowContext(ctx, s.rebind("SELECT count(*) FROM promptops_observation_sources WHERE bank = $1 AND observation_id = $2"), bank, obsID).Scan(&n)
 	return n, err
 }
 
@@ -405,7 +405,7 @@ func (s *Store) updateObservations(ctx context.Context, tx *sql.Tx, bank string,
 	for _, u := range updates {
 		o := byID[u.ObservationID]
 		if o.Text != u.Text {
-			histRows = append(histRows, []any{bank, o.ID, "update", o.Text, s.t(&now)})
+			histRows = append(histRows, []any{bank, o.ID, "update", o.Text, s.timeArg(&now)})
 		}
 		switch {
 		case u.Vector != nil:
@@ -432,7 +432,7 @@ func (s *Store) updateObservations(ctx context.Context, tx *sql.Tx, bank string,
 		for _, r := range histRows {
 			args = append(args, r[1])
 		}
-		if _, err := tx.ExecContext(ctx, s.q(fmt.Sprintf(`DELETE FROM promptops_observation_history WHERE bank = $1 AND observation_id IN (%s) AND seq NOT IN (
+		if _, err := tx.ExecContext(ctx, s.rebind(fmt.Sprintf(`DELETE FROM promptops_observation_history WHERE bank = $1 AND observation_id IN (%s) AND seq NOT IN (
 			SELECT h.seq FROM promptops_observation_history h WHERE h.bank = $1 AND h.observation_id = promptops_observation_history.observation_id ORDER BY h.seq DESC LIMIT %d)`, placeholders(2, len(histRows)), HistoryLimit)), args...); err != nil {
 			return err
 		}
@@ -445,7 +445,7 @@ func (s *Store) updateObservations(ctx context.Context, tx *sql.Tx, bank string,
 		for _, id := range unvector {
 			args = append(args, id)
 		}
-		if _, err := tx.ExecContext(ctx, s.q("DELETE FROM promptops_observation_vectors WHERE bank = $1 AND observation_id IN ("+placeholders(2, len(unvector))+")"), args...); err != nil {
+		if _, err := tx.ExecContext(ctx, s.rebind("DELETE FROM promptops_observation_vectors WHERE bank = $1 AND observation_id IN ("+placeholders(2, len(unvector))+")"), args...); err != nil {
 			return err
 		}
 	}
@@ -478,8 +478,8 @@ func (s *Store) updateObservations(ctx context.Context, tx *sql.Tx, bank string,
 	for _, u := range updates {
 		o := byID[u.ObservationID]
 		start, end, ents := updatedFields(o, u, facts, lex)
-		if _, err := tx.ExecContext(ctx, s.q(`UPDATE promptops_observations SET text = $3, text_norm = $4, proof_count = $5, occurred_start = $6, occurred_end = $7, entities_norm = $8, updated_at = $9
-		WHERE bank = $1 AND id = $2`), bank, o.ID, u.Text, consolidation.Normalize(u.Text), counts[o.ID], s.t(start), s.t(end), toJSON(ents), s.t(&now)); err != nil {
+		if _, err := tx.ExecContext(ctx, s.rebind(`UPDATE promptops_observations SET text = $3, text_norm = $4, proof_count = $5, occurred_start = $6, occurred_end = $7, entities_norm = $8, updated_at = $9
+		WHERE bank = $1 AND id = $2`), bank, o.ID, u.Text, consolidation.Normalize(u.Text), counts[o.ID], s.timeArg(start), s.timeArg(end), toJSON(ents), s.timeArg(&now)); err != nil {
 			return err
 		}
 	}
@@ -556,7 +556,7 @@ func (s *Store) updateObservationsPG(ctx context.Context, tx *sql.Tx, bank strin
 		start, end, ents := updatedFields(o, u, facts, lex)
 		n := len(args)
 		vals = append(vals, fmt.Sprintf("($%d::text, $%d::text, $%d::text, $%d::timestamptz, $%d::timestamptz, $%d::text, $%d::timestamptz)", n+1, n+2, n+3, n+4, n+5, n+6, n+7))
-		args = append(args, o.ID, u.Text, consolidation.Normalize(u.Text), s.t(start), s.t(end), toJSON(ents), s.t(&now))
+		args = append(args, o.ID, u.Text, consolidation.Normalize(u.Text), s.timeArg(start), s.timeArg(end), toJSON(ents), s.timeArg(&now))
 	}
 	b.WriteString(`UPDATE promptops_observations o SET text = v.text, text_norm = v.text_norm,
 		proof_count = (SELECT count(*) FROM promptops_observation_sources c WHERE c.bank = o.bank AND c.observation_id = o.id) + COALESCE((SELECT a.n FROM added a WHERE a.observation_id = o.id), 0),
@@ -606,8 +606,8 @@ func (s *Store) updateObservation(ctx context.Context, tx *sql.Tx, bank string, 
 	start, end := bounds(o.OccurredStart, o.OccurredEnd, src)
 	ents := entitySet(o.Entities, src)
 	lex.put(o.ID, u.Text, ents)
-	_, err = tx.ExecContext(ctx, s.q(`UPDATE promptops_observations SET text = $3, text_norm = $4, proof_count = $5, occurred_start = $6, occurred_end = $7, entities_norm = $8, updated_at = $9
-		WHERE bank = $1 AND id = $2`), bank, o.ID, u.Text, consolidation.Normalize(u.Text), n, s.t(start), s.t(end), toJSON(ents), s.t(&now))
+	_, err = tx.ExecContext(ctx, s.rebind(`UPDATE promptops_observations SET text = $3, text_norm = $4, proof_count = $5, occurred_start = $6, occurred_end = $7, entities_norm = $8, updated_at = $9
+		WHERE bank = $1 AND id = $2`), bank, o.ID, u.Text, consolidation.Normalize(u.Text), n, s.timeArg(start), s.timeArg(end), toJSON(ents), s.timeArg(&now))
 	return err
 }
 
@@ -627,7 +627,7 @@ func (s *Store) createObservations(bank string, creates []consolidation.Create, 
 		start, end := bounds(nil, nil, src)
 		ents := entitySet(nil, src)
 		lex.put(id, c.Text, ents)
-		obsRows = append(obsRows, []any{bank, id, c.Text, consolidation.Normalize(c.Text), len(c.SourceFactIDs), s.t(start), s.t(end), toJSON(ents), s.t(&now), s.t(&now)})
+		obsRows = append(obsRows, []any{bank, id, c.Text, consolidation.Normalize(c.Text), len(c.SourceFactIDs), s.timeArg(start), s.timeArg(end), toJSON(ents), s.timeArg(&now), s.timeArg(&now)})
 		for _, fid := range c.SourceFactIDs {
 			if k := [2]string{id, fid}; !seenSrc[k] {
 				seenSrc[k] = true
@@ -679,7 +679,7 @@ func (s *Store) insertRows(ctx context.Context, tx *sql.Tx, head, tail string, r
 		b.WriteString(head)
 		args := writeValues(&b, chunk, width, make([]any, 0, len(chunk)*width))
 		b.WriteString(tail)
-		if _, err := tx.ExecContext(ctx, s.q(b.String()), args...); err != nil {
+		if _, err := tx.ExecContext(ctx, s.rebind(b.String()), args...); err != nil {
 			return err
 		}
 	}
@@ -696,14 +696,14 @@ func (s *Store) MarkFailed(ctx context.Context, bank, run string, ids []string, 
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	_, err := s.db.ExecContext(ctx, s.q("UPDATE promptops_facts SET status = 'failed', failure_reason = $2, claimed_until = NULL WHERE bank = $1 AND status = 'pending' AND claimed_by = $3 AND id IN ("+placeholders(4, len(ids))+")"), args...)
+	_, err := s.db.ExecContext(ctx, s.rebind("UPDATE promptops_facts SET status = 'failed', failure_reason = $2, claimed_until = NULL WHERE bank = $1 AND status = 'pending' AND claimed_by = $3 AND id IN ("+placeholders(4, len(ids))+")"), args...)
 	return err
 }
 
 // ListObservations lists the observations of a key (a bank's shared scope,
 // or a scope's BankKey) with their sources, oldest first.
 func (s *Store) ListObservations(ctx context.Context, bank string) ([]consolidation.Observation, error) {
-	rows, err := s.db.QueryContext(ctx, s.q("SELECT id FROM promptops_observations WHERE bank = $1 ORDER BY created_at, id"), bank)
+	rows, err := s.db.QueryContext(ctx, s.rebind("SELECT id FROM promptops_observations WHERE bank = $1 ORDER BY created_at, id"), bank)
 	if err != nil {
 		return nil, err
 	}
@@ -744,7 +744,7 @@ func (s *Store) ListObservations(ctx context.Context, bank string) ([]consolidat
 
 // History returns an observation's previous texts, newest first.
 func (s *Store) History(ctx context.Context, bank, obsID string) ([]string, error) {
-	rows, err := s.db.QueryContext(ctx, s.q("SELECT previous_text FROM promptops_observation_history WHERE bank = $1 AND observation_id = $2 ORDER BY seq DESC"), bank, obsID)
+	rows, err := s.db.QueryContext(ctx, s.rebind("SELECT previous_text FROM promptops_observation_history WHERE bank = $1 AND observation_id = $2 ORDER BY seq DESC"), bank, obsID)
 	if err != nil {
 		return nil, err
 	}

@@ -55,7 +55,7 @@ SELECT 's', s.observation_id, s.fact_id, NULL, NULL, NULL, NULL, f.tags, f.creat
 func (s *Store) LoadRecallable(ctx context.Context, key string, sp consolidation.Space, into consolidation.RecallableSink) (consolidation.Generation, error) {
 	gen := consolidation.Generation{Applied: -1}
 	bank, scope := consolidation.SplitBankKey(key)
-	rows, err := s.scan.QueryContext(ctx, s.q(recallableQuery), key, sp.Model, sp.Dims, bank)
+	rows, err := s.scan.QueryContext(ctx, s.rebind(recallableQuery), key, sp.Model, sp.Dims, bank)
 	if err != nil {
 		return gen, err
 	}
@@ -154,7 +154,7 @@ func contains(list []string, s string) bool {
 // PendingFacts returns up to limit of the bank's pending facts created at
 // or after since, oldest first.
 func (s *Store) PendingFacts(ctx context.Context, bank string, since time.Time, limit int) ([]consolidation.Fact, error) {
-	return s.queryFacts(ctx, "SELECT "+factColumns+" FROM promptops_facts WHERE bank = $1 AND status = 'pending' AND created_at >= $2 ORDER BY created_at, id LIMIT $3", bank, s.t(&since), limit)
+	return s.queryFacts(ctx, "SELECT "+factColumns+" FROM promptops_facts WHERE bank = $1 AND status = 'pending' AND created_at >= $2 ORDER BY created_at, id LIMIT $3", bank, s.timeArg(&since), limit)
 }
 
 // RetainFacts stores facts, each with its id, in one transaction, each in
@@ -208,7 +208,7 @@ func (s *Store) RetainFacts(ctx context.Context, bank string, facts []consolidat
 			continue
 		}
 		created := base.Add(time.Duration(i) * time.Microsecond)
-		rows = append(rows, []any{keys[i], f.ID, f.Text, toJSON(f.Entities), toJSON(f.Tags), s.t(f.OccurredStart), s.t(f.OccurredEnd), s.t(f.MentionedAt), s.t(&created)})
+		rows = append(rows, []any{keys[i], f.ID, f.Text, toJSON(f.Entities), toJSON(f.Tags), s.timeArg(f.OccurredStart), s.timeArg(f.OccurredEnd), s.timeArg(f.MentionedAt), s.timeArg(&created)})
 		before[k] = f.Text
 	}
 	// ON CONFLICT DO NOTHING: a concurrent request may store one of these

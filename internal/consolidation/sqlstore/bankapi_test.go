@@ -53,7 +53,7 @@ func TestLoadRecallable(t *testing.T) {
 		}
 		exec := func(q string, args ...any) {
 			t.Helper()
-			if _, err := s.db.ExecContext(ctx, s.q(q), args...); err != nil {
+			if _, err := s.db.ExecContext(ctx, s.rebind(q), args...); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -64,11 +64,11 @@ func TestLoadRecallable(t *testing.T) {
 			k, id, tags string
 			at          *time.Time
 		}{{key, "f1", `["a","b"]`, d1}, {key, "f2", `["b","c"]`, d2}, {key, "f3", `[]`, d3}, {other, "f9", `["x"]`, d1}} {
-			exec("INSERT INTO promptops_facts (bank, id, text, tags, created_at) VALUES ($1, $2, $2, $3, $4)", f.k, f.id, f.tags, s.t(f.at))
+			exec("INSERT INTO promptops_facts (bank, id, text, tags, created_at) VALUES ($1, $2, $2, $3, $4)", f.k, f.id, f.tags, s.timeArg(f.at))
 		}
 		for _, o := range []struct{ k, id string }{{key, "o0"}, {key, "o1"}, {key, "o2"}, {other, "o9"}} {
 			exec(`INSERT INTO promptops_observations (bank, id, text, text_norm, proof_count, occurred_start, entities_norm, created_at, updated_at)
-				VALUES ($1, $2, $3, $3, 2, $4, '["Ana"]', $5, $6)`, o.k, o.id, "text of "+o.id, s.t(d1), s.t(d2), s.t(d3))
+				VALUES ($1, $2, $3, $3, 2, $4, '["Ana"]', $5, $6)`, o.k, o.id, "text of "+o.id, s.timeArg(d1), s.timeArg(d2), s.timeArg(d3))
 		}
 		for _, src := range [][3]string{{key, "o0", "f1"}, {key, "o0", "f2"}, {key, "o1", "f3"}, {other, "o9", "f9"}} {
 			exec("INSERT INTO promptops_observation_sources (bank, observation_id, fact_id) VALUES ($1, $2, $3)", src[0], src[1], src[2])

@@ -103,8 +103,8 @@ func seedObservations(b *testing.B, s *Store, n int, sp consolidation.Space) {
 	for i := 0; i < n; i++ {
 		id := uuid.NewString()
 		person, text := benchText(i)
-		if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO promptops_observations (bank, id, text, text_norm, proof_count, entities_norm, created_at, updated_at)
-			VALUES ($1, $2, $3, $4, 1, $5, $6, $6)`), bank, id, text, consolidation.Normalize(text), toJSON(entitySet(nil, []consolidation.Fact{{Entities: []string{person}}})), s.t(&now)); err != nil {
+		if _, err := tx.ExecContext(ctx, s.rebind(`INSERT INTO promptops_observations (bank, id, text, text_norm, proof_count, entities_norm, created_at, updated_at)
+			VALUES ($1, $2, $3, $4, 1, $5, $6, $6)`), bank, id, text, consolidation.Normalize(text), toJSON(entitySet(nil, []consolidation.Fact{{Entities: []string{person}}})), s.timeArg(&now)); err != nil {
 			b.Fatal(err)
 		}
 		if sp.Dims > 0 {

@@ -85,21 +85,21 @@ func (s *Store) ClaimFacts(ctx context.Context, bank, run string, limit int, now
 // ExtendClaims renews the lease of run's claimed pending facts, in every
 // scope of the bank.
 func (s *Store) ExtendClaims(ctx context.Context, bank, run string, until time.Time) error {
-	_, err := s.db.ExecContext(ctx, s.q("UPDATE promptops_facts SET claimed_until = $4 WHERE "+inBank+" AND claimed_by = $5 AND status = 'pending'"), bankArgs(bank, s.claimTime(until), run)...)
+	_, err := s.db.ExecContext(ctx, s.rebind("UPDATE promptops_facts SET claimed_until = $4 WHERE "+inBank+" AND claimed_by = $5 AND status = 'pending'"), bankArgs(bank, s.claimTime(until), run)...)
 	return err
 }
 
 // ReleaseClaims gives up run's claims on facts still pending, in every
 // scope of the bank.
 func (s *Store) ReleaseClaims(ctx context.Context, bank, run string) error {
-	_, err := s.db.ExecContext(ctx, s.q("UPDATE promptops_facts SET claimed_by = NULL, claimed_until = NULL WHERE "+inBank+" AND claimed_by = $4 AND status = 'pending'"), bankArgs(bank, run)...)
+	_, err := s.db.ExecContext(ctx, s.rebind("UPDATE promptops_facts SET claimed_by = NULL, claimed_until = NULL WHERE "+inBank+" AND claimed_by = $4 AND status = 'pending'"), bankArgs(bank, run)...)
 	return err
 }
 
 // PendingScopes lists the keys of the bank's scopes with pending facts
 // that no live claim holds, the one with the oldest such fact first.
 func (s *Store) PendingScopes(ctx context.Context, bank string, now time.Time) ([]string, error) {
-	rows, err := s.db.QueryContext(ctx, s.q("SELECT bank, min(created_at) AS oldest FROM promptops_facts WHERE "+inBank+
+	rows, err := s.db.QueryContext(ctx, s.rebind("SELECT bank, min(created_at) AS oldest FROM promptops_facts WHERE "+inBank+
 		" AND status = 'pending' AND (claimed_until IS NULL OR claimed_until <= $4) GROUP BY bank ORDER BY oldest, bank"), bankArgs(bank, s.claimTime(now))...)
 	if err != nil {
 		return nil, err
@@ -119,7 +119,7 @@ func (s *Store) PendingScopes(ctx context.Context, bank string, now time.Time) (
 
 // CountFacts counts a bank's facts per status, all scopes together.
 func (s *Store) CountFacts(ctx context.Context, bank string) (map[string]int64, error) {
-	rows, err := s.db.QueryContext(ctx, s.q("SELECT status, count(*) FROM promptops_facts WHERE "+inBank+" GROUP BY status"), bankArgs(bank)...)
+	rows, err := s.db.QueryContext(ctx, s.rebind("SELECT status, count(*) FROM promptops_facts WHERE "+inBank+" GROUP BY status"), bankArgs(bank)...)
 	if err != nil {
 		return nil, err
 	}

@@ -39,7 +39,7 @@ func (s *Store) EraseScope(ctx context.Context, bank, scope string) (consolidati
 			{"DELETE FROM promptops_facts WHERE bank = $1", &out.Facts},
 			{"DELETE FROM promptops_banks WHERE id = $1", nil},
 		} {
-			res, err := tx.ExecContext(ctx, s.q(st.query), key)
+			res, err := tx.ExecContext(ctx, s.rebind(st.query), key)
 			if err != nil {
 				return err
 			}
@@ -126,7 +126,7 @@ func (s *Store) DeleteFacts(ctx context.Context, bank string, scope *string, ids
 					*st.n += n
 				}
 			}
-			if _, err := tx.ExecContext(ctx, s.q("UPDATE promptops_banks SET generation = generation + 1 WHERE id = $1"), key); err != nil {
+			if _, err := tx.ExecContext(ctx, s.rebind("UPDATE promptops_banks SET generation = generation + 1 WHERE id = $1"), key); err != nil {
 				return err
 			}
 		}
@@ -152,7 +152,7 @@ func (s *Store) ListScopes(ctx context.Context, bank string) ([]consolidation.Sc
 		table string
 		obs   bool
 	}{{"promptops_facts", false}, {"promptops_observations", true}} {
-		rows, err := s.db.QueryContext(ctx, s.q("SELECT bank, count(*) FROM "+t.table+" WHERE "+inBank+" GROUP BY bank"), bankArgs(bank)...)
+		rows, err := s.db.QueryContext(ctx, s.rebind("SELECT bank, count(*) FROM "+t.table+" WHERE "+inBank+" GROUP BY bank"), bankArgs(bank)...)
 		if err != nil {
 			return nil, err
 		}
@@ -194,7 +194,7 @@ func (s *Store) ListScopes(ctx context.Context, bank string) ([]consolidation.Sc
 func (s *Store) ExportScope(ctx context.Context, bank, scope string, fn func(consolidation.Exported) error) error {
 	key := consolidation.BankKey(bank, scope)
 	return s.inTx(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, s.q("SELECT "+factColumns+" FROM promptops_facts WHERE bank = $1 ORDER BY created_at, id"), key)
+		rows, err := tx.QueryContext(ctx, s.rebind("SELECT "+factColumns+" FROM promptops_facts WHERE bank = $1 ORDER BY created_at, id"), key)
 		if err != nil {
 			return err
 		}
@@ -215,7 +215,7 @@ func (s *Store) ExportScope(ctx context.Context, bank, scope string, fn func(con
 			return err
 		}
 		srcs := map[string][]string{}
-		rows, err = tx.QueryContext(ctx, s.q("SELECT observation_id, fact_id FROM promptops_observation_sources WHERE bank = $1 ORDER BY observation_id, fact_id"), key)
+		rows, err = tx.QueryContext(ctx, s.rebind("SELECT observation_id, fact_id FROM promptops_observation_sources WHERE bank = $1 ORDER BY observation_id, fact_id"), key)
 		if err != nil {
 			return err
 		}
@@ -231,7 +231,7 @@ func (s *Store) ExportScope(ctx context.Context, bank, scope string, fn func(con
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		rows, err = tx.QueryContext(ctx, s.q("SELECT "+obsColumns+" FROM promptops_observations WHERE bank = $1 ORDER BY created_at, id"), key)
+		rows, err = tx.QueryContext(ctx, s.rebind("SELECT "+obsColumns+" FROM promptops_observations WHERE bank = $1 ORDER BY created_at, id"), key)
 		if err != nil {
 			return err
 		}
@@ -274,7 +274,7 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 
 // erased moves the bank's erasures in tx.
 func (s *Store) erased(ctx context.Context, tx *sql.Tx, bank string) error {
-	_, err := tx.ExecContext(ctx, s.q("UPDATE promptops_banks SET erasures = erasures + 1 WHERE id = $1"), bank)
+	_, err := tx.ExecContext(ctx, s.rebind("UPDATE promptops_banks SET erasures = erasures + 1 WHERE id = $1"), bank)
 	return err
 }
 

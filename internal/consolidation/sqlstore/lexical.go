@@ -26,7 +26,7 @@ func (s *Store) generation(ctx context.Context, key string) (consolidation.Gener
 	if st := s.genStmt(ctx); st != nil {
 		err = st.QueryRowContext(ctx, key, bank).Scan(&g.Applied, &g.Erasures)
 	} else {
-		err = s.scan.QueryRowContext(ctx, s.q(generationQuery), key, bank).Scan(&g.Applied, &g.Erasures)
+		err = s.scan.QueryRowContext(ctx, s.rebind(generationQuery), key, bank).Scan(&g.Applied, &g.Erasures)
 	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return consolidation.Generation{Applied: -1}, nil
@@ -42,7 +42,7 @@ func (s *Store) genStmt(ctx context.Context) *sql.Stmt {
 	if st := s.gen.Load(); st != nil {
 		return st
 	}
-	st, err := s.scan.PrepareContext(ctx, s.q(generationQuery))
+	st, err := s.scan.PrepareContext(ctx, s.rebind(generationQuery))
 	if err != nil {
 		return nil
 	}
@@ -58,7 +58,7 @@ func (s *Store) genStmt(ctx context.Context) *sql.Stmt {
 // back the key of a scope erased meanwhile.
 func (s *Store) bumpGeneration(ctx context.Context, tx *sql.Tx, key string) (int64, error) {
 	var g int64
-	err := tx.QueryRowContext(ctx, s.q("INSERT INTO promptops_banks (id, created_at) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET generation = promptops_banks.generation + 1 RETURNING generation"), key, s.t(ptrTime(time.Now()))).Scan(&g)
+	err := tx.QueryRowContext(ctx, s.rebind("INSERT INTO promptops_banks (id, created_at) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET generation = promptops_banks.generation + 1 RETURNING generation"), key, s.timeArg(ptrTime(time.Now()))).Scan(&g)
 	if errors.Is(err, sql.ErrNoRows) {
 		return -1, nil
 	}
@@ -83,7 +83,7 @@ func (s *Store) lexIndex(ctx context.Context, bank string) (*consolidation.LexIn
 	delete(s.lex, bank)
 	// The rows are current as of gen if the generation has not moved by
 	// the time they are read; otherwise the index serves this call only.
-	rows, err := s.scan.QueryContext(ctx, s.q("SELECT id, text, entities_norm FROM promptops_observations WHERE bank = $1"), bank)
+	rows, err := s.scan.QueryContext(ctx, s.rebind("SELECT id, text, entities_norm FROM promptops_observations WHERE bank = $1"), bank)
 	if err != nil {
 		return nil, err
 	}

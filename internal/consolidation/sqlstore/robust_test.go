@@ -45,7 +45,7 @@ func TestMixedAnswerKeepsTheGoodItems(t *testing.T) {
 		if obs := observations(t, s); len(obs) != 3 {
 			t.Fatalf("observations %+v", obs)
 		}
-		if req := srv.Requests()[0]; req.MaxTokens != consolidation.CompletionTokens(3, consolidation.DefaultMaxCompletionTokens) || req.MaxTokensField != "max_tokens" {
+		if req := srv.Requests()[0]; req.MaxTokens != consolidation.CompletionBudget(3, consolidation.DefaultMaxCompletionTokens) || req.MaxTokensField != "max_tokens" {
 			t.Fatalf("max_tokens not sent: %+v", req.MaxTokensField)
 		}
 	})
@@ -178,8 +178,8 @@ func TestMaxTokensPerRun(t *testing.T) {
 		})
 		defer srv.Close()
 		// Each call costs 3,200 reported tokens and is planned at about
-		// 3,000 prompt + CompletionTokens(2) of max_tokens.
-		budget := int64(3*3200 + 3000 + consolidation.CompletionTokens(2, consolidation.DefaultMaxCompletionTokens))
+		// 3,000 prompt + CompletionBudget(2) of max_tokens.
+		budget := int64(3*3200 + 3000 + consolidation.CompletionBudget(2, consolidation.DefaultMaxCompletionTokens))
 		sum, err := engine(s, srv, func(st *consolidation.Settings) { st.BatchSize, st.MaxTokensPerRun = 2, budget }).Run(context.Background())
 		if err != nil {
 			t.Fatal(err)

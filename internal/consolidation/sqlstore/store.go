@@ -158,16 +158,16 @@ func (s *Store) DB() *sql.DB { return s.db }
 
 var placeholderRE = regexp.MustCompile(`\$(\d+)`)
 
-// q adapts a query written with $1.. to the dialect (SQLite: ?1..).
-func (s *Store) q(query string) string {
+// rebind adapts a query written with $1.. to the dialect (SQLite: ?1..).
+func (s *Store) rebind(query string) string {
 	if s.dialect == sqlite {
 		return placeholderRE.ReplaceAllString(query, "?$1")
 	}
 	return query
 }
 
-// t encodes a time for the dialect: timestamptz or RFC 3339 text.
-func (s *Store) t(t *time.Time) any {
+// timeArg encodes a time for the dialect: timestamptz or RFC 3339 text.
+func (s *Store) timeArg(t *time.Time) any {
 	if t == nil {
 		return nil
 	}
@@ -247,7 +247,7 @@ func (s *Store) migrateTo(ctx context.Context, last int) error {
 			return fmt.Errorf("migration %s: name must start with a number", name)
 		}
 		var n int
-		if err := tx.QueryRowContext(ctx, s.q("SELECT count(*) FROM promptops_schema_migrations WHERE version = $1"), v).Scan(&n); err != nil {
+		if err := tx.QueryRowContext(ctx, s.rebind("SELECT count(*) FROM promptops_schema_migrations WHERE version = $1"), v).Scan(&n); err != nil {
 			return err
 		}
 		if n > 0 || v > last {
@@ -260,7 +260,7 @@ func (s *Store) migrateTo(ctx context.Context, last int) error {
 		if _, err := tx.ExecContext(ctx, string(body)); err != nil {
 			return fmt.Errorf("migration %s: %w", name, err)
 		}
-		if _, err := tx.ExecContext(ctx, s.q("INSERT INTO promptops_schema_migrations (version, name) VALUES ($1, $2)"), v, name); err != nil {
+		if _, err := tx.ExecContext(ctx, s.rebind("INSERT INTO promptops_schema_migrations (version, name) VALUES ($1, $2)"), v, name); err != nil {
 			return err
 		}
 	}
@@ -269,7 +269,7 @@ func (s *Store) migrateTo(ctx context.Context, last int) error {
 
 // EnsureBank registers a bank.
 func (s *Store) EnsureBank(ctx context.Context, bank string) error {
-	_, err := s.db.ExecContext(ctx, s.q("INSERT INTO promptops_banks (id, created_at) VALUES ($1, $2) ON CONFLICT DO NOTHING"), bank, s.t(ptrTime(time.Now())))
+	_, err := s.db.ExecContext(ctx, s.rebind("INSERT INTO promptops_banks (id, created_at) VALUES ($1, $2) ON CONFLICT DO NOTHING"), bank, s.timeArg(ptrTime(time.Now())))
 	return err
 }
 
@@ -354,7 +354,7 @@ func (s *Store) ListFacts(ctx context.Context, bank string, scope *string, statu
 		query = "SELECT bank, " + factColumns + " FROM promptops_facts WHERE bank = $1 AND ($2 = '' OR status = $2) ORDER BY created_at, id LIMIT $3"
 		args = []any{consolidation.BankKey(bank, *scope), status, limit}
 	}
-	rows, err := s.db.QueryContext(ctx, s.q(query), args...)
+	rows, err := s.db.QueryContext(ctx, s.rebind(query), args...)
 	if err != nil {
 		return nil, err
 	}
@@ -374,7 +374,7 @@ func (s *Store) ListFacts(ctx context.Context, bank string, scope *string, statu
 
 // queryFacts runs a query whose columns are factColumns.
 func (s *Store) queryFacts(ctx context.Context, query string, args ...any) ([]consolidation.Fact, error) {
-	rows, err := s.db.QueryContext(ctx, s.q(query), args...)
+	rows, err := s.db.QueryContext(ctx, s.rebind(query), args...)
 	if err != nil {
 		return nil, err
 	}
@@ -408,9 +408,9 @@ func (s *Store) ImportFacts(ctx context.Context, bank string, facts []consolidat
 			f.ID = uuid.NewString()
 		}
 		created := base.Add(time.Duration(i) * time.Microsecond)
-		res, err := tx.ExecContext(ctx, s.q(`INSERT INTO promptops_facts (bank, id, text, entities, tags, occurred_start, occurred_end, mentioned_at, created_at)
+		res, err := tx.ExecContext(ctx, s.rebind(`INSERT INTO promptops_facts (bank, id, text, entities, tags, occurred_start, occurred_end, mentioned_at, created_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING`),
-			consolidation.BankKey(bank, f.Scope), f.ID, f.Text, toJSON(f.Entities), toJSON(f.Tags), s.t(f.OccurredStart), s.t(f.OccurredEnd), s.t(f.MentionedAt), s.t(&created))
+			consolidation.BankKey(bank, f.Scope), f.ID, f.Text, toJSON(f.Entities), toJSON(f.Tags), s.timeArg(f.OccurredStart), s.timeArg(f.OccurredEnd), s.timeArg(f.MentionedAt), s.timeArg(&created))
 		if err != nil {
 			return 0, fmt.Errorf("fact %d: %w", i+1, err)
 		}
@@ -432,7 +432,7 @@ func (s *Store) RetryFacts(ctx context.Context, bank string, ids []string) (int6
 			args = append(args, id)
 		}
 	}
-	res, err := s.db.ExecContext(ctx, s.q(query), args...)
+	res, err := s.db.ExecContext(ctx, s.rebind(query), args...)
 	if err != nil {
 		return 0, err
 	}
@@ -451,7 +451,7 @@ func (s *Store) anyOf(query string, from int, args []any) (string, []any) {
 		}
 		return strings.Replace(query, "@IN", "= ANY($"+strconv.Itoa(from)+")", 1), append(args[:from-1:from-1], list)
 	}
-	return s.q(strings.Replace(query, "@IN", "IN ("+placeholders(from, len(args)-(from-1))+")", 1)), args
+	return s.rebind(strings.Replace(query, "@IN", "IN ("+placeholders(from, len(args)-(from-1))+")", 1)), args
 }
 
 func placeholders(from, n int) string {
@@ -465,14 +465,14 @@ func placeholders(from, n int) string {
 // CountObservations counts a bank's observations, all scopes together.
 func (s *Store) CountObservations(ctx context.Context, bank string) (int, error) {
 	var n int
-	err := s.db.QueryRowContext(ctx, s.q("SELECT count(*) FROM promptops_observations WHERE "+inBank), bankArgs(bank)...).Scan(&n)
+	err := s.db.QueryRowContext(ctx, s.rebind("SELECT count(*) FROM promptops_observations WHERE "+inBank), bankArgs(bank)...).Scan(&n)
 	return n, err
 }
 
 // CountScopeObservations counts the observations of one scope's key.
 func (s *Store) CountScopeObservations(ctx context.Context, key string) (int, error) {
 	var n int
-	err := s.db.QueryRowContext(ctx, s.q("SELECT count(*) FROM promptops_observations WHERE bank = $1"), key).Scan(&n)
+	err := s.db.QueryRowContext(ctx, s.rebind("SELECT count(*) FROM promptops_observations WHERE bank = $1"), key).Scan(&n)
 	return n, err
 }
 
@@ -486,15 +486,6 @@ const inBank = "(bank = $1 OR (bank >= $2 AND bank < $3))"
 func bankArgs(bank string, more ...any) []any {
 	return append([]any{bank, bank + "/", bank + "0"}, more...)
 }
-
-// HasObservationText tells whether an observation has this normalised text.
-func (s *Store) HasObservationText(ctx context.Context, bank, norm string) (bool, error) {
-	var n int
-	err := s.db.QueryRowContext(ctx, s.q("SELECT count(*) FROM promptops_observations WHERE bank = $1 AND text_norm = $2"), bank, norm).Scan(&n)
-	return n > 0, err
-}
-
-var _ consolidation.TextChecker = (*Store)(nil)
 
 // HasObservationTexts tells which of the normalised texts an observation
 // has, in one query per 500.
@@ -610,18 +601,6 @@ func (s *Store) sourcesOf(ctx context.Context, db querier, bank string, ids []st
 	return srcIDs, facts, rows.Err()
 }
 
-// Recall returns, per fact, the observations whose trigrams
-// (consolidation.Trigrams) it shares best and those that share one of its
-// entities, at most limit of each, from the bank's lexical index in memory
-// (loaded once, kept up to date by Apply, reloaded when another store
-// applied a batch), with their sources: one look at the bank's generation
-// and one load of the candidates for the whole batch.
-func (s *Store) Recall(ctx context.Context, bank string, facts []consolidation.Fact, limit int) (map[string][]consolidation.Candidate, error) {
-	return s.recall(ctx, bank, facts, limit, true)
-}
-
-var _ consolidation.RecallWarmer = (*Store)(nil)
-
 // WarmRecall loads the bank's lexical index, as Recall's first call would.
 func (s *Store) WarmRecall(ctx context.Context, bank string) error {
 	s.mu.Lock()
@@ -630,12 +609,14 @@ func (s *Store) WarmRecall(ctx context.Context, bank string) error {
 	return err
 }
 
-// RecallBare is Recall without the candidates' sources.
-func (s *Store) RecallBare(ctx context.Context, bank string, facts []consolidation.Fact, limit int) (map[string][]consolidation.Candidate, error) {
-	return s.recall(ctx, bank, facts, limit, false)
-}
-
-func (s *Store) recall(ctx context.Context, bank string, facts []consolidation.Fact, limit int, withSources bool) (map[string][]consolidation.Candidate, error) {
+// Recall returns, per fact, the observations whose trigrams
+// (consolidation.Trigrams) it shares best and those that share one of its
+// entities, at most limit of each, ranked, from the bank's lexical index in
+// memory (loaded once, kept up to date by Apply, reloaded when another
+// store applied a batch): one look at the bank's generation and one load
+// of the candidates for the whole batch. The candidates come without their
+// sources (CandidateSources).
+func (s *Store) Recall(ctx context.Context, bank string, facts []consolidation.Fact, limit int) (map[string][]consolidation.Candidate, error) {
 	s.mu.Lock()
 	idx, err := s.lexIndex(ctx, bank)
 	perFact := make([][]string, len(facts))
@@ -656,7 +637,7 @@ func (s *Store) recall(ctx context.Context, bank string, facts []consolidation.F
 	if err != nil {
 		return nil, err
 	}
-	cands, err := s.candidates(ctx, bank, union, withSources)
+	cands, err := s.Candidates(ctx, bank, union)
 	if err != nil {
 		return nil, err
 	}

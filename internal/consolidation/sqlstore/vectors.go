@@ -15,8 +15,6 @@ import (
 	"github.com/promptops/promptops/internal/consolidation"
 )
 
-var _ consolidation.VectorStore = (*Store)(nil)
-
 // Vectors are written as Quantize makes them (qvec: the scale as
 // little-endian float32, then one int8 a dimension), the form the run
 // compares in: a quarter of the bytes of float32, so a batch writes and a
@@ -252,7 +250,7 @@ func (s *Store) putVectors(ctx context.Context, table, key, bank string, sp cons
 // (one deleted meanwhile gets none).
 func (s *Store) upsertVector(ctx context.Context, tx *sql.Tx, table, key, bank, id string, sp consolidation.Space, v []float32) error {
 	parent := vectorParent(table)
-	_, err := tx.ExecContext(ctx, s.q(fmt.Sprintf(`INSERT INTO %[1]s (bank, %[2]s, model, dims, qvec) SELECT $1, $2, $3, $4, $5 WHERE EXISTS (SELECT 1 FROM %[3]s WHERE bank = $1 AND id = $2)
+	_, err := tx.ExecContext(ctx, s.rebind(fmt.Sprintf(`INSERT INTO %[1]s (bank, %[2]s, model, dims, qvec) SELECT $1, $2, $3, $4, $5 WHERE EXISTS (SELECT 1 FROM %[3]s WHERE bank = $1 AND id = $2)
 		ON CONFLICT (bank, %[2]s) DO UPDATE SET model = excluded.model, dims = excluded.dims, qvec = excluded.qvec, vec = NULL`, table, key, parent)), vecRow(bank, id, sp, v)...)
 	return err
 }
@@ -269,12 +267,10 @@ func encodeQuantized(v []float32) []byte {
 	return b
 }
 
-var _ consolidation.QuantizedVectorStore = (*Store)(nil)
-
 // ScanObservationQuantized streams the bank's observation vectors in sp:
 // qvec where a row has it (vec is then not read), vec otherwise.
 func (s *Store) ScanObservationQuantized(ctx context.Context, bank string, sp consolidation.Space, qfn func(id string, q []int8, scale float32), vfn func(id string, vec []float32)) error {
-	rows, err := s.scan.QueryContext(ctx, s.q(`SELECT observation_id, qvec, CASE WHEN qvec IS NULL THEN vec END FROM promptops_observation_vectors WHERE bank = $1 AND model = $2 AND dims = $3`), bank, sp.Model, sp.Dims)
+	rows, err := s.scan.QueryContext(ctx, s.rebind(`SELECT observation_id, qvec, CASE WHEN qvec IS NULL THEN vec END FROM promptops_observation_vectors WHERE bank = $1 AND model = $2 AND dims = $3`), bank, sp.Model, sp.Dims)
 	if err != nil {
 		return err
 	}
@@ -302,14 +298,14 @@ func (s *Store) ScanObservationQuantized(ctx context.Context, bank string, sp co
 }
 
 func (s *Store) deleteVector(ctx context.Context, tx *sql.Tx, bank, id string) error {
-	_, err := tx.ExecContext(ctx, s.q("DELETE FROM promptops_observation_vectors WHERE bank = $1 AND observation_id = $2"), bank, id)
+	_, err := tx.ExecContext(ctx, s.rebind("DELETE FROM promptops_observation_vectors WHERE bank = $1 AND observation_id = $2"), bank, id)
 	return err
 }
 
 // ScanObservationVectors streams the bank's observation vectors in sp,
 // decoding each into one reused buffer.
 func (s *Store) ScanObservationVectors(ctx context.Context, bank string, sp consolidation.Space, fn func(id string, vec []float32)) error {
-	rows, err := s.db.QueryContext(ctx, s.q("SELECT observation_id, qvec, CASE WHEN qvec IS NULL THEN vec END FROM promptops_observation_vectors WHERE bank = $1 AND model = $2 AND dims = $3"), bank, sp.Model, sp.Dims)
+	rows, err := s.db.QueryContext(ctx, s.rebind("SELECT observation_id, qvec, CASE WHEN qvec IS NULL THEN vec END FROM promptops_observation_vectors WHERE bank = $1 AND model = $2 AND dims = $3"), bank, sp.Model, sp.Dims)
 	if err != nil {
 		return err
 	}
@@ -332,7 +328,7 @@ func (s *Store) ScanObservationVectors(ctx context.Context, bank string, sp cons
 // ObservationsWithoutVector returns up to limit observations, by id after
 // after, that have no vector in sp.
 func (s *Store) ObservationsWithoutVector(ctx context.Context, bank string, sp consolidation.Space, after string, limit int) ([]consolidation.Observation, error) {
-	rows, err := s.db.QueryContext(ctx, s.q(`SELECT o.id, o.text FROM promptops_observations o
+	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT o.id, o.text FROM promptops_observations o
 		LEFT JOIN promptops_observation_vectors v ON v.bank = o.bank AND v.observation_id = o.id AND v.model = $2 AND v.dims = $3
 		WHERE o.bank = $1 AND v.observation_id IS NULL AND o.id > $4 ORDER BY o.id LIMIT $5`), bank, sp.Model, sp.Dims, after, limit)
 	if err != nil {
@@ -350,17 +346,18 @@ func (s *Store) ObservationsWithoutVector(ctx context.Context, bank string, sp c
 	return out, rows.Err()
 }
 
-// Candidates loads observations by id with their sources, in the order given.
+// Candidates loads observations by id, in the order given, without their
+// sources (CandidateSources); ids that are gone are left out.
 func (s *Store) Candidates(ctx context.Context, bank string, ids []string) ([]consolidation.Candidate, error) {
-	return s.candidates(ctx, bank, ids, true)
-}
-
-var _ consolidation.SourceLoader = (*Store)(nil)
-
-// CandidatesBare loads observations by id without their sources, in the
-// order given.
-func (s *Store) CandidatesBare(ctx context.Context, bank string, ids []string) ([]consolidation.Candidate, error) {
-	return s.candidates(ctx, bank, ids, false)
+	obs, err := s.observations(ctx, s.db, bank, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]consolidation.Candidate, len(obs))
+	for i, o := range obs {
+		out[i] = consolidation.Candidate{Observation: o}
+	}
+	return out, nil
 }
 
 // CandidateSources returns, per observation, its source fact ids and up to
@@ -371,23 +368,3 @@ func (s *Store) CandidateSources(ctx context.Context, bank string, ids []string)
 
 // candidateSources is how many source facts a candidate carries.
 const candidateSources = 5
-
-func (s *Store) candidates(ctx context.Context, bank string, ids []string, withSources bool) ([]consolidation.Candidate, error) {
-	obs, err := s.observations(ctx, s.db, bank, ids)
-	if err != nil {
-		return nil, err
-	}
-	var srcIDs map[string][]string
-	var srcFacts map[string][]consolidation.Fact
-	if withSources {
-		if srcIDs, srcFacts, err = s.sourcesOf(ctx, s.db, bank, ids, candidateSources); err != nil {
-			return nil, err
-		}
-	}
-	out := make([]consolidation.Candidate, 0, len(obs))
-	for _, o := range obs {
-		o.SourceFactIDs = srcIDs[o.ID]
-		out = append(out, consolidation.Candidate{Observation: o, Sources: srcFacts[o.ID]})
-	}
-	return out, nil
-}

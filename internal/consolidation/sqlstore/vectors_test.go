@@ -39,7 +39,7 @@ func TestQuantizedVectorsLoadLikeFloats(t *testing.T) {
 		vecs := map[string][]float32{}
 		for i := 0; i < 5; i++ {
 			id := fmt.Sprintf("o%d", i)
-			if _, err := s.db.ExecContext(ctx, s.q(`INSERT INTO promptops_observations (bank, id, text, text_norm, proof_count, created_at, updated_at) VALUES ($1, $2, $2, $2, 1, $3, $3)`), bank, id, s.t(&now)); err != nil {
+			if _, err := s.db.ExecContext(ctx, s.rebind(`INSERT INTO promptops_observations (bank, id, text, text_norm, proof_count, created_at, updated_at) VALUES ($1, $2, $2, $2, 1, $3, $3)`), bank, id, s.timeArg(&now)); err != nil {
 				t.Fatal(err)
 			}
 			vecs[id] = vec()
@@ -47,7 +47,7 @@ func TestQuantizedVectorsLoadLikeFloats(t *testing.T) {
 		if err := s.PutObservationVectors(ctx, bank, sp, vecs); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.db.ExecContext(ctx, s.q("UPDATE promptops_observation_vectors SET qvec = NULL, vec = $2 WHERE observation_id = $1"), "o2", floatBytes(vecs["o2"])); err != nil {
+		if _, err := s.db.ExecContext(ctx, s.rebind("UPDATE promptops_observation_vectors SET qvec = NULL, vec = $2 WHERE observation_id = $1"), "o2", floatBytes(vecs["o2"])); err != nil {
 			t.Fatal(err)
 		}
 		fromFloats, fromStore := consolidation.NewMemIndex(dims), consolidation.NewMemIndex(dims)
@@ -123,7 +123,7 @@ func TestStoredVectorsKeepTheirCosines(t *testing.T) {
 		}
 		now := time.Now()
 		for _, id := range ids {
-			if _, err := s.db.ExecContext(ctx, s.q(`INSERT INTO promptops_observations (bank, id, text, text_norm, proof_count, created_at, updated_at) VALUES ($1, $2, $2, $2, 1, $3, $3)`), bank, id, s.t(&now)); err != nil {
+			if _, err := s.db.ExecContext(ctx, s.rebind(`INSERT INTO promptops_observations (bank, id, text, text_norm, proof_count, created_at, updated_at) VALUES ($1, $2, $2, $2, 1, $3, $3)`), bank, id, s.timeArg(&now)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -139,7 +139,7 @@ func TestStoredVectorsKeepTheirCosines(t *testing.T) {
 		}
 		// A fact vector written before: float32 in vec, no qvec.
 		legacy := ids[len(ids)-1]
-		if _, err := s.db.ExecContext(ctx, s.q("UPDATE promptops_fact_vectors SET qvec = NULL, vec = $2 WHERE fact_id = $1"), legacy, floatBytes(vecs[legacy])); err != nil {
+		if _, err := s.db.ExecContext(ctx, s.rebind("UPDATE promptops_fact_vectors SET qvec = NULL, vec = $2 WHERE fact_id = $1"), legacy, floatBytes(vecs[legacy])); err != nil {
 			t.Fatal(err)
 		}
 		got, err := s.FactVectors(ctx, bank, sp, ids)
@@ -211,13 +211,13 @@ func TestUpgradeKeepsFloatVectors(t *testing.T) {
 				query string
 				args  []any
 			}{
-				{`INSERT INTO promptops_observations (bank, id, text, text_norm, proof_count, created_at, updated_at) VALUES ($1, 'o1', 'o1', 'o1', 1, $2, $2)`, []any{bank, old.t(&now)}},
-				{`INSERT INTO promptops_observations (bank, id, text, text_norm, proof_count, created_at, updated_at) VALUES ($1, 'o2', 'o2', 'o2', 1, $2, $2)`, []any{bank, old.t(&now)}},
+				{`INSERT INTO promptops_observations (bank, id, text, text_norm, proof_count, created_at, updated_at) VALUES ($1, 'o1', 'o1', 'o1', 1, $2, $2)`, []any{bank, old.timeArg(&now)}},
+				{`INSERT INTO promptops_observations (bank, id, text, text_norm, proof_count, created_at, updated_at) VALUES ($1, 'o2', 'o2', 'o2', 1, $2, $2)`, []any{bank, old.timeArg(&now)}},
 				{`INSERT INTO promptops_fact_vectors (bank, fact_id, model, dims, vec) VALUES ($1, $2, 'm', $3, $4)`, []any{bank, fid(1), dims, floatBytes(v)}},
 				{`INSERT INTO promptops_observation_vectors (bank, observation_id, model, dims, vec, qvec) VALUES ($1, 'o1', 'm', $2, $3, $4)`, []any{bank, dims, floatBytes(v), encodeQuantized(v)}},
 				{`INSERT INTO promptops_observation_vectors (bank, observation_id, model, dims, vec) VALUES ($1, 'o2', 'm', $2, $3)`, []any{bank, dims, floatBytes(v)}},
 			} {
-				if _, err := db.ExecContext(ctx, old.q(q.query), q.args...); err != nil {
+				if _, err := db.ExecContext(ctx, old.rebind(q.query), q.args...); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -245,7 +245,7 @@ func TestUpgradeKeepsFloatVectors(t *testing.T) {
 				t.Fatal(err)
 			}
 			var n int
-			if err := s.db.QueryRowContext(ctx, s.q("SELECT count(*) FROM promptops_observation_vectors WHERE observation_id = 'o2' AND vec IS NULL AND qvec IS NOT NULL")).Scan(&n); err != nil || n != 1 {
+			if err := s.db.QueryRowContext(ctx, s.rebind("SELECT count(*) FROM promptops_observation_vectors WHERE observation_id = 'o2' AND vec IS NULL AND qvec IS NOT NULL")).Scan(&n); err != nil || n != 1 {
 				t.Fatalf("a vector written again is quantized only: %d %v", n, err)
 			}
 		})
