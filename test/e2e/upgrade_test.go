@@ -44,17 +44,20 @@ func TestUpgradeWithARunInFlight(t *testing.T) {
 		}
 	})
 
-	// The previous install: its CRDs, then its chart (which skips CRDs that
-	// exist).
+	// The previous install: its CRDs, then its chart. A chart of before
+	// 0.2.0 skips CRDs that exist; one that templates them (files/crds)
+	// takes the replaced ones over, as its release owns them.
 	helm("uninstall", "promptops", "--namespace", opNS, "--wait")
+	install := append([]string{"install", "promptops", previous}, values...)
 	crds, _ := filepath.Glob(filepath.Join(previous, "crds", "*.yaml"))
 	if len(crds) == 0 {
 		crds, _ = filepath.Glob(filepath.Join(previous, "files", "crds", "*.yaml"))
+		install = append(install, "--take-ownership")
 	}
 	for _, f := range crds {
 		mustK(t, "", "replace", "-f", f)
 	}
-	helm(append([]string{"install", "promptops", previous}, values...)...)
+	helm(install...)
 
 	ns := namespace(t)
 	for _, f := range []string{"ssa-prompts-configmap.yaml", "promptops_v1_prompttemplate_ssa.yaml", "promptops_v1_prompttemplate_support.yaml"} {
