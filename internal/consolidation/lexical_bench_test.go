@@ -30,3 +30,28 @@ func BenchmarkLexIndexLoad(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkLexIndexScope is loading one scope's lexical index in bulk
+// (Add, then Freeze): ten observations of about 60 characters, what a
+// served bank does at a scope's first recall.
+func BenchmarkLexIndexScope(b *testing.B) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	words := madeUpWords(rng, 300)
+	const n = 10
+	ids, texts := make([]string, n), make([]string, n)
+	for i := range texts {
+		t := "The user's"
+		for len(t) < 60 {
+			t += " " + words[rng.IntN(len(words))]
+		}
+		ids[i], texts[i] = fmt.Sprintf("o%d", i), t
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		x := NewLexIndex()
+		for i := range texts {
+			x.Add(ids[i], texts[i], nil)
+		}
+		x.Freeze()
+	}
+}

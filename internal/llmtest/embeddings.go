@@ -33,6 +33,9 @@ type EmbedServer struct {
 	down   bool
 	// Base64 answers base64 even when float was asked.
 	Base64 bool
+	// NoBase64 refuses (400) a request that asks for base64, as a server
+	// that knows only floats may.
+	NoBase64 bool
 	// NoUsage leaves usage out of the answer.
 	NoUsage bool
 	// Remember answers a request seen before with the bytes it answered
@@ -107,6 +110,10 @@ func (s *EmbedServer) handle(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := json.Unmarshal(body, &in); err != nil {
 		refuse(w, "bad json")
+		return
+	}
+	if s.NoBase64 && in.EncodingFormat == "base64" {
+		refuse(w, "encoding_format: only float is supported")
 		return
 	}
 	var texts []string

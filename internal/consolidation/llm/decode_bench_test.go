@@ -2,8 +2,11 @@ package llm
 
 import (
 	"bytes"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -28,11 +31,16 @@ func BenchmarkDecodeAnswer(b *testing.B) {
 		big.WriteString(",0.5")
 	}
 	big.WriteString(`]}]}`)
+	raw := make([]byte, 4*len(vec))
+	for i, f := range vec {
+		binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(f))
+	}
+	b64 := fmt.Appendf(nil, `{"object":"list","data":[{"object":"embedding","index":0,"embedding":"%s"}],"model":"m","usage":{"prompt_tokens":5,"total_tokens":5}}`, base64.StdEncoding.EncodeToString(raw))
 	skipped := []byte(`{"data":[{"index":0,"embedding":[1]}],"model":"` + strings.Repeat("a", 4<<20) + `"}`)
 	for _, c := range []struct {
 		name string
 		body []byte
-	}{{"common1536", common}, {"numbers4MiB", big.Bytes()}, {"skipped4MiB", skipped}} {
+	}{{"common1536", common}, {"base64_1536", b64}, {"numbers4MiB", big.Bytes()}, {"skipped4MiB", skipped}} {
 		b.Run(c.name, func(b *testing.B) {
 			b.SetBytes(int64(len(c.body)))
 			b.ReportAllocs()

@@ -6,10 +6,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/promptops/promptops/internal/consolidation"
 	"github.com/promptops/promptops/internal/llmtest"
 )
 
@@ -70,7 +72,45 @@ func TestEmbeddingsRequest(t *testing.T) {
 	if err != nil || len(got.Vectors[0]) != 3 || got.Tokens != 0 {
 		t.Fatalf("%v %+v", err, got)
 	}
-	if body["encoding_format"] != "float" || body["dimensions"] != float64(3) || body["model"] != "m" || auth != "Bearer k" {
+	if body["encoding_format"] != "base64" || body["dimensions"] != float64(3) || body["model"] != "m" || auth != "Bearer k" {
 		t.Fatalf("%v %q", body, auth)
+	}
+}
+
+// TestEmbeddingsFallBackToFloats: a server that refuses base64 is asked
+// again for floats, and for floats only afterwards; a refusal of an input
+// still fails that input alone; the vectors are the same either way.
+func TestEmbeddingsFallBackToFloats(t *testing.T) {
+	vec := func(text string, _ int) ([]float32, error) {
+		if strings.HasPrefix(text, "too long") {
+			return nil, llmtest.ErrTooLong(9000)
+		}
+		return llmtest.TopicVector(8, []string{text}, []float64{1}), nil
+	}
+	floatsOnly, both := llmtest.NewEmbeddings(vec), llmtest.NewEmbeddings(vec)
+	defer floatsOnly.Close()
+	defer both.Close()
+	floatsOnly.NoBase64 = true
+	var got [2]consolidation.Embeddings
+	for i, srv := range []*llmtest.EmbedServer{floatsOnly, both} {
+		c := NewEmbeddings(EmbeddingsConfig{BaseURL: srv.BaseURL(), Model: "m", Timeout: 2 * time.Second})
+		for range 2 {
+			var err error
+			if got[i], err = c.Embed(context.Background(), []string{"a", "b"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if calls, _ := srv.Calls(); calls != 2 {
+			t.Errorf("server %d: %d calls for two embeds, want 2 (the refusals are not answers)", i, calls)
+		}
+		one, err := c.Embed(context.Background(), []string{"too long x", "c"})
+		if err != nil || one.Errs[0] == nil || one.Vectors[1] == nil {
+			t.Errorf("server %d: a refused input: %v %+v", i, err, one)
+		}
+	}
+	for k := range got[0].Vectors {
+		if !slices.Equal(got[0].Vectors[k], got[1].Vectors[k]) || len(got[0].Vectors[k]) != 8 {
+			t.Fatalf("vector %d: %v from floats, %v from base64", k, got[0].Vectors[k], got[1].Vectors[k])
+		}
 	}
 }
