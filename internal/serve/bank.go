@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"sync"
 	"unicode/utf8"
 
@@ -254,7 +253,7 @@ func (s *Server) retain(w http.ResponseWriter, r *http.Request, bk *Bank, body [
 				bad(fmt.Sprintf("facts[%d].%s: %s", i, fe.Field, fe.Detail))
 				return
 			}
-			bad(fmt.Sprintf("facts[%d]: %s", i, strings.TrimPrefix(err.Error(), "json: ")))
+			bad(fmt.Sprintf("facts[%d]: %v", i, err))
 			return
 		}
 		if msg := factBounds(f); msg != "" {
