@@ -145,7 +145,7 @@ var openAPI []byte
 // serves a prompt, a bank or the metrics. Another method on a known path
 // is a JSON 405 with Allow, an unknown path a JSON 404.
 func (s *Server) Handler() http.Handler {
-	rt := &router{s: s, mux: http.NewServeMux(), allow: map[string][]string{}}
+	rt := &router{s: s, mux: http.NewServeMux(), allow: map[string][]string{}, names: map[string]string{}}
 	rt.handle("POST /v1/assemble", "assemble", s.authenticated(http.HandlerFunc(s.assemble)))
 	rt.handle("GET /v1/templates", "templates", s.authenticated(http.HandlerFunc(s.templates)))
 	for _, b := range bankRoutes {
@@ -186,12 +186,11 @@ func (rt *router) handle(pattern, name string, h http.Handler) {
 	method, path, _ := strings.Cut(pattern, " ")
 	rt.mux.Handle(pattern, rt.s.instrument(name, h))
 	rt.allow[path] = append(rt.allow[path], method)
-	if rt.names == nil {
-		rt.names = map[string]string{}
-	}
 	rt.names[path] = name
 }
 
+// done registers, for each path, a JSON 405 with Allow for the methods it
+// has not (HEAD goes with GET), and the JSON 404 of every other path.
 func (rt *router) done() http.Handler {
 	for path, methods := range rt.allow {
 		if methods[0] == http.MethodGet {
