@@ -16,7 +16,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -25,6 +24,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/promptops/promptops/bench/internal/loopback"
 )
 
 func main() {
@@ -72,30 +73,18 @@ func run(anchor, change string, pairs, n int, root string) error {
 
 // measure runs one server and returns its CPU microseconds per request.
 func measure(bin, plans string, n int) (float64, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := loopback.FreeAddr()
 	if err != nil {
 		return 0, err
 	}
-	addr := ln.Addr().String()
-	ln.Close()
 	cmd := exec.Command(bin, "serve", "--plans-dir", plans, "--listen", addr)
 	if err := cmd.Start(); err != nil {
 		return 0, err
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	url := "http://" + addr
-	ready := false
-	for i := 0; i < 200 && !ready; i++ {
-		if r, err := http.Get(url + "/readyz"); err == nil {
-			ready = r.StatusCode == http.StatusOK
-			r.Body.Close()
-		}
-		if !ready {
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
-	if !ready {
-		return 0, fmt.Errorf("serve did not become ready")
+	if err := loopback.WaitReady(url+"/readyz", 10*time.Second); err != nil {
+		return 0, err
 	}
 	var content strings.Builder
 	for content.Len() < 8<<10 {
@@ -120,7 +109,7 @@ func measure(bin, plans string, n int) (float64, error) {
 			return 0, err
 		}
 	}
-	before, err := ticks(cmd.Process.Pid)
+	before, err := loopback.ProcCPU(cmd.Process.Pid)
 	if err != nil {
 		return 0, err
 	}
@@ -129,30 +118,11 @@ func measure(bin, plans string, n int) (float64, error) {
 			return 0, err
 		}
 	}
-	after, err := ticks(cmd.Process.Pid)
+	after, err := loopback.ProcCPU(cmd.Process.Pid)
 	if err != nil {
 		return 0, err
 	}
-	return float64(after-before) * 1e6 / clockTicks / float64(n), nil
-}
-
-// clockTicks is USER_HZ, the unit of /proc/PID/stat's times on Linux.
-const clockTicks = 100
-
-// ticks is a process's utime+stime from /proc/PID/stat.
-func ticks(pid int) (int64, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	s := string(data)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	u, err1 := strconv.ParseInt(f[11], 10, 64)
-	k, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("reading /proc/%d/stat", pid)
-	}
-	return u + k, nil
+	return float64((after - before).Microseconds()) / float64(n), nil
 }
 
 func median(v []float64) float64 {
