@@ -30,7 +30,9 @@ type EmbedServer struct {
 	mu     sync.Mutex
 	calls  int
 	inputs int
-	down   bool
+	// refused counts the requests answered 400.
+	refused int
+	down    bool
 	// Base64 answers base64 even when float was asked.
 	Base64 bool
 	// NoBase64 refuses (400) a request that asks for base64, as a server
@@ -67,6 +69,14 @@ func (s *EmbedServer) Calls() (calls, inputs int) {
 	return s.calls, s.inputs
 }
 
+// Refused counts the requests answered 400 (an input refused, or base64
+// under NoBase64).
+func (s *EmbedServer) Refused() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refused
+}
+
 // SetDown makes the server answer 503 to everything.
 func (s *EmbedServer) SetDown(down bool) {
 	s.mu.Lock()
@@ -75,6 +85,12 @@ func (s *EmbedServer) SetDown(down bool) {
 }
 
 func (s *EmbedServer) handle(w http.ResponseWriter, r *http.Request) {
+	refuse := func(w http.ResponseWriter, msg string) {
+		s.mu.Lock()
+		s.refused++
+		s.mu.Unlock()
+		refuse(w, msg)
+	}
 	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/embeddings") {
 		http.NotFound(w, r)
 		return

@@ -145,7 +145,7 @@ func (s *Server) assemble(w http.ResponseWriter, r *http.Request) {
 // decodeAssemble decodes the body of POST /v1/assemble; on failure code
 // and msg are the answer's (400).
 func decodeAssemble(body []byte) (req AssembleRequest, code, msg string) {
-	err := decodeObject(body, &req)
+	err := strictjson.Unmarshal(body, &req)
 	if err == nil {
 		return req, "", ""
 	}

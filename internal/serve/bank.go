@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/promptops/promptops/internal/consolidation"
+	"github.com/promptops/promptops/internal/strictjson"
 	"github.com/promptops/promptops/internal/telemetry"
 )
 
@@ -230,7 +231,7 @@ func (s *Server) retain(w http.ResponseWriter, r *http.Request, bk *Bank, body [
 	var req struct {
 		Facts []jsontext.Value `json:"facts"`
 	}
-	if err := decodeObject(body, &req); err != nil {
+	if err := strictjson.Unmarshal(body, &req); err != nil {
 		writeError(w, http.StatusBadRequest, CodeMalformed, `the body must be one JSON object {"facts": [...]}: `+jsonProblem(err))
 		return
 	}

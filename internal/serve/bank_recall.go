@@ -10,6 +10,7 @@ import (
 
 	"github.com/promptops/promptops/internal/consolidation"
 	"github.com/promptops/promptops/internal/memscope"
+	"github.com/promptops/promptops/internal/strictjson"
 	"github.com/promptops/promptops/plan"
 )
 
@@ -51,7 +52,7 @@ type RecallResponse struct {
 // recall answers POST .../recall: the items that fit in maxTokens.
 func (s *Server) recall(w http.ResponseWriter, r *http.Request, bk *Bank, body []byte) {
 	var req RecallRequest
-	if err := decodeObject(body, &req); err != nil {
+	if err := strictjson.Unmarshal(body, &req); err != nil {
 		writeError(w, http.StatusBadRequest, CodeMalformed, `the body must be one JSON object {"query", "maxTokens", "maxItems", "minScore", "tags", "includePending", "scope", "includeShared"}: `+err.Error())
 		return
 	}

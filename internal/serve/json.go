@@ -8,11 +8,6 @@ import (
 	"github.com/promptops/promptops/internal/strictjson"
 )
 
-// decodeObject decodes body, one JSON object of v's fields, into v
-// (strictjson: one pass that refuses unknown and repeated names, invalid
-// UTF-8 and trailing data).
-func decodeObject(body []byte, v any) error { return strictjson.Unmarshal(body, v) }
-
 // jsonProblem words a decoding error for the client.
 func jsonProblem(err error) string {
 	p := strictjson.Describe(err)

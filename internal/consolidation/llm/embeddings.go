@@ -57,8 +57,9 @@ const maxEmbeddingsBody = 64 << 20
 type Embeddings struct {
 	cfg EmbeddingsConfig
 	svc openai.EmbeddingService
-	// floats is set once the server refused base64.
-	floats atomic.Bool
+	// floats is set once the server refused base64, base64 once it took
+	// it: from then on a refusal is of an input, never asked again.
+	floats, base64 atomic.Bool
 }
 
 var _ consolidation.Embedder = (*Embeddings)(nil)
@@ -209,7 +210,11 @@ func (e *Embeddings) embed(ctx context.Context, texts []string, out *consolidati
 	// The body is decoded here whatever its content type says.
 	var body []byte
 	_, err = e.svc.New(ctx, params, option.WithResponseBodyInto(&body))
-	if isRefusal(err) && params.EncodingFormat == openai.EmbeddingNewParamsEncodingFormatBase64 {
+	asked64 := params.EncodingFormat == openai.EmbeddingNewParamsEncodingFormatBase64
+	if err == nil && asked64 {
+		e.base64.Store(true)
+	}
+	if isRefusal(err) && asked64 && !e.base64.Load() {
 		// Perhaps base64 is what it refused: asked again for floats, and
 		// for floats from now on when that is taken.
 		params.EncodingFormat = openai.EmbeddingNewParamsEncodingFormatFloat

@@ -103,9 +103,16 @@ func TestEmbeddingsFallBackToFloats(t *testing.T) {
 		if calls, _ := srv.Calls(); calls != 2 {
 			t.Errorf("server %d: %d calls for two embeds, want 2 (the refusals are not answers)", i, calls)
 		}
+		before := srv.Refused()
 		one, err := c.Embed(context.Background(), []string{"too long x", "c"})
 		if err != nil || one.Errs[0] == nil || one.Vectors[1] == nil {
 			t.Errorf("server %d: a refused input: %v %+v", i, err, one)
+		}
+		// The batch and then its too-long input are refused once each:
+		// once a format was taken, a refusal is not asked again in the
+		// other.
+		if got := srv.Refused() - before; got != 2 {
+			t.Errorf("server %d: %d refusals for a batch with one too-long input, want 2", i, got)
 		}
 	}
 	for k := range got[0].Vectors {
