@@ -125,12 +125,14 @@ func (r *configMapWriter) ensure(ctx context.Context, o owner, name, role string
 			return nil
 		}
 	}
-	if err := r.dropForeignKeys(ctx, key, data); err != nil {
-		return err
-	}
 	ac := desiredConfigMap(o, name, role, data, rev, annotations)
 	if err := r.Apply(ctx, ac, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return fmt.Errorf("applying ConfigMap %s: %w", key, err)
+	}
+	// The answer is the whole object: keys someone else added survive an
+	// apply, and go now.
+	if err := r.dropForeignKeys(ctx, key, ac, data); err != nil {
+		return err
 	}
 	if ac.ResourceVersion != nil {
 		r.verified.Store(key, *ac.ResourceVersion)
@@ -187,21 +189,19 @@ func (r *configMapWriter) verifiedAt(ctx context.Context, uid types.UID, key typ
 	return ok && v == m.ResourceVersion
 }
 
-// dropForeignKeys removes keys someone else added to a ConfigMap the
-// operator owns (data or binaryData): server-side apply removes only keys
-// its own field manager set, and applications must see exactly what was
-// rendered. Writes are rare (content changed), so the read is cheap.
-func (r *configMapWriter) dropForeignKeys(ctx context.Context, key types.NamespacedName, data map[string]string) error {
-	cm := &corev1.ConfigMap{}
-	if err := r.APIReader.Get(ctx, key, cm); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	if cm.Immutable != nil && *cm.Immutable {
+// dropForeignKeys removes the keys someone else added (data or binaryData)
+// to a ConfigMap the operator owns, as the answer to its apply (live)
+// shows them: server-side apply removes only keys its own field manager
+// set, and applications must see exactly what was rendered. It reads
+// nothing and writes only when there are such keys; live's resourceVersion
+// becomes the patched object's.
+func (r *configMapWriter) dropForeignKeys(ctx context.Context, key types.NamespacedName, live *corev1ac.ConfigMapApplyConfiguration, data map[string]string) error {
+	if live.Immutable != nil && *live.Immutable {
 		return nil
 	}
 	patch := map[string]any{}
 	drop := map[string]any{}
-	for k := range cm.Data {
+	for k := range live.Data {
 		if _, ok := data[k]; !ok {
 			drop[k] = nil
 		}
@@ -209,7 +209,7 @@ func (r *configMapWriter) dropForeignKeys(ctx context.Context, key types.Namespa
 	if len(drop) > 0 {
 		patch["data"] = drop
 	}
-	if len(cm.BinaryData) > 0 {
+	if len(live.BinaryData) > 0 {
 		patch["binaryData"] = nil
 	}
 	if len(patch) == 0 {
@@ -219,9 +219,11 @@ func (r *configMapWriter) dropForeignKeys(ctx context.Context, key types.Namespa
 	if err != nil {
 		return err
 	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
 	if err := r.Patch(ctx, cm, client.RawPatch(types.MergePatchType, body)); err != nil {
-		return client.IgnoreNotFound(fmt.Errorf("removing keys added to ConfigMap %s by hand: %w", key, err))
+		return fmt.Errorf("removing keys added to ConfigMap %s by hand: %w", key, err)
 	}
+	live.ResourceVersion = &cm.ResourceVersion
 	return nil
 }
 

@@ -187,16 +187,14 @@ func (r *PromptTemplateReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if r.settled(ctx, pt) {
 		return ctrl.Result{}, nil
 	}
-	if pt.Annotations[outlineAnnotation] != "" {
-		// The cache holds the template's outline (templateOutline): the
-		// whole one comes from the API server.
-		pt = &promptopsv1.PromptTemplate{}
-		if err := r.APIReader.Get(ctx, req.NamespacedName, pt); err != nil {
-			if apierrors.IsNotFound(err) {
-				r.metrics.forget(req.Namespace, req.Name)
-			}
-			return ctrl.Result{}, client.IgnoreNotFound(err)
+	// The cache holds the template's outline (templateOutline): the whole
+	// one comes from the API server.
+	pt = &promptopsv1.PromptTemplate{}
+	if err := r.APIReader.Get(ctx, req.NamespacedName, pt); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.metrics.forget(req.Namespace, req.Name)
 		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !pt.DeletionTimestamp.IsZero() {
 		// Children go with their owner reference; nothing outside the

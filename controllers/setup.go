@@ -14,6 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -93,20 +95,16 @@ func CacheOptions(watch labels.Selector) cache.Options {
 	}
 }
 
-// outlineAnnotation marks, in the manager's memory only, a cached
-// PromptTemplate that templateOutline reduced to its outline; it is never
-// written to the API server.
-const outlineAnnotation = "promptops.io/cached-outline"
-
-// templateOutline is what the cache keeps of a PromptTemplate once its
-// generation is rendered: its metadata (without managed fields and
-// kubectl's last-applied copy), its sections' and intents' references (the
-// index functions read them) and its status, not its texts, which are most
-// of its bytes; a reconcile of it reads the whole template from the API
-// server. A template not rendered yet (a new one, a new generation) is kept
-// whole until its status catches up, so that a burst of new templates
-// costs no extra read. So the manager's memory grows by about a kilobyte
-// per template, plus the templates waiting to be rendered.
+// templateOutline is what the cache keeps of a PromptTemplate: its
+// metadata (without managed fields and kubectl's last-applied copy), the
+// references of its sections and intents (the index functions read them),
+// its revisionHistoryLimit, and what settled reads of its status (the
+// observed generation, revision, last handled request and the Ready
+// condition without its message). Texts, which are most of a template's
+// bytes, are never cached: a reconcile that has work to do reads the whole
+// template from the API server. So the manager's memory grows by well under
+// a kilobyte per template, also while a burst of new templates waits to be
+// rendered.
 func templateOutline(o any) (any, error) {
 	pt, ok := o.(*promptopsv1.PromptTemplate)
 	if !ok {
@@ -114,22 +112,31 @@ func templateOutline(o any) (any, error) {
 	}
 	pt.ManagedFields = nil
 	delete(pt.Annotations, corev1.LastAppliedConfigAnnotation)
-	if pt.Status.ObservedGeneration != pt.Generation {
-		return pt, nil
+	out := &promptopsv1.PromptTemplate{TypeMeta: pt.TypeMeta, ObjectMeta: pt.ObjectMeta}
+	out.Spec.RevisionHistoryLimit = pt.Spec.RevisionHistoryLimit
+	for _, s := range pt.Spec.Sections {
+		if s.From == nil && s.Memory == nil {
+			continue
+		}
+		ref := promptopsv1.Section{Name: s.Name, From: s.From}
+		if s.Memory != nil {
+			ref.Memory = &promptopsv1.MemorySection{BankRef: s.Memory.BankRef}
+		}
+		out.Spec.Sections = append(out.Spec.Sections, ref)
 	}
-	if pt.Annotations == nil {
-		pt.Annotations = map[string]string{}
+	for _, in := range pt.Spec.Intents {
+		if in.From != nil {
+			out.Spec.Intents = append(out.Spec.Intents, promptopsv1.Intent{Name: in.Name, From: in.From})
+		}
 	}
-	pt.Annotations[outlineAnnotation] = "true"
-	pt.Spec.Variables = nil
-	for i := range pt.Spec.Sections {
-		pt.Spec.Sections[i].Text = nil
+	st := &out.Status
+	st.ObservedGeneration, st.Revision, st.LastHandledReconcileAt = pt.Status.ObservedGeneration, pt.Status.Revision, pt.Status.LastHandledReconcileAt
+	if ready := meta.FindStatusCondition(pt.Status.Conditions, promptopsv1.ConditionReady); ready != nil {
+		c := *ready
+		c.Message = ""
+		st.Conditions = []metav1.Condition{c}
 	}
-	for i := range pt.Spec.Intents {
-		pt.Spec.Intents[i].Instruction = nil
-	}
-	pt.Status.Intents = nil
-	return pt, nil
+	return out, nil
 }
 
 // ctrlLog is the reconcile's logger.

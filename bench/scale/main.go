@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -41,12 +42,16 @@ const managerUser = "promptops-bench-manager"
 
 // memoryLimit is the container limit the manager and serve run under: the
 // chart's default for both.
+var profileDir, managerArgs string
+
 var memoryLimit = flag.Int64("memory-limit", 256<<20, "Bytes of the containers' memory limit the manager and serve take (PROMPTOPS_MEMORY_LIMIT); 0 for none.")
 
 func main() {
 	n := flag.Int("n", 1000, "Templates to create.")
 	settle := flag.Duration("settle", 60*time.Second, "How long to watch for writes after all are Ready.")
 	bin := flag.String("operator", "bin/promptops", "The operator binary.")
+	flag.StringVar(&managerArgs, "manager-args", "", "More flags of the manager, separated by spaces (for example --max-concurrent-reconciles=8).")
+	flag.StringVar(&profileDir, "profile-dir", "", "When set, the manager serves pprof on loopback and a CPU profile of each 20 s and a heap profile and the runtime's MemStats after it are written here until all are Ready.")
 	flag.Parse()
 	if err := run(*n, *settle, *bin); err != nil {
 		fmt.Fprintln(os.Stderr, "scale:", err)
@@ -108,7 +113,16 @@ rules:
 		return err
 	}
 
-	mgr := exec.Command(bin, "manager", "--kubeconfig", kubeconfig, "--metrics-bind-address=0", "--health-probe-bind-address=0", "--zap-log-level=error")
+	mgrArgs := []string{"manager", "--kubeconfig", kubeconfig, "--metrics-bind-address=0", "--health-probe-bind-address=0", "--zap-log-level=error"}
+	mgrArgs = append(mgrArgs, strings.Fields(managerArgs)...)
+	pprofAddr := ""
+	if profileDir != "" {
+		if pprofAddr, err = freeAddr(); err != nil {
+			return err
+		}
+		mgrArgs = append(mgrArgs, "--pprof-bind-address="+pprofAddr)
+	}
+	mgr := exec.Command(bin, mgrArgs...)
 	// As the chart runs both: under its default memory limit, from which
 	// they set the Go runtime's (PROMPTOPS_MEMORY_LIMIT stands for the
 	// cgroup's; -memory-limit 0 leaves it out).
@@ -137,6 +151,10 @@ rules:
 	}
 	readyCh := make(chan error, 1)
 	go func() { readyCh <- watchReady(ctx, c, n, empty.ResourceVersion, 20*time.Minute) }()
+	stopProfiles := func() {}
+	if pprofAddr != "" {
+		stopProfiles = profile(pprofAddr, profileDir)
+	}
 	start := time.Now()
 	if err := createTemplates(ctx, c, n); err != nil {
 		return err
@@ -146,6 +164,7 @@ rules:
 		return err
 	}
 	allReady := time.Since(start)
+	stopProfiles()
 	// Then a shared serve --watch of the namespace loads every plan (after
 	// the clock, so that it takes none of the manager's CPU).
 	serveAddr, err := freeAddr()
@@ -188,6 +207,42 @@ rules:
 	fmt.Printf("operator peak RSS:            %.1f MiB\n", float64(peak.get())/1024)
 	fmt.Printf("serve --watch peak RSS:       %.1f MiB (%d of %d plans loaded)\n", float64(servePeak.get())/1024, plans, n)
 	return nil
+}
+
+// profile writes the manager's CPU profile of each 20 s and its heap
+// profile after it into dir, until stopped; stop waits for the last.
+func profile(addr, dir string) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	save := func(name, path string) {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "scale: profile:", err)
+			return
+		}
+		defer resp.Body.Close()
+		f, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "scale: profile:", err)
+			return
+		}
+		defer f.Close()
+		_, _ = io.Copy(f, resp.Body)
+	}
+	go func() {
+		defer close(finished)
+		for i := 0; ; i++ {
+			save(fmt.Sprintf("cpu-%02d.pb.gz", i), "/debug/pprof/profile?seconds=20")
+			save(fmt.Sprintf("heap-%02d.pb.gz", i), "/debug/pprof/heap")
+			save(fmt.Sprintf("memstats-%02d.txt", i), "/debug/pprof/heap?debug=1")
+			select {
+			case <-done:
+				return
+			default:
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
 }
 
 // freeAddr is a loopback address with a port free now.

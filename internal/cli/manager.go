@@ -32,7 +32,7 @@ func runManager(args []string, _ io.Reader, _, stderr io.Writer) int {
 	fs := newFlagSet("manager", stderr)
 	tokenizersDirFlag(fs)
 	var (
-		metricsAddr, probeAddr, kubeconfig, jobImage                       string
+		metricsAddr, probeAddr, pprofAddr, kubeconfig, jobImage            string
 		webhookHost, webhookCertDir, webhookConfiguration, webhookDNSNames string
 		leaderElect, secureMetrics, enableHTTP2                            bool
 		enableWebhook, webhookSelfSigned                                   bool
@@ -42,6 +42,7 @@ func runManager(args []string, _ io.Reader, _, stderr io.Writer) int {
 	)
 	fs.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address the metrics endpoint binds to; 0 disables it.")
 	fs.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the health and readiness probes bind to.")
+	fs.StringVar(&pprofAddr, "pprof-bind-address", "", "Address a net/http/pprof endpoint binds to, for profiling the manager (loopback is advised: it is not authenticated); empty disables it.")
 	fs.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so that only one manager of several replicas is active.")
 	fs.BoolVar(&secureMetrics, "metrics-secure", false, "Serve metrics over HTTPS, only to callers the API server authenticates and authorizes for get on /metrics.")
 	fs.BoolVar(&enableHTTP2, "enable-http2", false, "Allow HTTP/2 on the metrics and webhook servers (off by default: HTTP/2 rapid reset).")
@@ -103,6 +104,7 @@ func runManager(args []string, _ io.Reader, _, stderr io.Writer) int {
 		SecureMetrics:  secureMetrics,
 		EnableHTTP2:    enableHTTP2,
 		ProbeAddr:      probeAddr,
+		PprofAddr:      pprofAddr,
 		LeaderElection: leaderElect,
 	}
 	if enableWebhook {

@@ -28,10 +28,12 @@ import (
 
 // Options are what the manager verb's flags set.
 type Options struct {
-	MetricsAddr    string
-	SecureMetrics  bool
-	EnableHTTP2    bool
-	ProbeAddr      string
+	MetricsAddr   string
+	SecureMetrics bool
+	EnableHTTP2   bool
+	ProbeAddr     string
+	// PprofAddr serves net/http/pprof when not empty.
+	PprofAddr      string
 	LeaderElection bool
 	// WatchSelector, when not nil, limits the objects this manager
 	// reconciles to those it selects (sharding).
@@ -85,6 +87,7 @@ func ManagerOptions(o Options) ctrl.Options {
 		Scheme:                        controllers.NewScheme(),
 		Metrics:                       MetricsOptions(o.MetricsAddr, o.SecureMetrics, o.EnableHTTP2),
 		HealthProbeBindAddress:        o.ProbeAddr,
+		PprofBindAddress:              o.PprofAddr,
 		LeaderElection:                o.LeaderElection,
 		LeaderElectionID:              "promptops.promptops.io",
 		LeaderElectionReleaseOnCancel: true,
