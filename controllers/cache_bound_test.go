@@ -139,3 +139,37 @@ func TestTemplateOutlineOfANewTemplate(t *testing.T) {
 		t.Errorf("the outline lost what settled reads: %s", data)
 	}
 }
+
+// The cache keeps of a ConfigMap's metadata what the controllers read: a
+// rendered ConfigMap's identity, controller, labels and revision, and
+// nothing else of anyone's.
+func TestConfigMapOutline(t *testing.T) {
+	yes := true
+	m := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+		Namespace: "ns", Name: "t", UID: "u", ResourceVersion: "7",
+		Labels: map[string]string{promptopsv1.LabelManagedBy: promptopsv1.LabelManagedByValue, promptopsv1.LabelPromptTemplate: "t",
+			labelRole: roleHistory, "team": "search"},
+		Annotations: map[string]string{promptopsv1.AnnotationRevision: "abc", "note": strings.Repeat("x", 1000)},
+		OwnerReferences: []metav1.OwnerReference{{Name: "other", UID: "o"},
+			{APIVersion: promptopsv1.GroupVersion.String(), Kind: "PromptTemplate", Name: "t", UID: "pt", Controller: &yes}},
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
+	}}
+	m.SetGroupVersionKind(configMapMeta().GroupVersionKind())
+	o, err := configMapOutline(m.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := o.(*metav1.PartialObjectMetadata)
+	if out.Name != "t" || out.Namespace != "ns" || out.UID != "u" || out.ResourceVersion != "7" || out.GroupVersionKind() != m.GroupVersionKind() {
+		t.Errorf("identity: %+v", out)
+	}
+	if !isControlledBy(out.OwnerReferences, "pt") || len(out.OwnerReferences) != 1 {
+		t.Errorf("owner references: %+v", out.OwnerReferences)
+	}
+	if fmt.Sprint(historyOf(out)) != "[t]" || out.Annotations[promptopsv1.AnnotationRevision] != "abc" {
+		t.Errorf("labels %v, annotations %v", out.Labels, out.Annotations)
+	}
+	if len(out.Labels) != 3 || len(out.Annotations) != 1 || out.ManagedFields != nil {
+		t.Errorf("kept more than it reads: labels %v, annotations %d, managed fields %d", out.Labels, len(out.Annotations), len(out.ManagedFields))
+	}
+}

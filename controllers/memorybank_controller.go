@@ -547,7 +547,7 @@ func (r *MemoryBankReconciler) patchStatus(ctx context.Context, orig, mb *prompt
 	if equality.Semantic.DeepEqual(orig.Status, mb.Status) {
 		return nil
 	}
-	if err := r.Status().Patch(ctx, mb, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+	if err := writeStatus(ctx, r.Client, mb, orig.Status, mb.Status); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	conditionEvents(r.Recorder, mb, orig.Status.Conditions, mb.Status.Conditions, "Reconcile")

@@ -428,7 +428,7 @@ func (r *PromptTemplateReconciler) patchStatus(ctx context.Context, orig, pt *pr
 	// The optimistic lock refuses a patch based on a stale cached copy (a
 	// second reconcile before the cache saw the first one's write), which
 	// would otherwise repeat the first one's events.
-	if err := r.Status().Patch(ctx, pt, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+	if err := writeStatus(ctx, r.Client, pt, orig.Status, pt.Status); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	conditionEvents(r.Recorder, pt, orig.Status.Conditions, pt.Status.Conditions, "Render")

@@ -89,6 +89,7 @@ func CacheOptions(watch labels.Selector) cache.Options {
 		by[&promptopsv1.MemoryBank{}] = cache.ByObject{Label: watch}
 	}
 	by[&promptopsv1.PromptTemplate{}] = templates
+	by[&corev1.ConfigMap{}] = cache.ByObject{Transform: configMapOutline}
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject:         by,
@@ -135,6 +136,50 @@ func templateOutline(o any) (any, error) {
 		c := *ready
 		c.Message = ""
 		st.Conditions = []metav1.Condition{c}
+	}
+	return out, nil
+}
+
+// configMapOutline is what the cache keeps of a ConfigMap's metadata (it
+// caches no ConfigMap's data): its identity, creation and deletion times,
+// its controller reference, the labels of ours that say whose and what it
+// is, and our revision annotation. Every ConfigMap of the watched
+// namespaces is cached, one for each template among them, so the rest of
+// their labels, annotations and owner references stays out (about half the
+// bytes of a rendered ConfigMap's metadata); keys and the values that
+// repeat are the constants' strings, not a copy each.
+func configMapOutline(o any) (any, error) {
+	m, ok := o.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return o, nil
+	}
+	out := &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+		Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
+		CreationTimestamp: m.CreationTimestamp, DeletionTimestamp: m.DeletionTimestamp,
+	}}
+	for _, ref := range m.OwnerReferences {
+		if ref.Controller != nil && *ref.Controller {
+			out.OwnerReferences = []metav1.OwnerReference{ref}
+			break
+		}
+	}
+	for _, k := range []string{promptopsv1.LabelManagedBy, promptopsv1.LabelPromptTemplate, promptopsv1.LabelMemoryBank, labelRole} {
+		v, ok := m.Labels[k]
+		if !ok {
+			continue
+		}
+		if out.Labels == nil {
+			out.Labels = map[string]string{}
+		}
+		for _, c := range []string{promptopsv1.LabelManagedByValue, roleLive, roleHistory} {
+			if v == c {
+				v = c
+			}
+		}
+		out.Labels[k] = v
+	}
+	if v, ok := m.Annotations[promptopsv1.AnnotationRevision]; ok {
+		out.Annotations = map[string]string{promptopsv1.AnnotationRevision: v}
 	}
 	return out, nil
 }

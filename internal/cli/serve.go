@@ -299,9 +299,12 @@ func memoryLimit(getenv func(string) string, readFile func(string) ([]byte, erro
 
 // memoryReserve is what a container's limit keeps, at least, beside the Go
 // runtime's limit (a fifth of it when that is more, half at most): the
-// binary's own resident pages (57 MiB idle, about 64 under load, which
-// the container is charged for), kernel socket buffers and page cache.
-const memoryReserve = 80 << 20
+// binary's own resident pages, which the container is charged for and the
+// Go runtime does not count (60 MiB for serve or the manager at 10,000
+// templates when read from disk, bench/scale; up to 100 when the page cache
+// holds them as they were just written), kernel socket buffers and the
+// page cache.
+const memoryReserve = 96 << 20
 
 // parseLimit reads a limit in bytes; 0 for none ("max", unlimited cgroup
 // v1's near 2^63, or not a number).

@@ -166,7 +166,7 @@ func TestServeMemoryLimit(t *testing.T) {
 		from  string
 	}{
 		{map[string]string{"PROMPTOPS_MEMORY_LIMIT": "134217728"}, map[string]string{v2: "268435456\n"}, 64 << 20, "PROMPTOPS_MEMORY_LIMIT"},
-		{nil, map[string]string{v2: "268435456\n"}, 176 << 20, v2},
+		{nil, map[string]string{v2: "268435456\n"}, 160 << 20, v2},
 		{nil, map[string]string{v2: "max\n", v1: "1073741824\n"}, 1<<30 - 1<<30/5, v1},
 		{nil, map[string]string{v1: "9223372036854771712\n"}, 0, ""},
 		{map[string]string{"PROMPTOPS_MEMORY_LIMIT": "128Mi"}, nil, 0, ""},
