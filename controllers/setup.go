@@ -143,11 +143,11 @@ func templateOutline(o any) (any, error) {
 // configMapOutline is what the cache keeps of a ConfigMap's metadata (it
 // caches no ConfigMap's data): its identity, creation and deletion times,
 // its controller reference, the labels of ours that say whose and what it
-// is, and our revision annotation. Every ConfigMap of the watched
-// namespaces is cached, one for each template among them, so the rest of
-// their labels, annotations and owner references stays out (about half the
-// bytes of a rendered ConfigMap's metadata); keys and the values that
-// repeat are the constants' strings, not a copy each.
+// is, and our revision annotation. Any ConfigMap may be a template's
+// source, so the metadata of every ConfigMap the manager may read is
+// cached; the rest of their labels and annotations stays out (a kubectl
+// last-applied annotation holds a whole ConfigMap), and the label keys and
+// the values that repeat are the constants' strings, not a copy each.
 func configMapOutline(o any) (any, error) {
 	m, ok := o.(*metav1.PartialObjectMetadata)
 	if !ok {

@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"github.com/promptops/promptops/bench/internal/loopback"
+	"github.com/promptops/promptops/bench/internal/proc"
 	"github.com/promptops/promptops/internal/consolidation"
 	"github.com/promptops/promptops/internal/consolidation/sqlstore"
 	"github.com/promptops/promptops/internal/llmtest"
@@ -279,6 +280,9 @@ func run(w io.Writer, store, bin string, clients []int, retainClients, n, dims i
 // startServe starts `promptops serve` on base's address without
 // authentication and waits until it is ready.
 func startServe(bin, base string, env []string, args ...string) (*exec.Cmd, error) {
+	if err := proc.Evict(bin); err != nil {
+		return nil, err
+	}
 	cmd := exec.Command(bin, append([]string{"serve", "--listen", strings.TrimPrefix(base, "http://"), "--auth", "none"}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
 	var stderr bytes.Buffer

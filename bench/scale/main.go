@@ -16,7 +16,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -26,7 +25,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,6 +33,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	promptopsv1 "github.com/promptops/promptops/api/v1"
+	"github.com/promptops/promptops/bench/internal/loopback"
+	"github.com/promptops/promptops/bench/internal/proc"
 	"github.com/promptops/promptops/controllers"
 	"github.com/promptops/promptops/internal/tokens/corpus"
 )
@@ -43,7 +43,7 @@ const managerUser = "promptops-bench-manager"
 
 // memoryLimit is the container limit the manager and serve run under: the
 // chart's default for both.
-var profileDir, managerArgs string
+var profileDir, managerArgs, managerEnv string
 
 var memoryLimit = flag.Int64("memory-limit", 256<<20, "Bytes of the containers' memory limit the manager and serve take (PROMPTOPS_MEMORY_LIMIT); 0 for none.")
 
@@ -52,6 +52,7 @@ func main() {
 	settle := flag.Duration("settle", 60*time.Second, "How long to watch for writes after all are Ready.")
 	bin := flag.String("operator", "bin/promptops", "The operator binary.")
 	flag.StringVar(&managerArgs, "manager-args", "", "More flags of the manager, separated by spaces (for example --max-concurrent-reconciles=8).")
+	flag.StringVar(&managerEnv, "manager-env", "", "More environment of the manager only, separated by spaces (for example GOGC=100).")
 	flag.StringVar(&profileDir, "profile-dir", "", "When set, the manager serves pprof on loopback and a CPU profile of each 20 s and a heap profile and the runtime's MemStats after a collection (the live heap) are written here until all are Ready.")
 	flag.Parse()
 	if err := run(*n, *settle, *bin); err != nil {
@@ -118,12 +119,12 @@ rules:
 	mgrArgs = append(mgrArgs, strings.Fields(managerArgs)...)
 	pprofAddr := ""
 	if profileDir != "" {
-		if pprofAddr, err = freeAddr(); err != nil {
+		if pprofAddr, err = loopback.FreeAddr(); err != nil {
 			return err
 		}
 		mgrArgs = append(mgrArgs, "--pprof-bind-address="+pprofAddr)
 	}
-	if err := evict(bin); err != nil {
+	if err := proc.Evict(bin); err != nil {
 		return err
 	}
 	mgr := exec.Command(bin, mgrArgs...)
@@ -134,7 +135,7 @@ rules:
 	if *memoryLimit > 0 {
 		limitEnv = append(limitEnv, fmt.Sprintf("PROMPTOPS_MEMORY_LIMIT=%d", *memoryLimit))
 	}
-	mgr.Env = append(os.Environ(), limitEnv...)
+	mgr.Env = append(append(os.Environ(), limitEnv...), strings.Fields(managerEnv)...)
 	mgr.Stderr = os.Stderr
 	if err := mgr.Start(); err != nil {
 		return err
@@ -171,7 +172,7 @@ rules:
 	stopProfiles()
 	// Then a shared serve --watch of the namespace loads every plan (after
 	// the clock, so that it takes none of the manager's CPU).
-	serveAddr, err := freeAddr()
+	serveAddr, err := loopback.FreeAddr()
 	if err != nil {
 		return err
 	}
@@ -249,30 +250,6 @@ func profile(addr, dir string) (stop func()) {
 		}
 	}()
 	return func() { close(done); <-finished }
-}
-
-// evict drops the binary's pages from the page cache, so that the
-// processes read it from disk as a node starting a pod does: pages the
-// build just wrote stay in the cache as larger folios, each mapped whole on
-// a fault, and the file-backed part of a process's resident set came out
-// 40% larger and different from run to run.
-func evict(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
-}
-
-// freeAddr is a loopback address with a port free now.
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
 
 // servedPlans is serve's promptops_serve_plans gauge; -1 when unread.
