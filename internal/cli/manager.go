@@ -170,9 +170,10 @@ func jobTelemetryEnv() []corev1.EnvVar {
 }
 
 // managerGCPercent is the manager's GOGC unless GOGC is set. Its live heap
-// is small (outlines and metadata, about 2 KB a template, and the
+// is small (outlines and metadata, about 3 KB a template, and the
 // tokenizer's tables) and nearly all it allocates is decoded API answers,
 // garbage at once: collecting when the heap has grown by half its live size
-// rather than by all of it lowers the peak by a quarter of the heap for a
-// few percent more of the manager's CPU (bench/scale, docs/performance.md).
+// rather than by all of it lowered the peak at 10,000 templates by 21 MiB,
+// for a few percent more of the manager's CPU (bench/scale,
+// docs/performance.md).
 const managerGCPercent = 50
