@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -25,6 +26,14 @@ func TestManagerCacheHoldsOutlines(t *testing.T) {
 	ns := newNamespace(t)
 	const n = 100
 	long := strings.Repeat("Answer in the customer's language, cite the source document and keep to the facts. ", 40) // ~3.4 KB
+	// Someone else's ConfigMap, applied with kubectl: its metadata is
+	// cached, its last-applied copy is not.
+	foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "someone-elses",
+		Annotations: map[string]string{"kubectl.kubernetes.io/last-applied-configuration": long}, Labels: map[string]string{"team": "search"}},
+		Data: map[string]string{"doc": long}}
+	if err := k8sClient.Create(ctx, foreign); err != nil {
+		t.Fatal(err)
+	}
 	for i := range n {
 		pt := &promptopsv1.PromptTemplate{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("t%03d", i),
@@ -81,6 +90,25 @@ func TestManagerCacheHoldsOutlines(t *testing.T) {
 	t.Logf("%d templates: %d bytes each in the API, %d in the manager's cache", n, perFull, perCached)
 	if len(cached.Items) != n || perCached > 1024 || perFull < 20*perCached {
 		t.Errorf("the cache holds %d templates of %d bytes each (%d in the API): want outlines under 1 KiB", len(cached.Items), perCached, perFull)
+	}
+	var cms metav1.PartialObjectMetadataList
+	cms.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
+	if err := mgrCache.List(ctx, &cms, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	rendered, sawForeign := 0, false
+	for _, m := range cms.Items {
+		if m.Name == foreign.Name {
+			sawForeign = true
+			if len(m.Annotations) != 0 || len(m.Labels) != 0 {
+				t.Errorf("the cache holds someone else's labels %v and %d annotations", m.Labels, len(m.Annotations))
+			}
+		} else if m.Annotations[promptopsv1.AnnotationRevision] != "" && m.Labels[labelRole] == roleLive {
+			rendered++
+		}
+	}
+	if !sawForeign || rendered != n {
+		t.Errorf("cached ConfigMap metadata: foreign seen %v, %d rendered of %d", sawForeign, rendered, n)
 	}
 	writes.mu.Lock()
 	reads, metaReads := append([]string(nil), writes.fullConfigMapReads...), writes.metaConfigMapReads
