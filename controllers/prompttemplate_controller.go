@@ -188,9 +188,11 @@ func (r *PromptTemplateReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		return ctrl.Result{}, nil
 	}
 	// The cache holds the template's outline (templateOutline): the whole
-	// one comes from the API server.
+	// one comes from the API server, at least as new as the outline, so
+	// from its watch cache rather than a read of etcd.
+	seen := pt.ResourceVersion
 	pt = &promptopsv1.PromptTemplate{}
-	if err := r.APIReader.Get(ctx, req.NamespacedName, pt); err != nil {
+	if err := r.APIReader.Get(ctx, req.NamespacedName, pt, &client.GetOptions{Raw: &metav1.GetOptions{ResourceVersion: seen}}); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.metrics.forget(req.Namespace, req.Name)
 		}

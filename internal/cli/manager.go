@@ -56,7 +56,7 @@ func runManager(args []string, _ io.Reader, _, stderr io.Writer) int {
 	fs.StringVar(&watchSelector, "watch-label-selector", "", "Reconcile only the PromptTemplates and MemoryBanks this label selector matches, to shard them across managers (as Flux's flag of the same name); empty reconciles all.")
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "Path to a kubeconfig; by default $KUBECONFIG, the in-cluster config, then ~/.kube/config.")
 	fs.StringVar(&jobImage, "job-image", envDefault(lookupEnv, "PROMPTOPS_JOB_IMAGE", ""), "Image of consolidation Jobs: the operator's own image ($PROMPTOPS_JOB_IMAGE).")
-	fs.IntVar(&concurrency, "max-concurrent-reconciles", 8, "Reconciles run in parallel per controller: a reconcile mostly waits for the API server.")
+	fs.IntVar(&concurrency, "max-concurrent-reconciles", 12, "Reconciles run in parallel per controller: a reconcile mostly waits for the API server.")
 	perTemplate := fs.Bool("per-template-metrics", false, "Also publish series of each PromptTemplate (Ready) and intent (tokens, budget, overrun), about 20 a template; the counts per namespace are always published.")
 	fs.Float64Var(&qps, "kube-api-qps", 100, "Requests per second the manager may send to the API server.")
 	fs.IntVar(&burst, "kube-api-burst", 200, "Burst of requests above --kube-api-qps.")
