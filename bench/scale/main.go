@@ -210,9 +210,9 @@ rules:
 	fmt.Printf("operator writes in %v after settling: %d\n", settle, writesSettled-writesReady)
 	fmt.Printf("memory limit:                 %d MiB (0: none)\n", *memoryLimit>>20)
 	anon, file := peak.parts()
-	fmt.Printf("operator peak RSS:            %.1f MiB (most anonymous %.1f, most file-backed %.1f)\n", float64(peak.get())/1024, float64(anon)/1024, float64(file)/1024)
+	fmt.Printf("operator peak RSS:            %s (most anonymous %s, most file-backed %s)\n", proc.MiB(peak.get()), proc.MiB(anon), proc.MiB(file))
 	anon, file = servePeak.parts()
-	fmt.Printf("serve --watch peak RSS:       %.1f MiB (%d of %d plans loaded; most anonymous %.1f, most file-backed %.1f)\n", float64(servePeak.get())/1024, plans, n, float64(anon)/1024, float64(file)/1024)
+	fmt.Printf("serve --watch peak RSS:       %s (%d of %d plans loaded; most anonymous %s, most file-backed %s)\n", proc.MiB(servePeak.get()), plans, n, proc.MiB(anon), proc.MiB(file))
 	return nil
 }
 
@@ -381,19 +381,21 @@ func countWrites(path string) (int, map[string]int, error) {
 	return total, byKind, sc.Err()
 }
 
-// peakRSS follows a process's VmHWM (peak resident set) in /proc, and the
-// most of its resident set that was anonymous (the Go heap and stacks) and
-// file-backed (the binary's pages) at once.
+// peakRSS follows a process's VmHWM (peak resident set), and the most of
+// its resident set seen anonymous (the Go heap and stacks) and
+// file-backed (the binary's pages), each at its own moment, from
+// /proc/PID/status every 200 ms.
 type peakRSS struct {
-	mu             sync.Mutex
-	kb, anon, file int
+	mu              sync.Mutex
+	hwm, anon, file int64
 }
 
-func (p *peakRSS) get() int { p.mu.Lock(); defer p.mu.Unlock(); return p.kb }
+// get is VmHWM in bytes.
+func (p *peakRSS) get() int64 { p.mu.Lock(); defer p.mu.Unlock(); return p.hwm }
 
 // parts are the largest anonymous and file-backed resident sets seen, in
-// KiB.
-func (p *peakRSS) parts() (anon, file int) { p.mu.Lock(); defer p.mu.Unlock(); return p.anon, p.file }
+// bytes.
+func (p *peakRSS) parts() (anon, file int64) { p.mu.Lock(); defer p.mu.Unlock(); return p.anon, p.file }
 
 func (p *peakRSS) watch(pid int) func() {
 	done := make(chan struct{})
@@ -401,28 +403,12 @@ func (p *peakRSS) watch(pid int) func() {
 		t := time.NewTicker(200 * time.Millisecond)
 		defer t.Stop()
 		for {
-			if data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
-				for _, line := range strings.Split(string(data), "\n") {
-					f := strings.Fields(line)
-					if len(f) < 2 {
-						continue
-					}
-					kb, err := strconv.Atoi(f[1])
-					if err != nil {
-						continue
-					}
-					p.mu.Lock()
-					switch f[0] {
-					case "VmHWM:":
-						p.kb = max(p.kb, kb)
-					case "RssAnon:":
-						p.anon = max(p.anon, kb)
-					case "RssFile:":
-						p.file = max(p.file, kb)
-					}
-					p.mu.Unlock()
-				}
-			}
+			hwm, _ := proc.Status(pid, "VmHWM")
+			anon, _ := proc.Status(pid, "RssAnon")
+			file, _ := proc.Status(pid, "RssFile")
+			p.mu.Lock()
+			p.hwm, p.anon, p.file = max(p.hwm, hwm), max(p.anon, anon), max(p.file, file)
+			p.mu.Unlock()
 			select {
 			case <-done:
 				return
