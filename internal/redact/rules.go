@@ -1,0 +1,279 @@
+package redact
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+
+	ahocorasick "github.com/BobuSumisu/aho-corasick"
+	"github.com/spf13/viper"
+	"github.com/zricethezav/gitleaks/v8/config"
+)
+
+// The secret rules are gitleaks' default configuration (its config package,
+// the gitleaks.toml it embeds), so a new kind of token is one module update
+// away. gitleaks' own detect package is not used: it reports lines and
+// columns rather than byte ranges, logs through a process-wide logger, and
+// brings archive readers and report templates into the binary. secretsIn
+// does what its detectRule does for a plain string: a keyword prefilter,
+// the rule's regular expression, its secret group, its entropy threshold,
+// then the global and the rule's allowlists.
+
+// disabledRules are gitleaks rules left out, with the reason.
+var disabledRules = map[string]string{
+	// generic-api-key matches any "key"/"token"/"auth"/"access" word followed
+	// by ":" or "=" and a high-entropy word; in chat that is "order key: ..."
+	// and "tracking: ..." as much as a secret (see the benign corpus). The
+	// credentials people say in a sentence are chat.go's credential rules.
+	"generic-api-key": "entropy-only match on a keyword; false positives on order numbers and tracking ids",
+}
+
+type secretRule struct {
+	id          string
+	rule        config.Rule
+	secretGroup int
+}
+
+type ruleSet struct {
+	rules      []secretRule
+	byKeyword  [][]int // pattern index in trie -> rule indices
+	trie       *ahocorasick.Trie
+	allowlists []*config.Allowlist
+}
+
+var loadRules = sync.OnceValues(func() (*ruleSet, error) {
+	v := viper.New()
+	v.SetConfigType("toml")
+	if err := v.ReadConfig(strings.NewReader(config.DefaultConfig)); err != nil {
+		return nil, fmt.Errorf("reading gitleaks' default rules: %w", err)
+	}
+	var vc config.ViperConfig
+	if err := v.Unmarshal(&vc); err != nil {
+		return nil, fmt.Errorf("reading gitleaks' default rules: %w", err)
+	}
+	cfg, err := vc.Translate()
+	if err != nil {
+		return nil, fmt.Errorf("reading gitleaks' default rules: %w", err)
+	}
+	rs := &ruleSet{allowlists: cfg.Allowlists}
+	keywordIndex := map[string]int{}
+	var keywords []string
+	for _, r := range cfg.GetOrderedRules() {
+		// A rule without a regular expression matches file paths; one that
+		// skips reporting or needs other rules is part of a composite rule.
+		if r.Regex == nil || r.Path != nil || r.SkipReport || len(r.RequiredRules) > 0 || len(r.Keywords) == 0 {
+			continue
+		}
+		if _, off := disabledRules[r.RuleID]; off {
+			continue
+		}
+		i := len(rs.rules)
+		rs.rules = append(rs.rules, secretRule{id: r.RuleID, rule: r, secretGroup: r.SecretGroup})
+		for _, k := range r.Keywords {
+			k = strings.ToLower(k)
+			p, ok := keywordIndex[k]
+			if !ok {
+				p = len(keywords)
+				keywordIndex[k] = p
+				keywords = append(keywords, k)
+				rs.byKeyword = append(rs.byKeyword, nil)
+			}
+			rs.byKeyword[p] = append(rs.byKeyword[p], i)
+		}
+	}
+	rs.trie = ahocorasick.NewTrieBuilder().AddStrings(keywords).Build()
+	return rs, nil
+})
+
+// RuleIDs returns the ids of the gitleaks rules in use, in gitleaks' order.
+func RuleIDs() []string {
+	rs, err := loadRules()
+	if err != nil {
+		return nil
+	}
+	ids := make([]string, len(rs.rules))
+	for i, r := range rs.rules {
+		ids[i] = r.id
+	}
+	return ids
+}
+
+// findSecrets appends the secrets in text to fs: gitleaks' rules, then chat's.
+func findSecrets(text string, fs []Finding) []Finding {
+	rs, _ := loadRules() // New has checked the error
+	if rs != nil {
+		fs = rs.find(text, fs)
+	}
+	return findChatSecrets(text, fs)
+}
+
+func (rs *ruleSet) find(text string, fs []Finding) []Finding {
+	lower := make([]byte, len(text))
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		lower[i] = c
+	}
+	run := make([]bool, len(rs.rules))
+	rs.trie.Walk(lower, func(_, _, pattern int64) bool {
+		for _, i := range rs.byKeyword[pattern] {
+			run[i] = true
+		}
+		return true
+	})
+	var scan string
+	for i, ok := range run {
+		if !ok {
+			continue
+		}
+		if scan == "" {
+			scan = chatText(text)
+		}
+		fs = rs.rules[i].find(scan, rs.allowlists, fs)
+	}
+	return fs
+}
+
+// chatText returns text with sentence punctuation after a word (".", ",",
+// ";", ":", "!", "?", ")", "]") turned into a space when a space or the end
+// follows. Many gitleaks rules end a token only at a space, a quote or ";",
+// as in source code; in chat "my key is sk_live_... ." ends with a period.
+// The length and every offset stay the same.
+func chatText(text string) string {
+	var b []byte
+	for i := 0; i < len(text); i++ {
+		switch text[i] {
+		case '.', ',', ';', ':', '!', '?', ')', ']':
+			if i+1 == len(text) || text[i+1] == ' ' || text[i+1] == '\n' || text[i+1] == '\t' || text[i+1] == '\r' {
+				if b == nil {
+					b = []byte(text)
+				}
+				b[i] = ' '
+			}
+		}
+	}
+	if b == nil {
+		return text
+	}
+	return string(b)
+}
+
+func (sr *secretRule) find(text string, global []*config.Allowlist, fs []Finding) []Finding {
+	r := &sr.rule
+	for _, m := range r.Regex.FindAllStringSubmatchIndex(text, -1) {
+		// As gitleaks: the match without trailing newlines, and the secret
+		// its secretGroup or else its first non-empty group.
+		start, end := m[0], m[1]
+		for end > start && text[end-1] == '\n' {
+			end--
+		}
+		for start < end && text[start] == '\n' {
+			start++
+		}
+		match := text[start:end]
+		ss, se := start, end
+		if len(m) >= 4 {
+			if g := sr.secretGroup; g > 0 {
+				if 2*g+1 >= len(m) || m[2*g] < 0 {
+					continue
+				}
+				ss, se = m[2*g], m[2*g+1]
+			} else {
+				for g := 1; 2*g+1 < len(m); g++ {
+					if m[2*g] >= 0 && m[2*g+1] > m[2*g] {
+						ss, se = m[2*g], m[2*g+1]
+						break
+					}
+				}
+			}
+		}
+		se = min(se, end)
+		if se <= ss {
+			continue
+		}
+		secret := text[ss:se]
+		if r.Entropy != 0 && shannonEntropy(secret) <= r.Entropy {
+			continue
+		}
+		line := lineAround(text, start, end)
+		if allowed(global, secret, match, line) || allowed(r.Allowlists, secret, match, line) {
+			continue
+		}
+		fs = append(fs, Finding{Kind: sr.id, Start: ss, End: se, Secret: true})
+	}
+	return fs
+}
+
+// allowed is gitleaks' checkFindingAllowed for a text with no path or commit.
+func allowed(lists []*config.Allowlist, secret, match, line string) bool {
+	for _, a := range lists {
+		target := secret
+		switch a.RegexTarget {
+		case "match":
+			target = match
+		case "line":
+			target = line
+		}
+		regexOK := a.RegexAllowed(target)
+		stopOK, _ := a.ContainsStopWord(secret)
+		if a.MatchCondition == config.AllowlistMatchAnd {
+			if len(a.Commits) > 0 || len(a.Paths) > 0 {
+				continue // a text has neither
+			}
+			if (len(a.Regexes) == 0 || regexOK) && (len(a.StopWords) == 0 || stopOK) && (len(a.Regexes) > 0 || len(a.StopWords) > 0) {
+				return true
+			}
+			continue
+		}
+		if regexOK || stopOK {
+			return true
+		}
+	}
+	return false
+}
+
+func lineAround(text string, start, end int) string {
+	ls := strings.LastIndexByte(text[:start], '\n') + 1
+	le := strings.IndexByte(text[end:], '\n')
+	if le < 0 {
+		return text[ls:]
+	}
+	return text[ls : end+le]
+}
+
+// shannonEntropy is gitleaks' entropy of a secret, in bits per character.
+func shannonEntropy(s string) float64 {
+	if s == "" {
+		return 0
+	}
+	var counts [256]int
+	var other map[rune]int
+	for _, c := range s {
+		if c < 256 {
+			counts[c]++
+		} else {
+			if other == nil {
+				other = map[rune]int{}
+			}
+			other[c]++
+		}
+	}
+	inv := 1.0 / float64(len(s))
+	var e float64
+	add := func(n int) {
+		if n > 0 {
+			f := float64(n) * inv
+			e -= f * math.Log2(f)
+		}
+	}
+	for _, n := range counts {
+		add(n)
+	}
+	for _, n := range other {
+		add(n)
+	}
+	return e
+}
