@@ -48,7 +48,7 @@ var notAValue = map[string]bool{
 func findChatSecrets(text string, fs []Finding) []Finding {
 	if strings.Contains(text, "://") {
 		for _, m := range connectionString.FindAllStringSubmatchIndex(text, -1) {
-			fs = append(fs, Finding{Kind: kindConnectionString, Start: m[2], End: m[3], Secret: true})
+			fs = append(fs, Finding{Kind: kindConnectionString, Start: m[2], End: m[3], Secret: true, rank: 1})
 		}
 	}
 	if hasCredentialWord(text) {
@@ -57,7 +57,7 @@ func findChatSecrets(text string, fs []Finding) []Finding {
 			if notAValue[strings.ToLower(v)] {
 				continue
 			}
-			fs = append(fs, Finding{Kind: kindSentence, Start: m[2], End: m[3], Secret: true})
+			fs = append(fs, Finding{Kind: kindSentence, Start: m[2], End: m[3], Secret: true, rank: 1})
 		}
 	}
 	return fs

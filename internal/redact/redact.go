@@ -7,7 +7,10 @@
 // a credential said in a sentence. Personal data (personal.go) is looked for
 // only for the kinds a Config names. Every detector is a regular expression
 // of Go's linear-time engine, run only when a cheap prefilter (a keyword, an
-// "@", a digit) says it can match, so the work is linear in the input.
+// "@", a digit) says it can match; gitleaks' rules run only in windows
+// around their keywords, within a budget of a fixed multiple of the text's
+// length (past it a window is redacted unread, kind "unscanned"), so the
+// work is linear in the input even for a text made of rule keywords.
 package redact
 
 import (
@@ -59,6 +62,9 @@ type Finding struct {
 	Start, End int
 	// Secret is true for a secret, false for personal data.
 	Secret bool
+	// rank orders findings of one start and class: gitleaks' rules before
+	// chat's, so that a token said in a sentence keeps its rule's kind.
+	rank int8
 }
 
 // Counts is the number of redactions by kind.
@@ -219,6 +225,9 @@ func merge(fs []Finding) []Finding {
 				return -1
 			}
 			return 1
+		}
+		if a.rank != b.rank {
+			return int(a.rank) - int(b.rank)
 		}
 		return b.End - a.End
 	})

@@ -3,8 +3,10 @@ package redact
 import (
 	"fmt"
 	"math"
+	"regexp/syntax"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	ahocorasick "github.com/BobuSumisu/aho-corasick"
 	"github.com/spf13/viper"
@@ -33,6 +35,7 @@ type secretRule struct {
 	id          string
 	rule        config.Rule
 	secretGroup int
+	reach       int // the most bytes a match can hold (maxMatch)
 }
 
 type ruleSet struct {
@@ -69,7 +72,8 @@ var loadRules = sync.OnceValues(func() (*ruleSet, error) {
 			continue
 		}
 		i := len(rs.rules)
-		rs.rules = append(rs.rules, secretRule{id: r.RuleID, rule: r, secretGroup: r.SecretGroup})
+		rs.rules = append(rs.rules, secretRule{id: r.RuleID, rule: r, secretGroup: r.SecretGroup,
+			reach: maxMatch(r.Regex.String(), windowUnbounded)})
 		for _, k := range r.Keywords {
 			k = strings.ToLower(k)
 			p, ok := keywordIndex[k]
@@ -108,6 +112,70 @@ func findSecrets(text string, fs []Finding) []Finding {
 	return findChatSecrets(text, fs)
 }
 
+// A rule's regular expression runs only on windows of the text around its
+// keywords' hits, not on the whole text: every default rule's match holds
+// one of its keywords, so it starts at most the rule's longest match before
+// the hit and ends at most that after it. The longest match comes from the
+// expression's syntax (maxMatch); a rule with an unbounded repetition (a JWT,
+// a PEM private key) gets windowUnbounded. Small windows also let Go's
+// regexp use its backtracker, several times faster than its NFA on long
+// inputs; both are linear.
+const (
+	windowUnbounded = 8 << 10
+	windowSnap      = 32 // how far a window's edge moves to reach a space
+)
+
+// maxMatch returns the most bytes a match of expr can hold, at most limit.
+func maxMatch(expr string, limit int) int {
+	re, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil {
+		return limit
+	}
+	return min(width(re.Simplify(), limit), limit)
+}
+
+func width(re *syntax.Regexp, limit int) int {
+	switch re.Op {
+	case syntax.OpLiteral:
+		n := 0
+		for _, r := range re.Rune {
+			n += utf8.RuneLen(r)
+		}
+		return n
+	case syntax.OpCharClass:
+		if len(re.Rune) > 0 && re.Rune[len(re.Rune)-1] < utf8.RuneSelf {
+			return 1
+		}
+		return utf8.UTFMax
+	case syntax.OpAnyCharNotNL, syntax.OpAnyChar:
+		return utf8.UTFMax
+	case syntax.OpCapture:
+		return width(re.Sub[0], limit)
+	case syntax.OpConcat:
+		n := 0
+		for _, sub := range re.Sub {
+			n = min(n+width(sub, limit), limit)
+		}
+		return n
+	case syntax.OpAlternate:
+		n := 0
+		for _, sub := range re.Sub {
+			n = max(n, width(sub, limit))
+		}
+		return n
+	case syntax.OpQuest:
+		return width(re.Sub[0], limit)
+	case syntax.OpRepeat:
+		if re.Max < 0 {
+			return limit
+		}
+		return min(re.Max*width(re.Sub[0], limit), limit)
+	case syntax.OpStar, syntax.OpPlus:
+		return limit
+	}
+	return 0 // empty-width assertions, no match
+}
+
 func (rs *ruleSet) find(text string, fs []Finding) []Finding {
 	lower := make([]byte, len(text))
 	for i := 0; i < len(text); i++ {
@@ -117,25 +185,71 @@ func (rs *ruleSet) find(text string, fs []Finding) []Finding {
 		}
 		lower[i] = c
 	}
-	run := make([]bool, len(rs.rules))
-	rs.trie.Walk(lower, func(_, _, pattern int64) bool {
+	// windows[i] are rule i's windows, in order, merged when they overlap.
+	windows := make([][][2]int, len(rs.rules))
+	rs.trie.Walk(lower, func(end, n, pattern int64) bool {
+		hit := int(end) - int(n) + 1
 		for _, i := range rs.byKeyword[pattern] {
-			run[i] = true
+			reach := rs.rules[i].reach
+			w := [2]int{max(0, hit-reach), min(len(text), int(end)+1+reach)}
+			ws := windows[i]
+			if k := len(ws) - 1; k >= 0 && w[0] <= ws[k][1] {
+				ws[k][1] = max(ws[k][1], w[1])
+			} else {
+				windows[i] = append(ws, w)
+			}
 		}
 		return true
 	})
 	var scan string
-	for i, ok := range run {
-		if !ok {
+	budget := scanBudget(len(text))
+	for i, ws := range windows {
+		if len(ws) == 0 {
 			continue
 		}
 		if scan == "" {
 			scan = chatText(text)
 		}
-		fs = rs.rules[i].find(scan, rs.allowlists, fs)
+		for _, w := range ws {
+			start, end := snap(scan, w[0], w[1])
+			if budget < end-start {
+				// Past the budget the window is not scanned but replaced
+				// whole: a text this dense with rule keywords is hostile,
+				// and what was not scanned must not leak.
+				fs = append(fs, Finding{Kind: KindUnscanned, Start: start, End: end, Secret: true})
+				continue
+			}
+			budget -= end - start
+			fs = rs.rules[i].find(scan, start, end, rs.allowlists, fs)
+		}
 	}
 	return fs
 }
+
+// KindUnscanned is the kind of a span left unscanned because the text held
+// so many rule keywords that scanning it all would cost more than
+// scanBudget: it is redacted (or rejected) whole, unread.
+const KindUnscanned = "unscanned"
+
+// scanBudget is how many bytes of rule windows one text may have scanned:
+// 8 times its length and 64 KiB more, which ordinary text never nears
+// (a paragraph triggers a few rules, a pasted .env file one or two a line)
+// and which bounds a hostile text's cost to a fixed multiple of its length.
+func scanBudget(n int) int { return 8*n + 64<<10 }
+
+// snap moves a window's edges outwards to the nearest space, by at most
+// windowSnap bytes, so that a window rarely starts or ends inside a word.
+func snap(text string, start, end int) (int, int) {
+	for i := 0; start > 0 && i < windowSnap && !isSpace(text[start-1]); i++ {
+		start--
+	}
+	for i := 0; end < len(text) && i < windowSnap && !isSpace(text[end]); i++ {
+		end++
+	}
+	return start, end
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\t' || c == '\r' }
 
 // chatText returns text with sentence punctuation after a word (".", ",",
 // ";", ":", "!", "?", ")", "]") turned into a space when a space or the end
@@ -161,9 +275,14 @@ func chatText(text string) string {
 	return string(b)
 }
 
-func (sr *secretRule) find(text string, global []*config.Allowlist, fs []Finding) []Finding {
+func (sr *secretRule) find(text string, from, to int, global []*config.Allowlist, fs []Finding) []Finding {
 	r := &sr.rule
-	for _, m := range r.Regex.FindAllStringSubmatchIndex(text, -1) {
+	for _, m := range r.Regex.FindAllStringSubmatchIndex(text[from:to], -1) {
+		for j := range m {
+			if m[j] >= 0 {
+				m[j] += from
+			}
+		}
 		// As gitleaks: the match without trailing newlines, and the secret
 		// its secretGroup or else its first non-empty group.
 		start, end := m[0], m[1]
