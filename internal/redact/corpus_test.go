@@ -57,6 +57,8 @@ func fakeSecrets() map[string]string {
 		"shpat":      "shpat_" + from(hex, 32),
 		"pw":         from(alnum, 6) + "!" + from(digits, 2),
 		"pin":        from(digits, 4),
+		"awssecret":  from(alnum+"/+", 40),
+		"hexkey":     from(hex, 32),
 	}
 }
 
