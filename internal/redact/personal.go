@@ -20,22 +20,86 @@ type personalDetector struct {
 	// alone rejects a match that is one part of a longer run of digit
 	// groups ("5500 0000 0000 0005 1", "DE89 3704 ...").
 	alone bool
+	// numeric says every match lies in a run of digits, capitals and
+	// separators holding at least minDigits digits (numericRuns), so the
+	// expression runs on those runs only, not on the prose around them.
+	numeric bool
 }
+
+const minDigits = 6
 
 func (d personalDetector) find(text string, fs []Finding) []Finding {
 	if d.pre != nil && !d.pre(text) {
 		return fs
 	}
-	for _, m := range d.re.FindAllStringIndex(text, -1) {
-		if d.alone && !standsAlone(text, m[0], m[1]) {
+	if !d.numeric {
+		return d.findIn(text, 0, len(text), fs)
+	}
+	for start := 0; start < len(text); {
+		s, e := nextNumericRun(text, start)
+		if s < 0 {
+			break
+		}
+		fs = d.findIn(text, s, e, fs)
+		start = e
+	}
+	return fs
+}
+
+func (d personalDetector) findIn(text string, from, to int, fs []Finding) []Finding {
+	for _, m := range d.re.FindAllStringIndex(text[from:to], -1) {
+		start, end := m[0]+from, m[1]+from
+		if d.alone && !standsAlone(text, start, end) {
 			continue
 		}
-		if d.ok == nil || d.ok(text[m[0]:m[1]]) {
-			fs = append(fs, Finding{Kind: d.kind, Start: m[0], End: m[1]})
+		if d.ok == nil || d.ok(text[start:end]) {
+			fs = append(fs, Finding{Kind: d.kind, Start: start, End: end, rank: 2})
 		}
 	}
 	return fs
 }
+
+// nextNumericRun returns the next run of text from start made of digits,
+// capital letters, spaces and "+().-/" that holds at least minDigits
+// digits, with the parts of words it begins or ends inside taken off (so
+// that \b means what it means in the whole text), or -1, -1.
+func nextNumericRun(text string, start int) (int, int) {
+	for i := start; i < len(text); {
+		if !isNumericRunByte(text[i]) {
+			i++
+			continue
+		}
+		j, digits := i, 0
+		for j < len(text) && isNumericRunByte(text[j]) {
+			if isDigit(text[j]) {
+				digits++
+			}
+			j++
+		}
+		s, e := i, j
+		if s > 0 && isWordByte(text[s-1]) {
+			for s < e && isWordByte(text[s]) {
+				s++
+			}
+		}
+		if e < len(text) && isWordByte(text[e]) {
+			for e > s && isWordByte(text[e-1]) {
+				e--
+			}
+		}
+		if digits >= minDigits && s < e {
+			return s, e
+		}
+		i = j
+	}
+	return -1, -1
+}
+
+func isNumericRunByte(c byte) bool {
+	return isDigit(c) || 'A' <= c && c <= 'Z' || c == ' ' || c == '+' || c == '(' || c == ')' || c == '.' || c == '-' || c == '/'
+}
+
+func isWordByte(c byte) bool { return isAlnum(c) || c == '_' }
 
 var personalDetectors = map[PersonalKind]personalDetector{
 	Email: {
@@ -49,8 +113,9 @@ var personalDetectors = map[PersonalKind]personalDetector{
 	// 900123). A bare run of digits is not a phone number here: it is as
 	// likely an order number.
 	Phone: {
-		kind: "phone",
-		pre:  hasDigit,
+		kind:    "phone",
+		pre:     hasDigit,
+		numeric: true,
 		re: regexp.MustCompile(`(?:\+\d{1,3}[ .-]?(?:\(\d{1,4}\)[ .-]?)?\d{1,4}(?:[ .-]?\d{2,4}){1,4}\b` +
 			`|(?:\(\d{3}\)\s?|\b\d{3}[.-])\d{3}[.-]\d{4}\b` +
 			`|\b0\d{2,4}[ /-]\d{3,4}[ -]?\d{3,4}\b)`),
@@ -69,20 +134,22 @@ var personalDetectors = map[PersonalKind]personalDetector{
 	// IBAN: country, two check digits and 11 to 30 letters or digits, in
 	// groups of four or not, whose ISO 7064 mod-97 remainder is 1.
 	IBAN: {
-		kind: "iban",
-		pre:  hasDigit,
-		re:   regexp.MustCompile(`\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,4})?\b`),
-		ok:   ibanValid,
+		kind:    "iban",
+		pre:     hasDigit,
+		numeric: true,
+		re:      regexp.MustCompile(`\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,4})?\b`),
+		ok:      ibanValid,
 	},
 	// NationalID: a US social security number ddd-dd-dddd outside the
 	// ranges never issued (area 000, 666 and 900-999, group 00, serial
 	// 0000), and a UK National Insurance number (two letters, six digits,
 	// A to D) outside the prefixes never issued.
 	NationalID: {
-		kind: "national-id",
-		pre:  hasDigit,
-		re:   regexp.MustCompile(`\b\d{3}-\d{2}-\d{4}\b|\b[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z] ?\d{2} ?\d{2} ?\d{2} ?[A-D]\b`),
-		ok:   nationalIDValid,
+		kind:    "national-id",
+		pre:     hasDigit,
+		numeric: true,
+		re:      regexp.MustCompile(`\b\d{3}-\d{2}-\d{4}\b|\b[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z] ?\d{2} ?\d{2} ?\d{2} ?[A-D]\b`),
+		ok:      nationalIDValid,
 	},
 }
 
