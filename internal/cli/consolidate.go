@@ -81,6 +81,7 @@ func runConsolidate(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		timeoutSeconds, retries, maxTokensPerRun                          int
 		envErrs                                                           []error
 		emb                                                               embeddingsFlags
+		rf                                                                redactionFlags
 	)
 	fs.StringVar(&baseURL, "llm-base-url", envDefault(lookupEnv, "PROMPTOPS_LLM_BASE_URL", ""), "Base URL of an OpenAI-compatible API, e.g. http://vllm:8000/v1 ($PROMPTOPS_LLM_BASE_URL).")
 	fs.StringVar(&model, "model", envDefault(lookupEnv, "PROMPTOPS_MODEL", ""), "Model name ($PROMPTOPS_MODEL).")
@@ -99,6 +100,7 @@ func runConsolidate(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	intFlag(fs, &envErrs, &timeoutSeconds, "llm-timeout-seconds", "PROMPTOPS_LLM_TIMEOUT_SECONDS", int(promptopsv1.DefaultLLMTimeoutSeconds), "Timeout of one LLM call.")
 	intFlag(fs, &envErrs, &retries, "llm-retries", "PROMPTOPS_LLM_RETRIES", 3, "Retries of an LLM call on 429, 5xx and connection errors, with backoff.")
 	emb.register(fs, &envErrs)
+	rf.register(fs)
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
@@ -134,6 +136,12 @@ func runConsolidate(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		apiKey = strings.TrimSpace(string(data))
 	}
 	embedder, err := emb.embedder(&set, retries)
+	if err != nil {
+		return fail(ExitInvalid, "%v", err)
+	}
+	// What a run sends to the LLM and the embeddings API is redacted
+	// again, in case facts were written straight into the store.
+	red, err := rf.redactor()
 	if err != nil {
 		return fail(ExitInvalid, "%v", err)
 	}
@@ -191,6 +199,7 @@ func runConsolidate(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		LLM: llm.New(llm.Config{BaseURL: baseURL, Model: model, APIKey: apiKey,
 			Timeout: time.Duration(timeoutSeconds) * time.Second, MaxRetries: retries}),
 		Progress: func(line string) { fmt.Fprintf(stderr, "%s %s\n", time.Now().UTC().Format(time.RFC3339), line) },
+		Redactor: red,
 	}
 	if embedder != nil {
 		eng.Embedder = embedder

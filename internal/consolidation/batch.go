@@ -152,6 +152,7 @@ func (r *run) prepare(ctx context.Context, facts []Fact, correction string) (cal
 	if err != nil {
 		return call{}, false, err
 	}
+	pool = r.redactPool(pool)
 	note, remaining := r.capacity()
 	build := func(pool []Candidate) string {
 		u := UserPrompt(note, facts, pool)

@@ -185,6 +185,12 @@ func (st *runState) add(s *Summary) {
 	t.EmbeddingCalls += s.EmbeddingCalls
 	t.EmbeddingTokens += s.EmbeddingTokens
 	t.Reembedded += s.Reembedded
+	for k, v := range s.Redacted {
+		if t.Redacted == nil {
+			t.Redacted = map[string]int64{}
+		}
+		t.Redacted[k] += v
+	}
 	for k, v := range s.DroppedItems {
 		if t.DroppedItems == nil {
 			t.DroppedItems = map[string]int64{}
@@ -380,6 +386,7 @@ func (r *run) step(ctx context.Context, othersWaiting func() bool) (more bool, e
 		r.seen[f.ID] = true
 		facts[i].Scope = r.scope
 	}
+	r.redactFacts(facts)
 	more = len(facts) == limit
 	if more && !othersWaiting() {
 		// No other scope waits: the scope's next batch is claimed while

@@ -35,7 +35,7 @@ func (r *run) embed(ctx context.Context, texts []string, budget bool) (Embedding
 		}
 		defer r.st.release(est)
 	}
-	emb, err := r.Embedder.Embed(ctx, texts)
+	emb, err := r.Embedder.Embed(ctx, r.redactTexts(texts))
 	r.sum.EmbeddingCalls++
 	if err != nil {
 		return emb, fmt.Errorf("embeddings: %w", err)

@@ -326,8 +326,12 @@ type Summary struct {
 	EmbeddingTokens int64 `json:"embeddingTokens,omitempty"`
 	// Reembedded counts observations embedded because they had no vector
 	// in the run's space.
-	Reembedded int64  `json:"reembedded,omitempty"`
-	Error      string `json:"error,omitempty"`
+	Reembedded int64 `json:"reembedded,omitempty"`
+	// Redacted counts the secrets and personal data the run redacted from
+	// what it sent to the LLM and the embeddings API, by kind (a text sent
+	// again is counted again); never their text.
+	Redacted map[string]int64 `json:"redacted,omitempty"`
+	Error    string           `json:"error,omitempty"`
 }
 
 // Reasons an answer item is dropped, as keys of Summary.DroppedItems.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"unicode/utf8"
 
@@ -14,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/promptops/promptops/internal/consolidation"
+	"github.com/promptops/promptops/internal/redact"
 	"github.com/promptops/promptops/internal/strictjson"
 	"github.com/promptops/promptops/internal/telemetry"
 )
@@ -68,6 +70,9 @@ type Bank struct {
 	// IndexCacheBytes bounds the indexes of the bank's scopes held in
 	// memory, beside the shared scope's; DefaultIndexCacheBytes when 0.
 	IndexCacheBytes int64
+	// Redactor redacts each fact retained before it is stored (or, under
+	// Reject, refuses the request); nil stores facts as posted.
+	Redactor *redact.Redactor
 
 	once   sync.Once
 	scoped *scopeRecallers
@@ -95,6 +100,9 @@ type bankAPI struct {
 	latency  *prometheus.HistogramVec
 	facts    *prometheus.CounterVec
 	erasures *prometheus.CounterVec
+	// redactions counts what retain redacted, by bank and kind (a
+	// bounded set: the rules' ids and the personal kinds).
+	redactions *prometheus.CounterVec
 }
 
 func (s *Server) initBanks(banks []*Bank, limits BankLimits) {
@@ -118,6 +126,9 @@ func (s *Server) initBanks(banks []*Bank, limits BankLimits) {
 		erasures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "promptops_serve_bank_erasures_total", Help: "Erasures done through the bank API, by bank and kind (scope, fact).",
 		}, []string{"namespace", "name", "kind"}),
+		redactions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "promptops_serve_bank_redactions_total", Help: "Secrets and personal data redacted from retained facts, by bank and kind (a rule's id or a personal data kind).",
+		}, []string{"namespace", "name", "kind"}),
 	}
 	for _, bk := range banks {
 		b.banks[Key{bk.Namespace, bk.Name}] = bk
@@ -126,7 +137,7 @@ func (s *Server) initBanks(banks []*Bank, limits BankLimits) {
 		sb.scopeStore, _ = bk.Store.(ScopeStore)
 		b.served[Key{bk.Namespace, bk.Name}] = sb
 	}
-	s.metrics.registry.MustRegister(b.requests, b.latency, b.facts, b.erasures)
+	s.metrics.registry.MustRegister(b.requests, b.latency, b.facts, b.erasures, b.redactions)
 	s.bank = b
 }
 
@@ -212,6 +223,9 @@ type RetainResponse struct {
 	Unchanged int `json:"unchanged"`
 	// IDs are the facts' ids in the order posted, assigned ones included.
 	IDs []string `json:"ids"`
+	// Redacted counts the secrets and personal data replaced by
+	// [REDACTED:<kind>] in the facts, by kind; absent when none were.
+	Redacted redact.Counts `json:"redacted,omitempty"`
 }
 
 // retain answers POST .../facts: the facts stored in one transaction.
@@ -240,6 +254,7 @@ func (bk *servedBank) retain(w http.ResponseWriter, r *http.Request) error {
 	}
 	bankID := bk.id()
 	facts := make([]consolidation.Fact, len(req.Facts))
+	redacted := redact.Counts{}
 	ids := make([]string, len(req.Facts))
 	for i, raw := range req.Facts {
 		f, err := consolidation.ParseFact(raw)
@@ -252,6 +267,17 @@ func (bk *servedBank) retain(w http.ResponseWriter, r *http.Request) error {
 		}
 		if msg := factBounds(f); msg != "" {
 			return bad(fmt.Sprintf("facts[%d].%s", i, msg))
+		}
+		// Redacted before its id is derived: posting the same text again
+		// finds the same fact.
+		if err := consolidation.RedactFact(bk.Redactor, &f, redacted); err != nil {
+			var se *consolidation.FactSecretError
+			if !errors.As(err, &se) {
+				return err
+			}
+			return problem(http.StatusUnprocessableEntity, CodeSecretInFact, fmt.Sprintf(
+				"facts[%d].%s%s holds a secret (%s) and bank %s refuses secrets (secrets: Reject); nothing of the request was stored",
+				i, se.Field, idNote(f.ID), strings.Join(se.Kinds, ", "), bankID))
 		}
 		if f.ID == "" {
 			f.ID = consolidation.DerivedFactID(bankID, f)
@@ -270,8 +296,23 @@ func (bk *servedBank) retain(w http.ResponseWriter, r *http.Request) error {
 	}
 	s.bank.facts.WithLabelValues(bk.Namespace, bk.Name, "stored").Add(float64(stored))
 	s.bank.facts.WithLabelValues(bk.Namespace, bk.Name, "unchanged").Add(float64(unchanged))
-	writeJSON(w, http.StatusOK, &RetainResponse{Stored: stored, Unchanged: unchanged, IDs: ids})
+	for kind, n := range redacted {
+		s.bank.redactions.WithLabelValues(bk.Namespace, bk.Name, kind).Add(float64(n))
+	}
+	if len(redacted) == 0 {
+		redacted = nil
+	}
+	writeJSON(w, http.StatusOK, &RetainResponse{Stored: stored, Unchanged: unchanged, IDs: ids, Redacted: redacted})
 	return nil
+}
+
+// idNote is " of id X" for a fact posted with an id, "" for one without
+// (whose id would be derived from the text).
+func idNote(id string) string {
+	if id == "" {
+		return ""
+	}
+	return fmt.Sprintf(" of id %q", id)
 }
 
 // factBounds checks what facts import leaves to the line limit; it

@@ -50,6 +50,9 @@ const (
 	CodeStoreUnavailable Code = "StoreUnavailable"
 	CodeInvalidScope     Code = "InvalidScope"
 	CodeFactNotFound     Code = "FactNotFound"
+	// CodeSecretInFact: a fact holds a secret and the bank's secrets
+	// policy is Reject (422); nothing of the request was stored.
+	CodeSecretInFact Code = "SecretInFact"
 	// CodeNotImplemented: the bank's store cannot erase or export (501).
 	CodeNotImplemented Code = "NotImplemented"
 )
