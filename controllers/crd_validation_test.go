@@ -204,6 +204,8 @@ func TestInvalidManifestsAreRejected(t *testing.T) {
 			set(o, int64(10), "spec", "maxObservations")
 			set(o, int64(11), "spec", "maxObservationsPerScope")
 		}, "maxObservationsPerScope must not exceed maxObservations"},
+		{"bank redaction secrets unknown", validBank, func(o map[string]any) { set(o, fromYAML(t, "{secrets: Mask}"), "spec", "redaction") }, `spec.redaction.secrets: Unsupported value: "Mask"`},
+		{"bank redaction personal data unknown", validBank, func(o map[string]any) { set(o, fromYAML(t, "{personalData: [Email, Address]}"), "spec", "redaction") }, `spec.redaction.personalData[1]: Unsupported value: "Address"`},
 		{"bank parallelism zero", validBank, func(o map[string]any) { set(o, fromYAML(t, "{parallelism: 0}"), "spec", "consolidation") }, "spec.consolidation.parallelism: Invalid value: 0"},
 		{"bank parallelism 33", validBank, func(o map[string]any) { set(o, fromYAML(t, "{parallelism: 33}"), "spec", "consolidation") }, "spec.consolidation.parallelism: Invalid value: 33"},
 		{"bank batchSize above 100", validBank, func(o map[string]any) { set(o, fromYAML(t, "{batchSize: 101}"), "spec", "consolidation") }, "spec.consolidation.batchSize: Invalid value: 101"},

@@ -123,7 +123,7 @@ func desiredJob(mb *promptopsv1.MemoryBank, name, image, missionHash string, ann
 	container := corev1.Container{
 		Name:                     "consolidate",
 		Image:                    image,
-		Args:                     []string{"consolidate"},
+		Args:                     append([]string{"consolidate"}, redactionArgs(mb)...),
 		Env:                      env,
 		VolumeMounts:             mounts,
 		TerminationMessagePath:   "/dev/termination-log",
