@@ -139,3 +139,24 @@ func TestCorpusReject(t *testing.T) {
 		}
 	}
 }
+
+// Facts are redacted when they enter and again when a run sends them: a
+// redacted text redacts to itself, counting nothing, and Reject takes it.
+func TestCorpusRedactedTwice(t *testing.T) {
+	fakes := fakeSecrets()
+	r := allPersonal(t)
+	reject, err := New(Config{Secrets: Reject, PersonalData: PersonalKinds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range readCorpus(t, "secrets.txt", 2) {
+		msg, _ := fill(t, c[1], fakes)
+		once, _ := r.Redact(msg)
+		if twice, counts := r.Redact(once); twice != once || counts != nil {
+			t.Errorf("%s: %q redacted again is %q (%v)", c[0], once, twice, counts)
+		}
+		if err := reject.Check(once); err != nil {
+			t.Errorf("%s: Check(%q) = %v", c[0], once, err)
+		}
+	}
+}
