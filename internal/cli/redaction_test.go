@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -375,4 +376,132 @@ func grepLines(s, word string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// Under --redact-secrets=Reject a request or a file holding a secret is
+// refused whole, naming the fact and the kind, never the secret, and
+// nothing of it is stored.
+func TestRedactionReject(t *testing.T) {
+	secrets := redacttest.Secrets(t)
+	benign := redacttest.Benign(t)
+	const bank = "team-a/strict"
+	for name, url := range storeURLs(t) {
+		t.Run(name, func(t *testing.T) {
+			srv := startServe(t, bank, url, "--redact-secrets", "Reject")
+			var logs strings.Builder
+			for i, s := range secrets {
+				body := `{"facts": [` + factLine(t, "", "u1", benign[i%len(benign)]) + "," + factLine(t, fmt.Sprintf("f-%d", i), "u1", s.Text) + `]}`
+				code, out := srv.do("POST", "/v1/banks/team-a/strict/facts", body)
+				var e struct {
+					Error struct{ Code, Message string }
+				}
+				if code != http.StatusUnprocessableEntity || json.Unmarshal([]byte(out), &e) != nil || e.Error.Code != "SecretInFact" {
+					t.Errorf("%s: %d %s, want 422 SecretInFact", s.Kind, code, out)
+					continue
+				}
+				if !strings.Contains(e.Error.Message, fmt.Sprintf(`facts[1].text of id "f-%d"`, i)) || !strings.Contains(e.Error.Message, s.Kind) {
+					t.Errorf("%s: %q does not name the fact and the kind", s.Kind, e.Error.Message)
+				}
+				if l := leaks(out, secrets); l != nil {
+					t.Errorf("%s: the error quotes a secret: %s", s.Kind, out)
+				}
+			}
+			if code, out := srv.do("POST", "/v1/banks/team-a/strict/facts", `{"facts": [`+factLine(t, "", "u1", benign[0])+`]}`); code != http.StatusOK {
+				t.Errorf("a benign fact under Reject: %d %s", code, out)
+			}
+			logs.WriteString(srv.stop())
+
+			var jsonl strings.Builder
+			jsonl.WriteString(factLine(t, "", "u1", benign[1]) + "\n")
+			jsonl.WriteString(factLine(t, "", "u1", secrets[0].Text) + "\n")
+			code, out, errOut := run(t, jsonl.String(), "facts", "import", "--redact-secrets=Reject", "--bank", bank, "--store", url, "-")
+			if code != ExitInvalid || !strings.Contains(errOut, "line 2: text holds a secret (") || !strings.Contains(errOut, secrets[0].Kind) {
+				t.Errorf("import under Reject: %d %s %s", code, out, errOut)
+			}
+			logs.WriteString(out + errOut)
+			if facts := bankFacts(t, url, bank); len(facts) != 1 || facts[0].Text != benign[0] {
+				t.Errorf("the bank holds %d facts, want only the benign one posted alone: %+v", len(facts), facts)
+			}
+			if l := leaks(storeText(t, url)+logs.String(), secrets); l != nil {
+				t.Errorf("the store or the logs hold secrets of %v", l)
+			}
+		})
+	}
+}
+
+// Personal data kinds are redacted in both stores when asked, through
+// both doors, and kept when not.
+func TestRedactionPersonalData(t *testing.T) {
+	personal := redacttest.PersonalData(t)
+	for name, url := range storeURLs(t) {
+		t.Run(name, func(t *testing.T) {
+			for _, asked := range []bool{true, false} {
+				bank, args := "team-a/kept", []string(nil)
+				if asked {
+					bank, args = "team-a/asked", []string{"--redact-personal-data", "Email,Phone,PaymentCard,IBAN,NationalID"}
+				}
+				var lines []string
+				var jsonl strings.Builder
+				for i, p := range personal {
+					line := factLine(t, fmt.Sprintf("p-%02d", i), "u1", p.Text)
+					if i%2 == 0 {
+						lines = append(lines, line)
+					} else {
+						jsonl.WriteString(line + "\n")
+					}
+				}
+				srv := startServe(t, bank, url, args...)
+				code, out := srv.do("POST", "/v1/banks/"+bank+"/facts", `{"facts": [`+strings.Join(lines, ",")+`]}`)
+				if code != http.StatusOK || asked != strings.Contains(out, `"redacted"`) {
+					t.Errorf("retain (asked %v): %d %s", asked, code, out)
+				}
+				srv.stop()
+				if code, out, errOut := run(t, jsonl.String(), append(append([]string{"facts", "import", "--bank", bank, "--store", url}, args...), "-")...); code != ExitOK {
+					t.Fatalf("import: %d %s %s", code, out, errOut)
+				}
+				stored := map[string]string{}
+				for _, f := range bankFacts(t, url, bank) {
+					stored[f.ID] = f.Text
+				}
+				for i, p := range personal {
+					got := stored[fmt.Sprintf("p-%02d", i)]
+					if asked && (strings.Contains(got, p.Value) || !strings.Contains(got, "[REDACTED:"+p.Name+"]")) {
+						t.Errorf("%s asked: stored %q", p.Kind, got)
+					}
+					if !asked && got != p.Text {
+						t.Errorf("%s not asked: stored %q, want %q", p.Kind, got, p.Text)
+					}
+				}
+			}
+			// The asked bank's values are in no table but the kept bank's rows.
+			for _, row := range strings.Split(storeText(t, url), "\n") {
+				if strings.Contains(row, "team-a/kept") {
+					continue
+				}
+				for _, p := range personal {
+					if strings.Contains(row, p.Value) {
+						t.Errorf("%s: a row outside the kept bank holds %q: %.200s", p.Kind, p.Value, row)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestRedactionFlags(t *testing.T) {
+	url := "sqlite://" + filepath.Join(t.TempDir(), "bank.db")
+	for _, tc := range []struct{ args []string }{
+		{[]string{"facts", "import", "--redact-secrets", "Mask", "--bank", "a/b", "--store", url, "-"}},
+		{[]string{"facts", "import", "--redact-personal-data", "Email,Address", "--bank", "a/b", "--store", url, "-"}},
+		{[]string{"serve", "--redact-secrets", "Mask", "--bank", "a/b", "--store", url, "--listen", "127.0.0.1:0"}},
+		{[]string{"consolidate", "--redact-personal-data", "Address", "--bank", "a/b", "--store", url, "--llm-base-url", "http://127.0.0.1:1/v1", "--model", "m"}},
+	} {
+		code, _, errOut := run(t, "", tc.args...)
+		i := slices.IndexFunc(tc.args, func(a string) bool { return strings.HasPrefix(a, "--redact-") })
+		flag, value := tc.args[i], tc.args[i+1]
+		bad := strings.Split(value, ",")
+		if code != ExitInvalid || !strings.Contains(errOut, flag) || !strings.Contains(errOut, bad[len(bad)-1]) {
+			t.Errorf("%v: exit %d %q, want %d naming %s and %s", tc.args, code, errOut, ExitInvalid, flag, value)
+		}
+	}
 }
