@@ -334,11 +334,12 @@ func TestRedactionCorpusEndToEnd(t *testing.T) {
 			}
 
 			// Recall, export and list hold none, nor does anything logged.
+			callsBefore, _ := emb.Calls()
 			srv = startServe(t, bank, url, embArgs...)
 			var answers strings.Builder
+			// A query holding a secret is redacted before it is embedded.
 			for _, s := range secrets {
-				words := strings.Fields(s.Text)
-				q, _ := json.Marshal(map[string]any{"query": strings.Join(words[:min(4, len(words))], " "), "maxTokens": 4000, "scope": "u1", "includePending": true})
+				q, _ := json.Marshal(map[string]any{"query": s.Text, "maxTokens": 4000, "scope": "u1", "includePending": true})
 				code, body := srv.do("POST", "/v1/banks/team-a/support/recall", string(q))
 				if code != http.StatusOK || !strings.Contains(body, "[REDACTED:") && s.Kind == "aws-access-token" {
 					t.Errorf("recall: %d %s", code, body)
@@ -357,6 +358,12 @@ func TestRedactionCorpusEndToEnd(t *testing.T) {
 					t.Fatalf("%v: %d %s", verb, code, errOut)
 				}
 				answers.WriteString(out + errOut)
+			}
+			if calls, _ := emb.Calls(); calls <= callsBefore {
+				t.Error("recall embedded no query")
+			}
+			if l := leaks(sent.String(), secrets); l != nil {
+				t.Errorf("recall sent the embeddings API secrets of %v", l)
 			}
 			if l := leaks(answers.String(), secrets); l != nil {
 				t.Errorf("recall, export or list hold secrets of %v", l)
