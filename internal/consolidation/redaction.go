@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/promptops/promptops/internal/redact"
 )
@@ -26,22 +27,11 @@ type FactSecretError struct {
 }
 
 func (e *FactSecretError) Error() string {
-	return fmt.Sprintf("%s holds a secret (%s)", e.Field, joinComma(e.Kinds))
+	return fmt.Sprintf("%s holds a secret (%s)", e.Field, strings.Join(e.Kinds, ", "))
 }
 
 // Is reports whether target is redact.ErrSecret.
 func (e *FactSecretError) Is(target error) bool { return target == redact.ErrSecret }
-
-func joinComma(s []string) string {
-	out := ""
-	for i, v := range s {
-		if i > 0 {
-			out += ", "
-		}
-		out += v
-	}
-	return out
-}
 
 // RedactFact replaces what r detects in f's text, entities and tags with
 // [REDACTED:<kind>], adding the replacements to counts. Under Reject a
@@ -111,7 +101,7 @@ func (r *run) redactFacts(facts []Fact) {
 	if r.Redactor == nil {
 		return
 	}
-	c := r.redactions()
+	c := redact.Counts{}
 	for i := range facts {
 		f := &facts[i]
 		f.Text = redactInto(r.Redactor, f.Text, c)
@@ -127,7 +117,7 @@ func (r *run) redactPool(pool []Candidate) []Candidate {
 	if r.Redactor == nil || len(pool) == 0 {
 		return pool
 	}
-	c := r.redactions()
+	c := redact.Counts{}
 	out := slices.Clone(pool)
 	for i := range out {
 		o := &out[i]
@@ -150,16 +140,13 @@ func (r *run) redactTexts(texts []string) []string {
 	if r.Redactor == nil {
 		return texts
 	}
-	c := r.redactions()
+	c := redact.Counts{}
 	out := redactAll(r.Redactor, texts, c)
 	r.addRedacted(c)
 	return out
 }
 
-// redactions returns a scratch count for redact* to fill; addRedacted adds it
-// to the run's summary.
-func (r *run) redactions() redact.Counts { return redact.Counts{} }
-
+// addRedacted adds a redaction's counts to the run's summary.
 func (r *run) addRedacted(c redact.Counts) {
 	for k, n := range c {
 		if r.sum.Redacted == nil {
