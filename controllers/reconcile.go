@@ -112,27 +112,38 @@ func runPhases[S any](ctx context.Context, s S, phases ...func(context.Context, 
 // with backoff, Reconciling=True (kustomize-controller's
 // ProgressingWithRetry).
 func summarize(conds *[]metav1.Condition, gen int64, observed *int64, res phaseResult, err error) (ctrl.Result, error) {
+	result, handled, ret := outcome(conds, gen, res, err)
+	// The one place observedGeneration is set: it moves only when this
+	// generation was fully handled, done or stalled until someone changes
+	// something.
+	if handled {
+		*observed = gen
+	}
+	return result, ret
+}
+
+// outcome sets the kstatus conditions of a reconcile's outcome (on success
+// the phases set Ready) and tells whether the generation was handled.
+func outcome(conds *[]metav1.Condition, gen int64, res phaseResult, err error) (result ctrl.Result, handled bool, ret error) {
 	var (
 		waiting  *waitingError
 		stalling *stallingError
 	)
 	switch {
 	case err == nil:
-		*observed = gen
-		return ctrl.Result{RequeueAfter: res.requeueAfter}, nil
+		return ctrl.Result{RequeueAfter: res.requeueAfter}, true, nil
 	case errors.As(err, &waiting):
 		markNotReady(conds, gen, waiting.reason, waiting.message)
 		if waiting.cause != nil {
-			return ctrl.Result{}, waiting.cause
+			return ctrl.Result{}, false, waiting.cause
 		}
-		return ctrl.Result{RequeueAfter: res.merge(requeueAfter(waiting.recheckAfter)).requeueAfter}, nil
+		return ctrl.Result{RequeueAfter: res.merge(requeueAfter(waiting.recheckAfter)).requeueAfter}, false, nil
 	case errors.As(err, &stalling):
 		markStalled(conds, gen, stalling.reason, stalling.message)
-		*observed = gen
 		if stalling.recheckAfter > 0 {
-			return ctrl.Result{RequeueAfter: res.merge(requeueAfter(stalling.recheckAfter)).requeueAfter}, nil
+			return ctrl.Result{RequeueAfter: res.merge(requeueAfter(stalling.recheckAfter)).requeueAfter}, true, nil
 		}
-		return ctrl.Result{}, reconcile.TerminalError(err)
+		return ctrl.Result{}, true, reconcile.TerminalError(err)
 	}
 	reason := string(apierrors.ReasonForError(err))
 	if reason == "" || reason == string(metav1.StatusReasonUnknown) {
@@ -144,11 +155,10 @@ func summarize(conds *[]metav1.Condition, gen int64, observed *int64, res phaseR
 	}
 	if permanentRefusal(err) {
 		markStalled(conds, gen, reason, msg+" Nothing is retried until the object or its inputs change.")
-		*observed = gen
-		return ctrl.Result{}, reconcile.TerminalError(err)
+		return ctrl.Result{}, true, reconcile.TerminalError(err)
 	}
 	markNotReady(conds, gen, reason, msg+" Retrying.")
-	return ctrl.Result{}, err
+	return ctrl.Result{}, false, err
 }
 
 // permanentRefusal tells whether sending the same object again cannot help.
