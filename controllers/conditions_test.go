@@ -75,15 +75,15 @@ func TestTableOutcomes(t *testing.T) {
 		{name: "success without requeue", observed: 3},
 		{name: "waiting for a watch", err: &waitingError{reason: "ReferenceNotFound", message: "Waiting."},
 			ready: metav1.ConditionFalse, reason: "ReferenceNotFound", reconciling: true},
-		{name: "waiting with a recheck", res: requeueAfter(time.Hour), err: &waitingError{reason: "R", message: "M", recheckAfter: time.Minute},
-			ready: metav1.ConditionFalse, reason: "R", reconciling: true, requeue: time.Minute},
+		{name: "waiting keeps the phases' requeue", res: requeueAfter(time.Hour), err: &waitingError{reason: "R", message: "M"},
+			ready: metav1.ConditionFalse, reason: "R", reconciling: true, requeue: time.Hour},
 		{name: "waiting with a cause", err: &waitingError{reason: "JobRejected", message: "Retrying.", cause: cause},
 			ready: metav1.ConditionFalse, reason: "JobRejected", reconciling: true, returned: cause},
 		{name: "stalled", err: &stallingError{reason: "InvalidTemplate", message: "Bad.", cause: cause},
 			ready: metav1.ConditionFalse, reason: "InvalidTemplate", stalled: true, observed: 3, returned: cause, terminal: true},
 		{name: "stalled without a cause", err: never,
 			ready: metav1.ConditionFalse, reason: "InvalidSchedule", stalled: true, observed: 3, returned: never, terminal: true},
-		{name: "stalled and rechecked", err: &stallingError{reason: "TokenizerUnavailable", message: "No vocabulary.", recheckAfter: 30 * time.Second, cause: cause},
+		{name: "stalled and rechecked", res: requeueAfter(time.Hour), err: &stallingError{reason: "TokenizerUnavailable", message: "No vocabulary.", recheckAfter: 30 * time.Second, cause: cause},
 			ready: metav1.ConditionFalse, reason: "TokenizerUnavailable", stalled: true, observed: 3, requeue: 30 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -52,11 +52,10 @@ func (p phaseResult) merge(o phaseResult) phaseResult {
 // waitingError ends a reconcile that waits for something that will come
 // (a referenced ConfigMap, a retry after a refusal the API server may
 // change its mind about): Ready=False and Reconciling=True with its reason
-// and message. Without a cause, a watch (or recheckAfter) brings the next
-// reconcile; with one, the cause is returned and retried with backoff.
+// and message. Without a cause, a watch brings the next reconcile; with
+// one, the cause is returned and retried with backoff.
 type waitingError struct {
 	reason, message string
-	recheckAfter    time.Duration
 	cause           error
 }
 
@@ -137,7 +136,7 @@ func outcome(conds *[]metav1.Condition, gen int64, res phaseResult, err error) (
 		if waiting.cause != nil {
 			return ctrl.Result{}, false, waiting.cause
 		}
-		return ctrl.Result{RequeueAfter: res.merge(requeueAfter(waiting.recheckAfter)).requeueAfter}, false, nil
+		return ctrl.Result{RequeueAfter: res.requeueAfter}, false, nil
 	case errors.As(err, &stalling):
 		markStalled(conds, gen, stalling.reason, stalling.message)
 		if stalling.recheckAfter > 0 {
