@@ -58,7 +58,7 @@ func (v *PromptTemplateValidator) ValidateCreate(ctx context.Context, pt *prompt
 func (v *PromptTemplateValidator) ValidateUpdate(ctx context.Context, old, pt *promptopsv1.PromptTemplate) (admission.Warnings, error) {
 	warnings, err := v.Review(ctx, pt)
 	if err != nil && (equality.Semantic.DeepEqual(old.Spec, pt.Spec) || !pt.DeletionTimestamp.IsZero()) {
-		return append(warnings, err.Error()), nil
+		return append(warnings, err.Error()), nil // Review's errors are sentences already
 	}
 	return warnings, err
 }
