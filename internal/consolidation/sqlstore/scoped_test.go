@@ -45,10 +45,12 @@ var isoTables = []struct{ table, columns, key string }{
 	{"promptops_observation_history", "*", "bank"},
 }
 
-// isoSeed is what the seeding wrote: the observation ids of each scope.
+// isoSeed is what the seeding wrote: the observation ids of each scope,
+// and the fact of each scope that run "r" holds.
 type isoSeed struct {
 	obs   map[consolidation.ScopeKey][]string
 	owner map[string]consolidation.ScopeKey
+	r     map[consolidation.ScopeKey]string
 }
 
 func (sd *isoSeed) allObs() []string {
@@ -67,12 +69,13 @@ func isoVector(i int) []float32 {
 
 // seedIsolation writes, in every scope of isoKeys, facts f1..f5 (texts
 // start with the scope's key) and observations with vectors, sources and
-// history: f1 and f2 consolidated, f3 failed, f4 claimed by run "r" with
-// a vector, f5 pending.
+// history: of the facts, two consolidated, one failed, one claimed by run
+// "r" with a vector, one pending (which ones depends on the order the
+// store claims them in).
 func seedIsolation(t *testing.T, s *Store) *isoSeed {
 	t.Helper()
 	ctx := context.Background()
-	sd := &isoSeed{obs: map[consolidation.ScopeKey][]string{}, owner: map[string]consolidation.ScopeKey{}}
+	sd := &isoSeed{obs: map[consolidation.ScopeKey][]string{}, owner: map[string]consolidation.ScopeKey{}, r: map[consolidation.ScopeKey]string{}}
 	for _, bank := range []consolidation.BankID{isoBank, isoOther} {
 		var facts []consolidation.Fact
 		for _, scope := range []string{"", "ana"} {
@@ -87,14 +90,16 @@ func seedIsolation(t *testing.T, s *Store) *isoSeed {
 	}
 	now := time.Now().UTC()
 	for i, k := range isoKeys {
-		if claimed, err := s.ClaimFacts(ctx, k, "seed", 3, now, now.Add(time.Hour)); err != nil || len(claimed) != 3 {
+		claimed, err := s.ClaimFacts(ctx, k, "seed", 3, now, now.Add(time.Hour))
+		if err != nil || len(claimed) != 3 {
 			t.Fatalf("claiming in %s: %d facts, %v", k, len(claimed), err)
 		}
-		ops := consolidation.Ops{Space: isoSpace, FactVectors: map[string][]float32{"f1": isoVector(i)}}
+		f1, f2, f3 := claimed[0].ID, claimed[1].ID, claimed[2].ID
+		ops := consolidation.Ops{Space: isoSpace, FactVectors: map[string][]float32{f1: isoVector(i)}}
 		for j := 0; j <= i; j++ {
-			ops.Creates = append(ops.Creates, consolidation.Create{Text: fmt.Sprintf("%s observation %d about apples", k, j), SourceFactIDs: []string{"f1"}, Vector: isoVector(i)})
+			ops.Creates = append(ops.Creates, consolidation.Create{Text: fmt.Sprintf("%s observation %d about apples", k, j), SourceFactIDs: []string{f1}, Vector: isoVector(i)})
 		}
-		created, err := s.Apply(ctx, k, "seed", ops, []string{"f1"}, now)
+		created, err := s.Apply(ctx, k, "seed", ops, []string{f1}, now)
 		if err != nil || len(created) != i+1 {
 			t.Fatalf("applying to %s: %v, %v", k, created, err)
 		}
@@ -102,17 +107,19 @@ func seedIsolation(t *testing.T, s *Store) *isoSeed {
 		for _, id := range created {
 			sd.owner[id] = k
 		}
-		up := consolidation.Ops{Space: isoSpace, Updates: []consolidation.Update{{ObservationID: created[0], Text: fmt.Sprintf("%s observation 0 about apples, updated", k), SourceFactIDs: []string{"f2"}, Vector: isoVector(i)}}}
-		if _, err := s.Apply(ctx, k, "seed", up, []string{"f2"}, now); err != nil {
+		up := consolidation.Ops{Space: isoSpace, Updates: []consolidation.Update{{ObservationID: created[0], Text: fmt.Sprintf("%s observation 0 about apples, updated", k), SourceFactIDs: []string{f2}, Vector: isoVector(i)}}}
+		if _, err := s.Apply(ctx, k, "seed", up, []string{f2}, now); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.MarkFailed(ctx, k, "seed", []string{"f3"}, "bad", now); err != nil {
+		if err := s.MarkFailed(ctx, k, "seed", []string{f3}, "bad", now); err != nil {
 			t.Fatal(err)
 		}
-		if claimed, err := s.ClaimFacts(ctx, k, "r", 1, now, now.Add(time.Hour)); err != nil || len(claimed) != 1 {
-			t.Fatalf("claiming f4 in %s: %d facts, %v", k, len(claimed), err)
+		claimed, err = s.ClaimFacts(ctx, k, "r", 1, now, now.Add(time.Hour))
+		if err != nil || len(claimed) != 1 {
+			t.Fatalf("claiming for r in %s: %d facts, %v", k, len(claimed), err)
 		}
-		if err := s.PutFactVectors(ctx, k, isoSpace, map[string][]float32{"f4": isoVector(i)}); err != nil {
+		sd.r[k] = claimed[0].ID
+		if err := s.PutFactVectors(ctx, k, isoSpace, map[string][]float32{sd.r[k]: isoVector(i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -333,10 +340,11 @@ var scopedCases = []isoCase{
 		}
 		return nil, s.PutObservationVectors(ctx, k, isoSpace, vecs)
 	}},
-	{name: "Apply", call: func(ctx context.Context, s *Store, _ *isoSeed, k consolidation.ScopeKey) ([]consolidation.ScopeKey, error) {
-		ops := consolidation.Ops{Space: isoSpace, Creates: []consolidation.Create{{Text: string(k) + " new", SourceFactIDs: []string{"f4"}, Vector: isoVector(0)}},
-			FactVectors: map[string][]float32{"f4": isoVector(1)}}
-		_, err := s.Apply(ctx, k, "r", ops, []string{"f4"}, time.Now().UTC())
+	{name: "Apply", call: func(ctx context.Context, s *Store, sd *isoSeed, k consolidation.ScopeKey) ([]consolidation.ScopeKey, error) {
+		f := sd.r[k]
+		ops := consolidation.Ops{Space: isoSpace, Creates: []consolidation.Create{{Text: string(k) + " new", SourceFactIDs: []string{f}, Vector: isoVector(0)}},
+			FactVectors: map[string][]float32{f: isoVector(1)}}
+		_, err := s.Apply(ctx, k, "r", ops, []string{f}, time.Now().UTC())
 		return nil, err
 	}},
 	{name: "Apply naming other scopes' observations", call: func(ctx context.Context, s *Store, sd *isoSeed, k consolidation.ScopeKey) ([]consolidation.ScopeKey, error) {
@@ -344,16 +352,18 @@ var scopedCases = []isoCase{
 		for _, id := range sd.allObs() {
 			if sd.owner[id] != k {
 				ops.Deletes = append(ops.Deletes, consolidation.Delete{ObservationID: id})
-				ops.Merges = append(ops.Merges, consolidation.Merge{ObservationID: id, SourceFactIDs: []string{"f4"}})
+				ops.Merges = append(ops.Merges, consolidation.Merge{ObservationID: id, SourceFactIDs: []string{sd.r[k]}})
 			}
 		}
 		// Refused or applied to nothing: either way no other scope's
 		// row may change.
-		_, _ = s.Apply(ctx, k, "r", ops, []string{"f4"}, time.Now().UTC())
+		_, _ = s.Apply(ctx, k, "r", ops, []string{sd.r[k]}, time.Now().UTC())
 		return nil, nil
 	}},
 	{name: "MarkFailed", call: func(ctx context.Context, s *Store, _ *isoSeed, k consolidation.ScopeKey) ([]consolidation.ScopeKey, error) {
-		return nil, s.MarkFailed(ctx, k, "r", []string{"f4"}, "bad", time.Now().UTC())
+		// Every scope has one fact that r holds; r fails all five ids
+		// of this one.
+		return nil, s.MarkFailed(ctx, k, "r", allFacts, "bad", time.Now().UTC())
 	}},
 	{name: "BankGeneration", call: func(ctx context.Context, s *Store, _ *isoSeed, k consolidation.ScopeKey) ([]consolidation.ScopeKey, error) {
 		g, err := s.BankGeneration(ctx, k)

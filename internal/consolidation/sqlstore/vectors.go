@@ -302,29 +302,6 @@ func (s *Store) deleteVector(ctx context.Context, tx *sql.Tx, bank, id string) e
 	return err
 }
 
-// ScanObservationVectors streams the bank's observation vectors in sp,
-// decoding each into one reused buffer.
-func (s *Store) ScanObservationVectors(ctx context.Context, bank string, sp consolidation.Space, fn func(id string, vec []float32)) error {
-	rows, err := s.db.QueryContext(ctx, s.rebind("SELECT observation_id, qvec, CASE WHEN qvec IS NULL THEN vec END FROM promptops_observation_vectors WHERE bank = $1 AND model = $2 AND dims = $3"), bank, sp.Model, sp.Dims)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	var buf []float32
-	var rawQ, rawV sql.RawBytes
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id, &rawQ, &rawV); err != nil {
-			return err
-		}
-		var ok bool
-		if buf, ok = decodeStored(rawQ, rawV, sp.Dims, buf); ok {
-			fn(id, buf)
-		}
-	}
-	return rows.Err()
-}
-
 // ObservationsWithoutVector returns up to limit observations, by id after
 // after, that have no vector in sp.
 func (s *Store) ObservationsWithoutVector(ctx context.Context, key consolidation.ScopeKey, sp consolidation.Space, after string, limit int) ([]consolidation.Observation, error) {
