@@ -246,12 +246,10 @@ func (s *Store) putVectors(ctx context.Context, table, key, bank string, sp cons
 	return tx.Commit()
 }
 
-// upsertVector writes a vector, only while its fact or observation exists
-// (one deleted meanwhile gets none).
+// upsertVector writes one vecRow as putVectors writes many, only while
+// its fact or observation exists (one deleted meanwhile gets none).
 func (s *Store) upsertVector(ctx context.Context, tx *sql.Tx, table, key, bank, id string, sp consolidation.Space, v []float32) error {
-	parent := vectorParent(table)
-	_, err := tx.ExecContext(ctx, s.rebind(fmt.Sprintf(`INSERT INTO %[1]s (bank, %[2]s, model, dims, qvec) SELECT $1, $2, $3, $4, $5 WHERE EXISTS (SELECT 1 FROM %[3]s WHERE bank = $1 AND id = $2)
-		ON CONFLICT (bank, %[2]s) DO UPDATE SET model = excluded.model, dims = excluded.dims, qvec = excluded.qvec, vec = NULL`, table, key, parent)), vecRow(bank, id, sp, v)...)
+	_, err := tx.ExecContext(ctx, s.rebind(fmt.Sprintf("INSERT INTO %s (bank, %s, model, dims, qvec) SELECT $1, $2, $3, $4, $5 WHERE EXISTS (SELECT 1 FROM %s WHERE bank = $1 AND id = $2)", table, key, vectorParent(table))+vecUpsert(key)), vecRow(bank, id, sp, v)...)
 	return err
 }
 
