@@ -40,6 +40,9 @@ func (s *storeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.store, "store", envDefault(lookupEnv, "PROMPTOPS_STORE", ""), "Store URL: postgres://... or sqlite:///path.db ($PROMPTOPS_STORE; prefer the variable, a flag shows in ps).")
 }
 
+// id is the --bank flag's bank.
+func (s *storeFlags) id() consolidation.BankID { return consolidation.BankID(s.bank) }
+
 func (s *storeFlags) open(ctx context.Context) (*sqlstore.Store, error) {
 	if s.bank == "" || strings.Count(s.bank, "/") != 1 || strings.HasPrefix(s.bank, "/") || strings.HasSuffix(s.bank, "/") {
 		return nil, errors.New("--bank must be NAMESPACE/NAME")
@@ -134,7 +137,7 @@ func runConsolidate(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(ExitInvalid, "%v", err)
 	}
-	set.Bank, set.Encoding = sf.bank, encoding
+	set.Bank, set.Encoding = sf.id(), encoding
 	// A claim outlives the longest call the client can make (every retry
 	// timing out), so a live run never loses its facts to another.
 	set.ClaimLease = max(consolidation.DefaultClaimLease, time.Duration(retries+1)*time.Duration(timeoutSeconds)*time.Second+2*time.Minute)

@@ -108,7 +108,7 @@ func parseFactLine(line []byte) (consolidation.Fact, error) { return consolidati
 // derivedFactID is the id of a fact imported without one
 // (consolidation.DerivedFactID), so importing the same file again adds
 // nothing.
-func derivedFactID(bank string, f consolidation.Fact) string {
+func derivedFactID(bank consolidation.BankID, f consolidation.Fact) string {
 	return consolidation.DerivedFactID(bank, f)
 }
 
@@ -145,7 +145,7 @@ func runFactsImport(args []string, stdin io.Reader, stdout, stderr io.Writer) in
 	}
 	for i := range facts {
 		if facts[i].ID == "" {
-			facts[i].ID = derivedFactID(sf.bank, facts[i])
+			facts[i].ID = derivedFactID(sf.id(), facts[i])
 		}
 	}
 	ctx := context.Background()
@@ -155,7 +155,7 @@ func runFactsImport(args []string, stdin io.Reader, stdout, stderr io.Writer) in
 		return ExitFailed
 	}
 	defer store.Close()
-	n, err := store.ImportFacts(ctx, sf.bank, facts)
+	n, err := store.ImportFacts(ctx, sf.id(), facts)
 	if err != nil {
 		fmt.Fprintf(stderr, "promptops facts import: %v; nothing imported\n", err)
 		return ExitFailed
@@ -182,7 +182,12 @@ func runFactsList(args []string, stdout, stderr io.Writer) int {
 		return ExitFailed
 	}
 	defer store.Close()
-	facts, err := store.ListFacts(ctx, sf.bank, *scope, *status, *limit)
+	var facts []consolidation.Fact
+	if *scope != nil {
+		facts, err = store.ListScopeFacts(ctx, sf.id().Scope(**scope), *status, *limit)
+	} else {
+		facts, err = store.ListFacts(ctx, sf.id(), *status, *limit)
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "promptops facts list:", err)
 		return ExitFailed
@@ -220,7 +225,7 @@ func runFactsRetry(args []string, stdout, stderr io.Writer) int {
 		return ExitFailed
 	}
 	defer store.Close()
-	n, err := store.RetryFacts(ctx, sf.bank, fs.Args())
+	n, err := store.RetryFacts(ctx, sf.id().Scope(""), fs.Args())
 	if err != nil {
 		fmt.Fprintln(stderr, "promptops facts retry:", err)
 		return ExitFailed
@@ -256,7 +261,12 @@ func runFactsDelete(args []string, stdout, stderr io.Writer) int {
 		return ExitFailed
 	}
 	defer store.Close()
-	e, err := store.DeleteFacts(ctx, sf.bank, *scope, fs.Args())
+	var e consolidation.Erasure
+	if *scope != nil {
+		e, err = store.DeleteScopeFacts(ctx, sf.id().Scope(**scope), fs.Args())
+	} else {
+		e, err = store.DeleteFacts(ctx, sf.id(), fs.Args())
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "promptops facts delete:", err)
 		return ExitFailed
@@ -293,7 +303,7 @@ func runObservations(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if *scope != nil {
 		scopes = []string{**scope}
 	} else {
-		counts, err := store.ListScopes(ctx, sf.bank)
+		counts, err := store.ListScopes(ctx, sf.id())
 		if err != nil {
 			fmt.Fprintln(stderr, "promptops observations list:", err)
 			return ExitFailed
@@ -306,7 +316,7 @@ func runObservations(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	var obs []consolidation.Observation
 	for _, sc := range scopes {
-		some, err := store.ListObservations(ctx, consolidation.BankKey(sf.bank, sc))
+		some, err := store.ListObservations(ctx, sf.id().Scope(sc))
 		if err != nil {
 			fmt.Fprintln(stderr, "promptops observations list:", err)
 			return ExitFailed

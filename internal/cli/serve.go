@@ -332,12 +332,12 @@ func openBank(ctx context.Context, sf storeFlags, encoding string, emb *embeddin
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := store.EnsureBank(ctx, sf.bank); err != nil {
+	if err := store.EnsureBank(ctx, sf.id()); err != nil {
 		store.Close()
 		return nil, nil, fmt.Errorf("registering bank %s: %w", sf.bank, err)
 	}
 	ns, name, _ := strings.Cut(sf.bank, "/")
-	rec := &consolidation.Recaller{Store: store, Bank: sf.bank, Embedder: embedder, Floor: set.SemanticFloor,
+	rec := &consolidation.Recaller{Store: store, Scope: sf.id().Scope(""), Embedder: embedder, Floor: set.SemanticFloor,
 		OnError: func(what string, err error) {
 			if what == "embedding a query" {
 				// The server's message may quote the query.

@@ -46,7 +46,7 @@ func (r *run) process(ctx context.Context, facts []Fact) error {
 		renewed := make(chan error, 1)
 		until := r.now().Add(s.ClaimLease)
 		go func() {
-			err := r.Store.ExtendClaims(ctx, s.Bank, r.id, until)
+			err := r.Store.ExtendClaims(ctx, r.key, r.id, until)
 			if err != nil {
 				cancelCall()
 			}
@@ -90,7 +90,7 @@ func (r *run) process(ctx context.Context, facts []Fact) error {
 		if _, _, err := Validate(ans, c.batch, func(norm string) (bool, error) { norms = append(norms, norm); return false, nil }); err != nil {
 			return fmt.Errorf("store: %w", err)
 		}
-		known, err := r.Store.HasObservationTexts(ctx, s.Bank, norms)
+		known, err := r.Store.HasObservationTexts(ctx, r.key, norms)
 		if err != nil {
 			return fmt.Errorf("store: %w", err)
 		}
@@ -102,7 +102,7 @@ func (r *run) process(ctx context.Context, facts []Fact) error {
 			if asked[norm] {
 				return known[norm], nil
 			}
-			one, err := r.Store.HasObservationTexts(ctx, s.Bank, []string{norm})
+			one, err := r.Store.HasObservationTexts(ctx, r.key, []string{norm})
 			return one[norm], err
 		}
 		ops, dropped, err := Validate(ans, c.batch, exists)
@@ -296,7 +296,7 @@ func (r *run) split(ctx context.Context, facts []Fact) error {
 }
 
 func (r *run) fail(ctx context.Context, ids []string, reason string) error {
-	if err := r.Store.MarkFailed(ctx, r.Settings.Bank, r.id, ids, reason, r.now()); err != nil {
+	if err := r.Store.MarkFailed(ctx, r.key, r.id, ids, reason, r.now()); err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
 	r.sum.FactsFailed += int64(len(ids))

@@ -65,7 +65,7 @@ var memoryBanks = struct{ Group, Version, Resource string }{"promptops.io", "v1"
 type BankStore interface {
 	// RetainFacts stores facts (each with an id) in one transaction; a
 	// *consolidation.FactConflictError stores nothing.
-	RetainFacts(ctx context.Context, bank string, facts []consolidation.Fact) (stored, unchanged int, err error)
+	RetainFacts(ctx context.Context, bank consolidation.BankID, facts []consolidation.Fact) (stored, unchanged int, err error)
 }
 
 // Bank is one bank the server answers for.
@@ -81,6 +81,11 @@ type Bank struct {
 
 	once   sync.Once
 	scoped *scopeRecallers
+}
+
+// id is the bank's id in its store.
+func (b *Bank) id() consolidation.BankID {
+	return consolidation.BankID(b.Namespace + "/" + b.Name)
 }
 
 // BankLimits bound the bank API's requests.
@@ -243,7 +248,7 @@ func (s *Server) retain(w http.ResponseWriter, r *http.Request, bk *Bank, body [
 		bad("facts: at least one fact is required")
 		return
 	}
-	bankID := bk.Namespace + "/" + bk.Name
+	bankID := bk.id()
 	facts := make([]consolidation.Fact, len(req.Facts))
 	ids := make([]string, len(req.Facts))
 	for i, raw := range req.Facts {

@@ -26,9 +26,14 @@ const (
 
 // ScopeStore is what erasure and export need of a bank's store.
 type ScopeStore interface {
-	EraseScope(ctx context.Context, bank, scope string) (consolidation.Erasure, error)
-	DeleteFacts(ctx context.Context, bank string, scope *string, ids []string) (consolidation.Erasure, error)
-	ExportScope(ctx context.Context, bank, scope string, fn func(consolidation.Exported) error) error
+	// EraseScope removes every row of a scope other than the shared one.
+	EraseScope(ctx context.Context, key consolidation.ScopeKey) (consolidation.Erasure, error)
+	// DeleteFacts removes facts by id in whichever scope of the bank
+	// holds them, DeleteScopeFacts in one scope only.
+	DeleteFacts(ctx context.Context, bank consolidation.BankID, ids []string) (consolidation.Erasure, error)
+	DeleteScopeFacts(ctx context.Context, key consolidation.ScopeKey, ids []string) (consolidation.Erasure, error)
+	// ExportScope streams a scope's facts and observations.
+	ExportScope(ctx context.Context, key consolidation.ScopeKey, fn func(consolidation.Exported) error) error
 }
 
 // DefaultIndexCacheBytes bounds, when Bank.IndexCacheBytes is 0, the
@@ -57,7 +62,7 @@ type scopeRecaller struct {
 }
 
 // get returns the recaller of scope ("" the shared one).
-func (s *scopeRecallers) get(bank, scope string) *consolidation.Recaller {
+func (s *scopeRecallers) get(bank consolidation.BankID, scope string) *consolidation.Recaller {
 	if scope == "" {
 		return s.shared
 	}
@@ -70,7 +75,7 @@ func (s *scopeRecallers) get(bank, scope string) *consolidation.Recaller {
 		s.lru.MoveToFront(e)
 		return e.Value.(*scopeRecaller).r
 	}
-	sr := &scopeRecaller{name: scope, r: s.shared.ForKey(consolidation.BankKey(bank, scope))}
+	sr := &scopeRecaller{name: scope, r: s.shared.ForScope(bank.Scope(scope))}
 	s.byName[scope] = s.lru.PushFront(sr)
 	return sr.r
 }
@@ -117,8 +122,7 @@ func (s *scopeRecallers) drop(scope string) {
 // recallScoped recalls q from the request's scope, and also from the
 // shared scope when includeShared is set (the two merged by score).
 func recallScoped(ctx context.Context, bk *Bank, scope string, includeShared bool, q consolidation.Query) ([]consolidation.Recalled, error) {
-	bank := bk.Namespace + "/" + bk.Name
-	items, _, err := bk.scopes().get(bank, scope).Recall(ctx, q)
+	items, _, err := bk.scopes().get(bk.id(), scope).Recall(ctx, q)
 	if scope != "" {
 		bk.scopes().loaded(scope)
 	}
@@ -159,7 +163,7 @@ func (s *Server) eraseScope(w http.ResponseWriter, r *http.Request, bk *Bank, _ 
 		writeError(w, http.StatusNotImplemented, "NotImplemented", "this bank's store does not erase")
 		return
 	}
-	erased, err := st.EraseScope(r.Context(), bk.Namespace+"/"+bk.Name, scope)
+	erased, err := st.EraseScope(r.Context(), bk.id().Scope(scope))
 	if err != nil {
 		s.storeFailed(w, r, bk, "Erasing a scope failed", err)
 		return
@@ -193,7 +197,13 @@ func (s *Server) deleteFact(w http.ResponseWriter, r *http.Request, bk *Bank, _ 
 		writeError(w, http.StatusNotImplemented, "NotImplemented", "this bank's store does not erase")
 		return
 	}
-	erased, err := st.DeleteFacts(r.Context(), bk.Namespace+"/"+bk.Name, scope, []string{id})
+	var erased consolidation.Erasure
+	var err error
+	if scope != nil {
+		erased, err = st.DeleteScopeFacts(r.Context(), bk.id().Scope(*scope), []string{id})
+	} else {
+		erased, err = st.DeleteFacts(r.Context(), bk.id(), []string{id})
+	}
 	if err != nil {
 		s.storeFailed(w, r, bk, "Deleting a fact failed", err)
 		return
@@ -223,7 +233,7 @@ func (s *Server) exportScope(w http.ResponseWriter, r *http.Request, bk *Bank, _
 	bw := bufio.NewWriterSize(w, 32<<10)
 	enc := json.NewEncoder(bw)
 	started := false
-	err := st.ExportScope(r.Context(), bk.Namespace+"/"+bk.Name, scope, func(e consolidation.Exported) error {
+	err := st.ExportScope(r.Context(), bk.id().Scope(scope), func(e consolidation.Exported) error {
 		if !started {
 			w.Header().Set("Content-Type", "application/x-ndjson")
 			w.WriteHeader(http.StatusOK)

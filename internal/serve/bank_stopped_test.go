@@ -43,7 +43,7 @@ func TestAssembleWithTheStoreStopped(t *testing.T) {
 	// The bank's process serves the template too (in-process recall); a
 	// sidecar serve reaches the bank over HTTP.
 	const timeout = 250 * time.Millisecond
-	rec := &consolidation.Recaller{Store: store, Bank: bank}
+	rec := &consolidation.Recaller{Store: store, Scope: bank}
 	bankSrv := New(Options{Log: logr.Discard(), MemoryTimeout: timeout, RequestTimeout: time.Second, Banks: []*Bank{{Namespace: "shop", Name: "customers", Store: store, Recaller: rec, Encoding: "cl100k_base"}}})
 	bankTS := newServer(t, bankSrv.Handler())
 	defer bankTS.Close()

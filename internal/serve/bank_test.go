@@ -79,7 +79,7 @@ func newBankServer(t *testing.T, url string, emb *llmtest.EmbedServer, limits Ba
 	if err := store.EnsureBank(context.Background(), testBank); err != nil {
 		t.Fatal(err)
 	}
-	rec := &consolidation.Recaller{Store: store, Bank: testBank, Floor: 0.3}
+	rec := &consolidation.Recaller{Store: store, Scope: testBank, Floor: 0.3}
 	if emb != nil {
 		rec.Embedder = embedder(emb)
 	}
@@ -116,7 +116,7 @@ func (b *bankServer) do(t *testing.T, method, endpoint, token string, body []byt
 
 func (b *bankServer) factCount(t *testing.T) int {
 	t.Helper()
-	facts, err := b.store.ListFacts(context.Background(), testBank, nil, "", 100000)
+	facts, err := b.store.ListFacts(context.Background(), testBank, "", 100000)
 	if err != nil {
 		t.Fatal(err)
 	}
