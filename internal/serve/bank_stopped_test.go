@@ -76,7 +76,7 @@ func TestAssembleWithTheStoreStopped(t *testing.T) {
 	}
 	check("store up", true)
 	// POST .../recall itself: 503, with why.
-	recallCode := func(when string, status int, code string) {
+	recallCode := func(when string, status int, code Code) {
 		t.Helper()
 		resp, err := http.Post(bankTS.URL+"/v1/banks/shop/customers/recall", "application/json", strings.NewReader(`{"query": "email", "maxTokens": 50}`))
 		if err != nil {
@@ -85,7 +85,7 @@ func TestAssembleWithTheStoreStopped(t *testing.T) {
 		out, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		got := resp.StatusCode
-		if got != status || (code != "" && !strings.Contains(string(out), `"code":"`+code+`"`)) {
+		if got != status || (code != "" && !strings.Contains(string(out), `"code":"`+string(code)+`"`)) {
 			t.Fatalf("%s: recall answered %d %s, want %d %s", when, got, out, status, code)
 		}
 	}

@@ -129,7 +129,11 @@ func TestBankRetainValidation(t *testing.T) {
 	good := `{"text": "Alice moved to Lisbon", "occurredStart": "2026-03-01"}`
 	eachBankStore(t, func(t *testing.T, url string) {
 		b := newBankServer(t, url, nil, BankLimits{}, nil)
-		for _, tc := range []struct{ name, body, code, msg string }{
+		for _, tc := range []struct {
+			name, body string
+			code       Code
+			msg        string
+		}{
 			{"end before start", `{"facts": [` + good + `, {"text": "a trip", "occurredStart": "2024-02-01", "occurredEnd": "2024-01-31"}]}`, CodeInvalidFact, `facts[1].occurredEnd: "2024-01-31" is before occurredStart "2024-02-01"`},
 			{"a bad time", `{"facts": [` + good + `, ` + good + `, {"text": "x", "mentionedAt": "soon"}]}`, CodeInvalidFact, `facts[2].mentionedAt: "soon" is neither RFC 3339 nor YYYY-MM-DD`},
 			{"no text", `{"facts": [{"id": "a"}]}`, CodeInvalidFact, "facts[0].text: is required"},
