@@ -52,16 +52,18 @@ func TestAssembleErrorsAreTyped(t *testing.T) {
 }
 
 // The public package stays free of Kubernetes and of the operator: of
-// promptops it uses the tokenizer and the scope name's rule only.
+// promptops it uses the tokenizer, the count-and-cut engine and the scope
+// name's rule only.
 func TestImportsOnlyTokens(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", ".").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
 	allowed := map[string]bool{
-		"github.com/promptops/promptops/plan":              true,
-		"github.com/promptops/promptops/internal/tokens":   true,
-		"github.com/promptops/promptops/internal/memscope": true,
+		"github.com/promptops/promptops/plan":               true,
+		"github.com/promptops/promptops/internal/tokens":    true,
+		"github.com/promptops/promptops/internal/memscope":  true,
+		"github.com/promptops/promptops/internal/promptfit": true,
 	}
 	for _, dep := range strings.Fields(string(out)) {
 		if strings.Contains(dep, "k8s.io") || (strings.HasPrefix(dep, "github.com/promptops/promptops/") && !allowed[dep]) {

@@ -25,7 +25,7 @@ type AssembleRequest struct {
 	// request.
 	Query string `json:"query"`
 	// Scope is the bank scope of memory sections that take it from the
-	// request (one user's memory, say); see plan.ScopeProblem.
+	// request (one user's memory, say); see plan.ValidateScope.
 	Scope string `json:"scope"`
 }
 
@@ -81,8 +81,8 @@ func (s *Server) assemble(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, code, msg)
 		return
 	}
-	if msg := plan.ScopeProblem(req.Scope); msg != "" {
-		writeError(w, http.StatusBadRequest, CodeInvalidScope, "scope: "+msg)
+	if err := plan.ValidateScope(req.Scope); err != nil {
+		writeError(w, http.StatusBadRequest, CodeInvalidScope, err.Error())
 		return
 	}
 	k := Key{req.Namespace, req.Name}
