@@ -39,8 +39,9 @@ type Assembly struct {
 
 // SectionResult is one section's share of an assembly.
 type SectionResult struct {
-	// Name and Kind of the section.
+	// Name of the section.
 	Name string
+	// Kind of the section.
 	Kind SectionKind
 	// Tokens of the section as it is in the prompt, heading included; 0 when
 	// it was left out.

@@ -22,9 +22,10 @@ type MemoryItem struct {
 	Score float64 `json:"score"`
 	// ProofCount is how many facts support an observation (1 for a fact).
 	ProofCount int `json:"proofCount"`
-	// OccurredStart and OccurredEnd bound when what it says happened.
+	// OccurredStart is when what it says started to happen, if known.
 	OccurredStart *time.Time `json:"occurredStart,omitempty"`
-	OccurredEnd   *time.Time `json:"occurredEnd,omitempty"`
+	// OccurredEnd is when what it says stopped happening, if known.
+	OccurredEnd *time.Time `json:"occurredEnd,omitempty"`
 	// SourceFactIDs are the facts an observation was made from.
 	SourceFactIDs []string `json:"sourceFactIds,omitempty"`
 }

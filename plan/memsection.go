@@ -157,20 +157,22 @@ const DefaultMemoryTimeout = 250 * time.Millisecond
 type MemoryRequest struct {
 	// Section is the memory section's name.
 	Section string
-	// Bank and Endpoint are the section's (Endpoint may be empty).
-	Bank     BankRef
+	// Bank is the section's bank.
+	Bank BankRef
+	// Endpoint is the section's (MemorySource.Endpoint); it may be empty.
 	Endpoint string
 	// Query is the recall's query, never empty or only white space.
 	Query string
 	// Scope is the bank's scope to recall from, "" for the shared scope;
-	// always valid (ValidateScope). IncludeShared also recalls the shared
-	// scope.
-	Scope         string
+	// always valid (ValidateScope).
+	Scope string
+	// IncludeShared also recalls the shared scope.
 	IncludeShared bool
 	// MaxTokens is the section's reserve: the most its items may take.
 	MaxTokens int
-	// MaxItems (0: no limit) and MinScore (0 to 1) are the section's.
+	// MaxItems is the section's (0: no limit).
 	MaxItems int
+	// MinScore is the section's (0 to 1).
 	MinScore float64
 }
 
@@ -247,9 +249,10 @@ const (
 
 // MemoryResult is what recall gave a memory section.
 type MemoryResult struct {
-	// Section is the memory section, Bank its bank.
+	// Section is the memory section.
 	Section string
-	Bank    BankRef
+	// Bank is the section's bank.
+	Bank BankRef
 	// Scope is the scope the section was recalled from: "" for the shared
 	// scope, or when no recall was asked. It names a person's memory: do
 	// not log it.

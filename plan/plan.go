@@ -33,9 +33,10 @@ type Plan struct {
 	APIVersion string `json:"apiVersion"`
 	// Kind is PlanKind.
 	Kind string `json:"kind"`
-	// Namespace and Name are the PromptTemplate's.
+	// Namespace is the PromptTemplate's.
 	Namespace string `json:"namespace,omitempty"`
-	Name      string `json:"name,omitempty"`
+	// Name is the PromptTemplate's.
+	Name string `json:"name,omitempty"`
 	// Revision is "sha256:" and the hash of the plan with Revision empty.
 	Revision string `json:"revision"`
 	// Encoding is the encoding tokens are counted in.

@@ -1,5 +1,9 @@
 package plan
 
+// Tests of memory at request time: sections emptied to the budget, the
+// bounds Validate keeps, FitMemory's whole items and exact counts, and the
+// recall's answer held to its section's bounds.
+
 import (
 	"context"
 	"reflect"
