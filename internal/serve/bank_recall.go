@@ -96,7 +96,7 @@ func recallFit(ctx context.Context, bk *Bank, scope string, includeShared bool, 
 	}
 	items := make([]plan.MemoryItem, len(recalled))
 	for i, it := range recalled {
-		items[i] = plan.MemoryItem{ID: it.ID, Kind: it.Kind, Text: it.Text, Score: it.Score, ProofCount: it.ProofCount,
+		items[i] = plan.MemoryItem{ID: it.ID, Kind: plan.MemoryKind(it.Kind), Text: it.Text, Score: it.Score, ProofCount: it.ProofCount,
 			OccurredStart: it.OccurredStart, OccurredEnd: it.OccurredEnd, SourceFactIDs: it.SourceFactIDs}
 	}
 	fit, err := plan.FitMemory(bk.Encoding, items, maxTokens)

@@ -148,7 +148,7 @@ func (h *HTTPRecaller) Recall(ctx context.Context, r plan.MemoryRequest) ([]plan
 		if code == "" || len(code) > 64 {
 			code = fmt.Sprintf("%s%d", CodeRecallHTTP, resp.StatusCode)
 		}
-		return nil, &plan.RecallError{Code: code, Message: fmt.Sprintf("bank %s answered %d", r.Bank, resp.StatusCode)}
+		return nil, &plan.RecallError{Code: plan.MemoryCode(code), Message: fmt.Sprintf("bank %s answered %d", r.Bank, resp.StatusCode)}
 	}
 	limit := h.MaxBytes
 	if limit <= 0 {
@@ -211,7 +211,7 @@ func (s *Server) recallFunc() plan.RecallFunc {
 			code := result
 			var re *plan.RecallError
 			if errors.As(err, &re) {
-				code = re.Code
+				code = string(re.Code)
 			}
 			span.SetAttributes(telemetry.ErrorType.String(code))
 			span.SetStatus(codes.Error, code)
@@ -233,7 +233,7 @@ func (s *Server) memorySummaries(a *plan.Assembly) []MemorySummary {
 		if items == nil {
 			items = []plan.MemoryItem{}
 		}
-		out[i] = MemorySummary{Section: m.Section, Bank: m.Bank, Items: items, Recalled: m.Recalled, Omitted: m.Omitted, TimedOut: m.TimedOut, Error: m.Code}
+		out[i] = MemorySummary{Section: m.Section, Bank: m.Bank, Items: items, Recalled: m.Recalled, Omitted: m.Omitted, TimedOut: m.TimedOut, Error: string(m.Code)}
 		if m.TimedOut {
 			s.metrics.memoryTimeouts.WithLabelValues(m.Bank.Namespace, m.Bank.Name).Inc()
 		}

@@ -16,6 +16,8 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/promptops/promptops/internal/assembler"
+	"github.com/promptops/promptops/internal/promptfit"
 	"github.com/promptops/promptops/plan"
 )
 
@@ -38,9 +40,9 @@ func memoryPlanJSON(t testing.TB, endpoint string, fromRequest bool) []byte {
 			{Name: "task", Kind: plan.KindIntent, Heading: "## Task", Policy: plan.PolicyNever},
 		},
 		Intents: []plan.Intent{{Name: "chat", Instruction: "Answer briefly."}},
-		Runtime: plan.RuntimeSummary{Placeholder: plan.Placeholder("NAME"), MemoryPlaceholder: plan.MemoryPlaceholder("NAME")},
+		Runtime: plan.RuntimeSummary{Placeholder: promptfit.Placeholder("NAME"), MemoryPlaceholder: promptfit.MemoryPlaceholder("NAME")},
 	}
-	if _, err := p.Seal(context.Background()); err != nil {
+	if _, err := assembler.Seal(context.Background(), p, false); err != nil {
 		t.Fatal(err)
 	}
 	data, err := json.Marshal(p)
@@ -145,7 +147,7 @@ func TestAssembleMemoryTimesOut(t *testing.T) {
 		t.Fatalf("status %d", code)
 	}
 	m := a.Memory[0]
-	if !m.TimedOut || m.Error != plan.MemoryTimedOut || len(m.Items) != 0 || strings.Contains(a.Prompt, "## What we know") {
+	if !m.TimedOut || m.Error != string(plan.MemoryTimedOut) || len(m.Items) != 0 || strings.Contains(a.Prompt, "## What we know") {
 		t.Errorf("memory %+v, prompt %q", m, a.Prompt)
 	}
 }
@@ -190,7 +192,7 @@ func TestAssembleMemoryErrors(t *testing.T) {
 	if _, a := assembleMemory(t, ts.URL, `{"namespace":"shop","name":"support","intent":"chat","runtime":{"question":"q"}}`); a.Memory[0].Error != CodeNotServed {
 		t.Errorf("memory %+v", a.Memory[0])
 	}
-	if _, a := assembleMemory(t, ts.URL, `{"namespace":"shop","name":"support","intent":"chat","runtime":{}}`); a.Memory[0].Error != plan.MemoryNoQuery {
+	if _, a := assembleMemory(t, ts.URL, `{"namespace":"shop","name":"support","intent":"chat","runtime":{}}`); a.Memory[0].Error != string(plan.MemoryNoQuery) {
 		t.Errorf("memory %+v", a.Memory[0])
 	}
 }
@@ -245,7 +247,7 @@ func TestHTTPRecallerEdges(t *testing.T) {
 	wantCode := func(what string, err error, want string) {
 		t.Helper()
 		var re *plan.RecallError
-		if !errors.As(err, &re) || re.Code != want {
+		if !errors.As(err, &re) || string(re.Code) != want {
 			t.Errorf("%s: %v, want code %s", what, err, want)
 		}
 	}
@@ -255,7 +257,7 @@ func TestHTTPRecallerEdges(t *testing.T) {
 	closed := httptest.NewServer(http.HandlerFunc(handler))
 	closed.Close()
 	_, err = rc.Recall(context.Background(), req(closed.URL))
-	wantCode("a closed port", err, plan.MemoryRecallFailed)
+	wantCode("a closed port", err, string(plan.MemoryRecallFailed))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := rc.Recall(ctx, req(tlsBank.URL)); !errors.Is(err, context.Canceled) {

@@ -95,13 +95,12 @@ func (v *PromptTemplateValidator) Review(ctx context.Context, pt *promptopsv1.Pr
 	}
 	// As the reconciler: the ConfigMap's size matters only when it is
 	// written (within budget, or over it under onExceed: Warn).
-	over := res.OverBudget()
-	if len(over) == 0 || res.Plan.OnExceed == string(promptopsv1.OnExceedWarn) {
+	if res.Applies() {
 		if _, err := assembler.ConfigMapData(res); err != nil && neverRenders(err) {
 			return warnings, errors.New(controllers.RenderErrorMessage(err))
 		}
 	}
-	for _, a := range over {
+	for _, a := range res.OverBudget() {
 		warnings = append(warnings, a.Message())
 	}
 	for _, a := range res.Truncated() {

@@ -13,6 +13,7 @@ import (
 
 	promptopsv1 "github.com/promptops/promptops/api/v1"
 	"github.com/promptops/promptops/internal/tokens"
+	"github.com/promptops/promptops/plan"
 )
 
 const oneIntent = `
@@ -142,7 +143,7 @@ intents: [{name: chat, instruction: "Hi."}]
 // The verdicts of a Result: over budget, applied or not by onExceed,
 // truncated, and the largest intent.
 func TestResultVerdicts(t *testing.T) {
-	mk := func(onExceed string, as ...*Assembly) *Result {
+	mk := func(onExceed plan.OnExceed, as ...*Assembly) *Result {
 		return &Result{Plan: &Plan{OnExceed: onExceed}, Intents: as}
 	}
 	fits := &Assembly{Intent: "a", Tokens: 90, WithinBudget: true}
