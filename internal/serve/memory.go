@@ -42,16 +42,6 @@ const DefaultMaxRecallBytes = 4 << 20
 // maxErrorBytes bounds the error body of a recall that is read.
 const maxErrorBytes = 64 << 10
 
-// Memory error codes of a memory section's "error" in an assemble answer,
-// besides plan's (NoQuery, NoRecall, TimedOut, RecallFailed) and the
-// bank's own error codes.
-const (
-	CodeNotServed       = "NotServed"
-	CodeRecallTooLarge  = "RecallTooLarge"
-	CodeRecallMalformed = "RecallMalformed"
-	CodeRecallHTTP      = "RecallHTTPError"
-)
-
 // HTTPRecaller calls POST {endpoint}/v1/banks/{namespace}/{name}/recall
 // of a served bank with a bearer token read from a file (re-read when the
 // file changes, as projected tokens are rotated).
@@ -126,7 +116,7 @@ func (h *HTTPRecaller) Recall(ctx context.Context, r plan.MemoryRequest) ([]plan
 	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(req.Header))
 	token, err := h.bearer()
 	if err != nil {
-		return nil, &plan.RecallError{Code: "TokenUnreadable", Message: err.Error()}
+		return nil, &plan.RecallError{Code: CodeTokenUnreadable, Message: err.Error()}
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)

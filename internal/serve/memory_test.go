@@ -163,7 +163,7 @@ func TestAssembleMemoryErrors(t *testing.T) {
 			w.WriteHeader(401)
 			fmt.Fprint(w, `{"error":{"code":"Unauthorized","message":"no token"}}`)
 		}, "Unauthorized"},
-		{"not JSON", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "<html>") }, CodeRecallMalformed},
+		{"not JSON", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "<html>") }, string(CodeRecallMalformed)},
 		{"endless answer", func(w http.ResponseWriter, r *http.Request) {
 			// A 300 MB answer is never read whole: the recaller stops
 			// past its bound and drops the connection.
@@ -174,7 +174,7 @@ func TestAssembleMemoryErrors(t *testing.T) {
 					return
 				}
 			}
-		}, CodeRecallTooLarge},
+		}, string(CodeRecallTooLarge)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bank := httptest.NewServer(tc.handler)
@@ -189,7 +189,7 @@ func TestAssembleMemoryErrors(t *testing.T) {
 	}
 	// No endpoint (the bank is not served) and no query.
 	ts := memoryServer(t, memoryPlanJSON(t, "", false), "", 0)
-	if _, a := assembleMemory(t, ts.URL, `{"namespace":"shop","name":"support","intent":"chat","runtime":{"question":"q"}}`); a.Memory[0].Error != CodeNotServed {
+	if _, a := assembleMemory(t, ts.URL, `{"namespace":"shop","name":"support","intent":"chat","runtime":{"question":"q"}}`); a.Memory[0].Error != string(CodeNotServed) {
 		t.Errorf("memory %+v", a.Memory[0])
 	}
 	if _, a := assembleMemory(t, ts.URL, `{"namespace":"shop","name":"support","intent":"chat","runtime":{}}`); a.Memory[0].Error != string(plan.MemoryNoQuery) {
@@ -252,7 +252,7 @@ func TestHTTPRecallerEdges(t *testing.T) {
 		}
 	}
 	_, err := rc.Recall(context.Background(), req("ftp://"+tlsBank.Listener.Addr().String()))
-	wantCode("ftp", err, CodeNotServed)
+	wantCode("ftp", err, string(CodeNotServed))
 
 	closed := httptest.NewServer(http.HandlerFunc(handler))
 	closed.Close()
@@ -293,5 +293,5 @@ func TestHTTPRecallerEdges(t *testing.T) {
 	}
 	rc.MaxBytes--
 	_, err = rc.Recall(context.Background(), req(tlsBank.URL))
-	wantCode("an answer one byte over MaxBytes", err, CodeRecallTooLarge)
+	wantCode("an answer one byte over MaxBytes", err, string(CodeRecallTooLarge))
 }
