@@ -1,8 +1,6 @@
 package controllers
 
 import (
-	"strings"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	promptopsv1 "github.com/promptops/promptops/api/v1"
+	"github.com/promptops/promptops/internal/textclip"
 )
 
 // MaxConditionMessage bounds a condition's message, well under the API's
@@ -29,11 +28,7 @@ func setCondition(conds *[]metav1.Condition, gen int64, typ string, status metav
 // clipMessage shortens a message to MaxConditionMessage bytes of whole
 // characters.
 func clipMessage(msg string) string {
-	if len(msg) <= MaxConditionMessage {
-		return msg
-	}
-	const more = " [... message shortened]"
-	return strings.ToValidUTF8(msg[:MaxConditionMessage-len(more)], "") + more
+	return textclip.Fit(msg, MaxConditionMessage, " [... message shortened]")
 }
 
 // The three states kstatus reads (see STYLE.md), each with its helper.

@@ -25,6 +25,7 @@ import (
 	promptopsv1 "github.com/promptops/promptops/api/v1"
 	"github.com/promptops/promptops/internal/consolidation"
 	"github.com/promptops/promptops/internal/telemetry"
+	"github.com/promptops/promptops/internal/textclip"
 )
 
 const (
@@ -261,15 +262,15 @@ func finishedRun(job *batchv1.Job, sum *consolidation.Summary, why string, last 
 		run.Created, run.Updated, run.Deleted = sum.Created, sum.Updated, sum.Deleted
 		run.PromptTokens, run.CompletionTokens, run.Observations = sum.PromptTokens, sum.CompletionTokens, sum.Observations
 		run.LLMCalls, run.Retries, run.DroppedItems = sum.LLMCalls, sum.Retries, boundedCounts(sum.DroppedItems, 32)
-		run.PendingFacts, run.FailedFacts, run.CutShort = sum.PendingFacts, sum.FailedFacts, clipText(sum.CutShort, 1024)
+		run.PendingFacts, run.FailedFacts, run.CutShort = sum.PendingFacts, sum.FailedFacts, textclip.Fit(sum.CutShort, 1024, "...")
 		if sum.MissionHash != "" {
 			run.MissionHash = sum.MissionHash
 		}
-		run.Recall = clipText(sum.Recall, 16)
+		run.Recall = textclip.Fit(sum.Recall, 16, "...")
 		run.EmbeddingCalls, run.EmbeddingTokens, run.Reembedded = sum.EmbeddingCalls, sum.EmbeddingTokens, sum.Reembedded
 		if sum.Error != "" {
 			run.Succeeded = false
-			run.Message = clipText(sum.Error, 4096)
+			run.Message = textclip.Fit(sum.Error, 4096, "...")
 		}
 	} else {
 		run.Message = noSummary + why
@@ -282,7 +283,7 @@ func finishedRun(job *batchv1.Job, sum *consolidation.Summary, why string, last 
 			run.Message = strings.TrimSpace(msg + ". " + run.Message)
 		}
 	}
-	run.Message = clipText(run.Message, 4096)
+	run.Message = textclip.Fit(run.Message, 4096, "...")
 	return run
 }
 

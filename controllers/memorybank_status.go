@@ -75,11 +75,3 @@ func boundedCounts(m map[string]int64, n int) map[string]int64 {
 	}
 	return out
 }
-
-// clipText shortens s to at most n bytes of whole characters.
-func clipText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n-3], "") + "..."
-}

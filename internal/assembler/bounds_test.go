@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	promptopsv1 "github.com/promptops/promptops/api/v1"
+	"github.com/promptops/promptops/internal/textclip"
 	"github.com/promptops/promptops/internal/tokens"
 	"github.com/promptops/promptops/plan"
 )
@@ -283,10 +284,10 @@ func TestReferencesOnce(t *testing.T) {
 // A name of 80 bytes is quoted whole in a message; a longer one is clipped
 // to 80 and marked.
 func TestClipBound(t *testing.T) {
-	if got := clip(strings.Repeat("a", 80), 80); got != strings.Repeat("a", 80) {
+	if got := textclip.Head(strings.Repeat("a", 80), 80, "..."); got != strings.Repeat("a", 80) {
 		t.Errorf("80 bytes clipped to %q", got)
 	}
-	if got := clip(strings.Repeat("a", 81), 80); got != strings.Repeat("a", 80)+"..." {
+	if got := textclip.Head(strings.Repeat("a", 81), 80, "..."); got != strings.Repeat("a", 80)+"..." {
 		t.Errorf("81 bytes clipped to %q", got)
 	}
 }
