@@ -226,7 +226,7 @@ func runFactsList(args []string, stdout, stderr io.Writer) int {
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSCOPE\tSTATUS\tTEXT\tREASON")
 	for _, f := range facts {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", f.ID, f.Scope, f.Status, clip(f.Text, 60), f.FailureReason)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", f.ID, f.Scope, f.Status, cell(f.Text, 60), f.FailureReason)
 	}
 	_ = tw.Flush()
 	return ExitOK
@@ -364,7 +364,7 @@ func runObservations(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 				when += ".." + o.OccurredEnd.Format("2006-01-02")
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", o.ID, o.Scope, o.ProofCount, when, clip(o.Text, 80))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", o.ID, o.Scope, o.ProofCount, when, cell(o.Text, 80))
 	}
 	_ = tw.Flush()
 	return ExitOK
@@ -392,7 +392,9 @@ func writeJSON(w io.Writer, v any) int {
 	return ExitOK
 }
 
-func clip(s string, n int) string {
+// cell is s as one table cell: its whitespace runs as single spaces, and
+// at most n characters, the last an ellipsis when it was cut.
+func cell(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if r := []rune(s); len(r) > n {
 		return string(r[:n-1]) + "…"

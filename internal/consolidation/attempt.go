@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/promptops/promptops/internal/textclip"
 )
 
 // The attempts of a batch: ask the model, validate its answer, retry
@@ -247,7 +249,7 @@ func retryFacts(pending []Fact, ops Ops, dropped []Dropped) map[string][]string 
 // rejectedNote tells the model, on the next attempt, why its answer could
 // not be used: the same prompt at temperature 0 would repeat the mistake.
 func rejectedNote(err error) string {
-	return "## YOUR PREVIOUS ANSWER WAS REJECTED\nIt could not be used: " + clip(err.Error(), 400) +
+	return "## YOUR PREVIOUS ANSWER WAS REJECTED\nIt could not be used: " + textclip.Head(err.Error(), 400, "...") +
 		"\nAnswer again with exactly one JSON object with the keys \"creates\", \"updates\" and \"deletes\", each once, ids copied exactly as shown."
 }
 
@@ -265,18 +267,11 @@ func droppedNote(dropped []Dropped) string {
 			b.WriteString("- and more\n")
 			break
 		}
-		b.WriteString("- " + d.Item + ": " + clip(d.Reason, 300) + "\n")
+		b.WriteString("- " + d.Item + ": " + textclip.Head(d.Reason, 300, "...") + "\n")
 		n++
 	}
 	b.WriteString("Answer again for these facts, using only the observation ids shown above.")
 	return b.String()
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "") + "..."
 }
 
 func ids(facts []Fact) []string {

@@ -9,7 +9,7 @@ import (
 
 // Engine runs consolidation for one bank.
 type Engine struct {
-	Store    Store
+	Store    RunStore
 	LLM      LLM
 	Settings Settings
 	// Now is the clock; nil is time.Now.

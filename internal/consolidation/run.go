@@ -430,7 +430,7 @@ type nextClaim struct {
 }
 
 // claimNext starts claiming the scope's next batch in its own goroutine
-// (the Store is safe for concurrent use); nil when the run may take no
+// (the RunStore is safe for concurrent use); nil when the run may take no
 // more facts.
 func (r *run) claimNext(ctx context.Context) *nextClaim {
 	s := r.Settings

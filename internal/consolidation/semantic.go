@@ -10,7 +10,7 @@ import (
 // the index of its observations in that space, and the batch facts'
 // vectors already fetched or embedded.
 type vectors struct {
-	store Store
+	store RunStore
 	sp    Space
 	index *MemIndex
 	facts map[string][]float32

@@ -102,18 +102,18 @@ type Ops struct {
 	FactVectors map[string][]float32
 }
 
-// Store is what a run (the Engine) needs of the store a bank lives in
+// RunStore is what a run (the Engine) needs of the store a bank lives in
 // (sqlstore's PostgreSQL and SQLite). A method that takes a ScopeKey
 // reads and writes that one scope's rows only (the bank's shared scope is
 // BankID.Scope("")); one that takes a BankID works over every scope of
-// the bank. A Store is safe for concurrent use: a run claims its next
+// the bank. A RunStore is safe for concurrent use: a run claims its next
 // batch, and renews its claims, while it works on the current one.
 //
 // Runs that overlap (a Job's old pod beside its replacement, a run by hand)
 // share a bank safely through claims: a run claims the facts it is about to
 // send to the LLM, and only the claim's holder may consolidate or fail them.
 // A claim expires at its lease, so a killed run's facts are taken up again.
-type Store interface {
+type RunStore interface {
 	// EnsureBank registers a bank.
 	EnsureBank(ctx context.Context, bank BankID) error
 	// PendingScopes lists the keys of the bank's scopes that have pending

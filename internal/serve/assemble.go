@@ -26,7 +26,7 @@ type AssembleRequest struct {
 	// request.
 	Query string `json:"query"`
 	// Scope is the bank scope of memory sections that take it from the
-	// request (one user's memory, say); see plan.ScopeProblem.
+	// request (one user's memory, say); see plan.ValidateScope.
 	Scope string `json:"scope"`
 }
 
@@ -80,8 +80,8 @@ func (s *Server) assemble(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if msg := plan.ScopeProblem(req.Scope); msg != "" {
-		return problem(http.StatusBadRequest, CodeInvalidScope, "scope: "+msg)
+	if err := plan.ValidateScope(req.Scope); err != nil {
+		return problem(http.StatusBadRequest, CodeInvalidScope, err.Error())
 	}
 	k := Key{req.Namespace, req.Name}
 	if err := s.authorize(r, templateAttributes(k)); err != nil {

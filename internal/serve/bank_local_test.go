@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/promptops/promptops/internal/assembler"
 	"github.com/promptops/promptops/internal/consolidation"
 	"github.com/promptops/promptops/internal/consolidation/sqlstore"
 	"github.com/promptops/promptops/plan"
@@ -161,7 +162,7 @@ func scopedMemoryPlanJSON(t *testing.T, endpoint string, sc plan.MemoryScope) []
 		t.Fatal(err)
 	}
 	p.Sections[2].Memory.Scope = &sc
-	if _, err := p.Seal(context.Background()); err != nil {
+	if _, err := assembler.Seal(context.Background(), p, false); err != nil {
 		t.Fatal(err)
 	}
 	data, err := json.Marshal(p)
@@ -199,7 +200,7 @@ func TestAssembleScopedMemory(t *testing.T) {
 		if !strings.Contains(a.Prompt, "prefers email") || strings.Contains(a.Prompt, "phone") || strings.Contains(a.Prompt, "until six") != shared {
 			t.Errorf("shared %v: prompt %q", shared, a.Prompt)
 		}
-		if code, a = assembleMemory(t, ts.URL, fmt.Sprintf(ask, "")); code != 200 || a.Memory[0].Error != plan.MemoryNoScope || strings.Contains(a.Prompt, "customer") {
+		if code, a = assembleMemory(t, ts.URL, fmt.Sprintf(ask, "")); code != 200 || a.Memory[0].Error != string(plan.MemoryNoScope) || strings.Contains(a.Prompt, "customer") {
 			t.Errorf("no scope: %d %+v", code, a)
 		}
 		code, out := post(t, ts.URL, fmt.Sprintf(ask, "user/ana"))

@@ -96,7 +96,7 @@ func recallFit(ctx context.Context, bk *Bank, scope string, includeShared bool, 
 	}
 	items := make([]plan.MemoryItem, len(recalled))
 	for i, it := range recalled {
-		items[i] = plan.MemoryItem{ID: it.ID, Kind: it.Kind, Text: it.Text, Score: it.Score, ProofCount: it.ProofCount,
+		items[i] = plan.MemoryItem{ID: it.ID, Kind: plan.MemoryKind(it.Kind), Text: it.Text, Score: it.Score, ProofCount: it.ProofCount,
 			OccurredStart: it.OccurredStart, OccurredEnd: it.OccurredEnd, SourceFactIDs: it.SourceFactIDs}
 	}
 	fit, err := plan.FitMemory(bk.Encoding, items, maxTokens)
@@ -125,7 +125,7 @@ func (l *localRecaller) Recall(ctx context.Context, r plan.MemoryRequest) ([]pla
 	req := recallRequestOf(r)
 	q, msg := recallQuery(&req)
 	if msg != "" {
-		return nil, &plan.RecallError{Code: string(CodeInvalidRecall), Message: fmt.Sprintf("bank %s: %s", r.Bank, msg)}
+		return nil, &plan.RecallError{Code: plan.MemoryCode(CodeInvalidRecall), Message: fmt.Sprintf("bank %s: %s", r.Bank, msg)}
 	}
 	fit, err := recallFit(ctx, bk, req.Scope, req.IncludeShared, q, r.MaxTokens)
 	var fe *fitError
@@ -135,7 +135,7 @@ func (l *localRecaller) Recall(ctx context.Context, r plan.MemoryRequest) ([]pla
 	case errors.As(err, &fe):
 		return nil, &plan.RecallError{Code: plan.MemoryRecallFailed, Message: fmt.Sprintf("bank %s: counting the recalled memory's tokens failed", r.Bank)}
 	case err != nil:
-		return nil, &plan.RecallError{Code: string(CodeStoreUnavailable), Message: fmt.Sprintf("bank %s: the store could not be read", r.Bank)}
+		return nil, &plan.RecallError{Code: plan.MemoryCode(CodeStoreUnavailable), Message: fmt.Sprintf("bank %s: the store could not be read", r.Bank)}
 	}
 	return fit.Items, nil
 }

@@ -6,6 +6,8 @@ import (
 	"net/http"
 
 	"github.com/go-logr/logr"
+
+	"github.com/promptops/promptops/plan"
 )
 
 // Code is the stable code of an error answer, {"error": {"code", "message"}}.
@@ -55,6 +57,19 @@ const (
 	CodeSecretInFact Code = "SecretInFact"
 	// CodeNotImplemented: the bank's store cannot erase or export (501).
 	CodeNotImplemented Code = "NotImplemented"
+)
+
+// Codes of a memory section's "error" in an assemble answer, besides
+// plan's (NoQuery, NoRecall, TimedOut, RecallFailed) and the bank API's
+// codes above, which a recall passes on.
+const (
+	CodeNotServed       plan.MemoryCode = "NotServed"
+	CodeRecallTooLarge  plan.MemoryCode = "RecallTooLarge"
+	CodeRecallMalformed plan.MemoryCode = "RecallMalformed"
+	CodeRecallHTTP      plan.MemoryCode = "RecallHTTPError"
+	// CodeTokenUnreadable: the token serve sends to the bank could not be
+	// read from its file.
+	CodeTokenUnreadable plan.MemoryCode = "TokenUnreadable"
 )
 
 // APIError is an error answer: the handler has decided its status, code

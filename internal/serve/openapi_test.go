@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"github.com/promptops/promptops/plan"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -200,7 +201,10 @@ func TestHTTPAPIPage(t *testing.T) {
 			}
 		}
 	}
-	codes := append(definedCodes(t), CodeNotServed, CodeRecallTooLarge, CodeRecallMalformed, CodeRecallHTTP)
+	codes := definedCodes(t)
+	for _, c := range []plan.MemoryCode{CodeNotServed, CodeRecallTooLarge, CodeRecallMalformed, CodeRecallHTTP, CodeTokenUnreadable} {
+		codes = append(codes, string(c))
+	}
 	for _, c := range codes {
 		if !bytes.Contains(page, []byte("`"+c)) {
 			t.Errorf("docs/http-api.md does not name the error code %s", c)

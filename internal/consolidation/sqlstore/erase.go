@@ -333,60 +333,61 @@ func (s *Store) factKeysOf(ctx context.Context, tx *sql.Tx, bank consolidation.B
 }
 
 // column runs a query of one text column whose list parameter (@IN) is
-// ids, 500 at a time, for a key in $1.
+// ids, 500 at a time, for a key in $1, and returns the distinct values.
 func (s *Store) column(ctx context.Context, tx *sql.Tx, query, key string, ids []string) ([]string, error) {
 	var out []string
 	seen := map[string]bool{}
-	for start := 0; start < len(ids); start += 500 {
-		chunk := ids[start:min(start+500, len(ids))]
-		args := []any{key}
-		for _, id := range chunk {
-			args = append(args, id)
-		}
-		q, args := s.anyOf(query, 2, args)
+	err := s.inChunks(query, key, ids, func(q string, args []any) error {
 		rows, err := tx.QueryContext(ctx, q, args...)
 		if err != nil {
-			return nil, err
+			return err
 		}
+		defer rows.Close()
 		for rows.Next() {
 			var v string
 			if err := rows.Scan(&v); err != nil {
-				rows.Close()
-				return nil, err
+				return err
 			}
 			if !seen[v] {
 				seen[v] = true
 				out = append(out, v)
 			}
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+		return rows.Err()
+	})
+	return out, err
 }
 
 // execIn runs a statement whose list parameter (@IN) is ids, 500 at a
 // time, for a key in $1, and returns the rows it affected.
 func (s *Store) execIn(ctx context.Context, tx *sql.Tx, query, key string, ids []string) (int64, error) {
 	var n int64
+	err := s.inChunks(query, key, ids, func(q string, args []any) error {
+		res, err := tx.ExecContext(ctx, q, args...)
+		if err != nil {
+			return fmt.Errorf("erasing: %w", err)
+		}
+		k, err := res.RowsAffected()
+		n += k
+		return err
+	})
+	return n, err
+}
+
+// inChunks calls fn with query, whose list parameter (@IN) is ids, and
+// its arguments, 500 ids at a time, for a key in $1.
+func (s *Store) inChunks(query, key string, ids []string, fn func(q string, args []any) error) error {
 	for start := 0; start < len(ids); start += 500 {
 		chunk := ids[start:min(start+500, len(ids))]
-		args := []any{key}
+		args := make([]any, 0, 1+len(chunk))
+		args = append(args, key)
 		for _, id := range chunk {
 			args = append(args, id)
 		}
 		q, args := s.anyOf(query, 2, args)
-		res, err := tx.ExecContext(ctx, q, args...)
-		if err != nil {
-			return 0, fmt.Errorf("erasing: %w", err)
+		if err := fn(q, args); err != nil {
+			return err
 		}
-		k, err := res.RowsAffected()
-		if err != nil {
-			return 0, err
-		}
-		n += k
 	}
-	return n, nil
+	return nil
 }

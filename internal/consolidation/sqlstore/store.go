@@ -1,6 +1,9 @@
 // Package sqlstore keeps banks in PostgreSQL (pgx) or SQLite (modernc, pure
-// Go) behind consolidation.Store, with embedded versioned migrations. Several
-// banks, keyed "namespace/name", share one database.
+// Go) with embedded versioned migrations, behind what each consumer needs:
+// a run's consolidation.RunStore, a served bank's recall
+// (consolidation.QueryStore), retain, erasure and export (serve's BankStore
+// and ScopeStore) and the CLI. Several banks share one database; every row
+// is of one scope's key (consolidation.ScopeKey).
 package sqlstore
 
 import (
@@ -61,7 +64,7 @@ type Store struct {
 	noVec noVector
 }
 
-var _ consolidation.Store = (*Store)(nil)
+var _ consolidation.RunStore = (*Store)(nil)
 
 // pgIdleConns is how many PostgreSQL connections a Store keeps open
 // while idle: more than a run or a served bank uses at once.

@@ -246,12 +246,10 @@ func (s *Store) putVectors(ctx context.Context, table, key, bank string, sp cons
 	return tx.Commit()
 }
 
-// upsertVector writes a vector, only while its fact or observation exists
-// (one deleted meanwhile gets none).
+// upsertVector writes one vecRow as putVectors writes many, only while
+// its fact or observation exists (one deleted meanwhile gets none).
 func (s *Store) upsertVector(ctx context.Context, tx *sql.Tx, table, key, bank, id string, sp consolidation.Space, v []float32) error {
-	parent := vectorParent(table)
-	_, err := tx.ExecContext(ctx, s.rebind(fmt.Sprintf(`INSERT INTO %[1]s (bank, %[2]s, model, dims, qvec) SELECT $1, $2, $3, $4, $5 WHERE EXISTS (SELECT 1 FROM %[3]s WHERE bank = $1 AND id = $2)
-		ON CONFLICT (bank, %[2]s) DO UPDATE SET model = excluded.model, dims = excluded.dims, qvec = excluded.qvec, vec = NULL`, table, key, parent)), vecRow(bank, id, sp, v)...)
+	_, err := tx.ExecContext(ctx, s.rebind(fmt.Sprintf("INSERT INTO %s (bank, %s, model, dims, qvec) SELECT $1, $2, $3, $4, $5 WHERE EXISTS (SELECT 1 FROM %s WHERE bank = $1 AND id = $2)", table, key, vectorParent(table))+vecUpsert(key)), vecRow(bank, id, sp, v)...)
 	return err
 }
 
@@ -300,29 +298,6 @@ func (s *Store) ScanObservationQuantized(ctx context.Context, key consolidation.
 func (s *Store) deleteVector(ctx context.Context, tx *sql.Tx, bank, id string) error {
 	_, err := tx.ExecContext(ctx, s.rebind("DELETE FROM promptops_observation_vectors WHERE bank = $1 AND observation_id = $2"), bank, id)
 	return err
-}
-
-// ScanObservationVectors streams the bank's observation vectors in sp,
-// decoding each into one reused buffer.
-func (s *Store) ScanObservationVectors(ctx context.Context, bank string, sp consolidation.Space, fn func(id string, vec []float32)) error {
-	rows, err := s.db.QueryContext(ctx, s.rebind("SELECT observation_id, qvec, CASE WHEN qvec IS NULL THEN vec END FROM promptops_observation_vectors WHERE bank = $1 AND model = $2 AND dims = $3"), bank, sp.Model, sp.Dims)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	var buf []float32
-	var rawQ, rawV sql.RawBytes
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id, &rawQ, &rawV); err != nil {
-			return err
-		}
-		var ok bool
-		if buf, ok = decodeStored(rawQ, rawV, sp.Dims, buf); ok {
-			fn(id, buf)
-		}
-	}
-	return rows.Err()
 }
 
 // ObservationsWithoutVector returns up to limit observations, by id after
