@@ -3,6 +3,7 @@ package controllers
 import (
 	"slices"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -42,6 +43,30 @@ func TestRedactionArgs(t *testing.T) {
 			args := c.deployment.Spec.Template.Spec.Containers[0].Args
 			if n := len(tc.want); !slices.Equal(args[len(args)-n:], tc.want) || (n == 0 && slices.ContainsFunc(args, func(a string) bool { return len(a) > 9 && a[:9] == "--redact-" })) {
 				t.Errorf("serve args %q, want them to end with %q", args, tc.want)
+			}
+		})
+	}
+}
+
+// spec.retention reaches the bank's consolidation Job as
+// --retention-max-age; a bank without it keeps the Job's pod template.
+func TestRetentionArgs(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		r    *promptopsv1.RetentionSpec
+		want []string
+	}{
+		{"unset", nil, nil},
+		{"thirty days", &promptopsv1.RetentionSpec{MaxAge: metav1.Duration{Duration: 720 * time.Hour}}, []string{"--retention-max-age=720h0m0s"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mb := &promptopsv1.MemoryBank{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "ns"}}
+			mb.Spec.Store.SQLite = &promptopsv1.SQLiteStore{Path: "/data/b.db"}
+			mb.Spec.Redaction = &promptopsv1.RedactionSpec{}
+			mb.Spec.Retention = tc.r
+			job := desiredJob(mb, "run", "img", "hash", nil)
+			if got, want := job.Spec.Template.Spec.Containers[0].Args, append([]string{"consolidate", "--redact-secrets=Redact"}, tc.want...); !slices.Equal(got, want) {
+				t.Errorf("job args %q, want %q", got, want)
 			}
 		})
 	}

@@ -395,6 +395,28 @@ type MemoryBankSpec struct {
 	// are redacted and personal data kept.
 	// +optional
 	Redaction *RedactionSpec `json:"redaction,omitempty"`
+
+	// retention says how long the bank keeps a fact: each consolidation
+	// run first erases the facts stored longer ago than maxAge, with the
+	// observations citing them, as erasing them by id does. Unset, facts
+	// are kept until they are erased.
+	// +optional
+	Retention *RetentionSpec `json:"retention,omitempty"`
+}
+
+// RetentionSpec is how long a bank keeps its facts.
+type RetentionSpec struct {
+	// maxAge is how long after it was stored a fact expires, as a
+	// duration (for example 720h for 30 days; at least 1m). Expired facts
+	// are erased at the start of the next consolidation run, with every
+	// observation citing them; their other sources are consolidated again.
+	// Until that run they stay stored and recallable (a bank whose runs
+	// are suspended keeps them).
+	// +required
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m')",message="retention.maxAge must be at least 1m"
+	MaxAge metav1.Duration `json:"maxAge"`
 }
 
 // SecretsPolicy says what becomes of a fact holding a secret.
@@ -512,6 +534,10 @@ type RunSummary struct {
 	// of the current embedding model and dimensions.
 	// +optional
 	Reembedded int64 `json:"reembedded,omitempty"`
+	// expiredFacts counts the facts the run erased because they were
+	// stored longer ago than spec.retention.maxAge.
+	// +optional
+	ExpiredFacts int64 `json:"expiredFacts,omitempty"`
 	// message explains a failure or a missing summary.
 	// +optional
 	// +kubebuilder:validation:MaxLength=4096

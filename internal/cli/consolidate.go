@@ -77,6 +77,7 @@ func runConsolidate(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	sf.register(fs)
 	var (
 		baseURL, model, missionFile, encoding, terminationLog, apiKeyFile string
+		retention                                                         string
 		set                                                               consolidation.Settings
 		timeoutSeconds, retries, maxTokensPerRun                          int
 		envErrs                                                           []error
@@ -99,6 +100,7 @@ func runConsolidate(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	intFlag(fs, &envErrs, &maxTokensPerRun, "max-tokens-per-run", "PROMPTOPS_MAX_TOKENS_PER_RUN", int(consolidation.DefaultMaxTokensPerRun), "Prompt plus completion tokens of the run at most, retries included; then no new call starts and the rest stays pending.")
 	intFlag(fs, &envErrs, &timeoutSeconds, "llm-timeout-seconds", "PROMPTOPS_LLM_TIMEOUT_SECONDS", int(promptopsv1.DefaultLLMTimeoutSeconds), "Timeout of one LLM call.")
 	intFlag(fs, &envErrs, &retries, "llm-retries", "PROMPTOPS_LLM_RETRIES", 3, "Retries of an LLM call on 429, 5xx and connection errors, with backoff.")
+	fs.StringVar(&retention, "retention-max-age", envDefault(lookupEnv, "PROMPTOPS_RETENTION_MAX_AGE", ""), "Erase, first thing in the run, the facts stored longer ago than this Go duration (e.g. 720h) with the observations citing them; 0 or empty keeps facts ($PROMPTOPS_RETENTION_MAX_AGE).")
 	emb.register(fs, &envErrs)
 	rf.register(fs)
 	if code, ok := parseFlags(fs, args); !ok {
@@ -112,6 +114,11 @@ func runConsolidate(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if err := errors.Join(envErrs...); err != nil {
 		return fail(ExitInvalid, "%v", err)
 	}
+	maxAge, err := retentionMaxAge(retention)
+	if err != nil {
+		return fail(ExitInvalid, "%v", err)
+	}
+	set.RetentionMaxAge = maxAge
 	if baseURL == "" || model == "" {
 		return fail(ExitInvalid, "--llm-base-url and --model are required")
 	}
@@ -206,6 +213,20 @@ func runConsolidate(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	summary, err = eng.Run(ctx)
 	return finish(err)
+}
+
+// retentionMaxAge parses --retention-max-age: a positive Go duration, or
+// 0 or empty for none; an error names the flag and the value.
+func retentionMaxAge(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("--retention-max-age: %q is not a positive duration (e.g. 720h, 90m); 0 keeps facts", s)
+	}
+	return d, nil
 }
 
 // terminationMessage is the summary as JSON within 4 KiB: the error message

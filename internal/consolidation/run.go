@@ -239,6 +239,15 @@ func (e *Engine) Run(ctx context.Context) (sum Summary, err error) {
 	if err := e.Store.EnsureBank(ctx, s.Bank); err != nil {
 		return st.sum, fmt.Errorf("store: %w", err)
 	}
+	// What has expired goes first, before the run counts, claims or
+	// recalls anything.
+	st.sum.ExpiredFacts, err = e.expire(ctx)
+	if st.sum.ExpiredFacts > 0 {
+		e.progressLine(st, fmt.Sprintf("erased %d facts stored more than %s ago", st.sum.ExpiredFacts, s.RetentionMaxAge))
+	}
+	if err != nil {
+		return st.sum, fmt.Errorf("store: erasing expired facts: %w", err)
+	}
 	if st.bankCount, err = e.Store.CountObservations(ctx, s.Bank); err != nil {
 		return st.sum, fmt.Errorf("store: %w", err)
 	}

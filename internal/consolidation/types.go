@@ -193,6 +193,17 @@ type RunStore interface {
 	// MarkFailed marks run's claimed pending facts of the scope failed
 	// with a reason.
 	MarkFailed(ctx context.Context, key ScopeKey, run string, ids []string, reason string, now time.Time) error
+
+	// Retention (Settings.RetentionMaxAge).
+
+	// ExpiredFacts returns up to limit of the bank's facts, of any scope
+	// and status, stored (created_at) before before: their ids by scope.
+	ExpiredFacts(ctx context.Context, bank BankID, before time.Time, limit int) (map[ScopeKey][]string, error)
+	// DeleteScopeFacts erases facts of the scope by id as the bank API's
+	// DELETE of a fact does: each with every observation citing it, the
+	// other sources of those observations put back to pending, in one
+	// transaction.
+	DeleteScopeFacts(ctx context.Context, key ScopeKey, ids []string) (Erasure, error)
 }
 
 // GoneError is an Apply refused because facts of the batch, or
@@ -286,6 +297,10 @@ type Settings struct {
 	// EmbedBatchSize is the most texts per embeddings call when
 	// re-embedding; 0 is DefaultEmbedBatchSize.
 	EmbedBatchSize int
+	// RetentionMaxAge is how long a fact is kept after it was stored: a
+	// run first erases the facts stored longer ago than that, as their
+	// erasure by id does. 0 keeps facts until they are erased.
+	RetentionMaxAge time.Duration
 }
 
 // Summary is what a run reports; its JSON is the Job's termination message.
@@ -331,7 +346,11 @@ type Summary struct {
 	// what it sent to the LLM and the embeddings API, by kind (a text sent
 	// again is counted again); never their text.
 	Redacted map[string]int64 `json:"redacted,omitempty"`
-	Error    string           `json:"error,omitempty"`
+	// ExpiredFacts counts the facts the run erased because they were
+	// stored longer ago than RetentionMaxAge (the observations citing them
+	// went with them).
+	ExpiredFacts int64  `json:"expiredFacts,omitempty"`
+	Error        string `json:"error,omitempty"`
 }
 
 // Reasons an answer item is dropped, as keys of Summary.DroppedItems.

@@ -68,6 +68,27 @@ func (s *Store) DeleteFacts(ctx context.Context, bank consolidation.BankID, ids 
 	return s.deleteFacts(ctx, bank, nil, ids)
 }
 
+// ExpiredFacts returns up to limit of the bank's facts, of every scope and
+// status, stored before before, by scope (a run's retention erases them
+// with DeleteScopeFacts: a fact's id may be another's in another scope).
+func (s *Store) ExpiredFacts(ctx context.Context, bank consolidation.BankID, before time.Time, limit int) (map[consolidation.ScopeKey][]string, error) {
+	rows, err := s.db.QueryContext(ctx, s.rebind("SELECT bank, id FROM promptops_facts WHERE "+inBank+" AND created_at < $4 ORDER BY created_at, bank, id LIMIT $5"),
+		bankArgs(bank, s.timeArg(&before), limit)...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[consolidation.ScopeKey][]string{}
+	for rows.Next() {
+		var key, id string
+		if err := rows.Scan(&key, &id); err != nil {
+			return nil, err
+		}
+		out[consolidation.ScopeKey(key)] = append(out[consolidation.ScopeKey(key)], id)
+	}
+	return out, rows.Err()
+}
+
 // DeleteScopeFacts is DeleteFacts within one scope: facts of ids that
 // other scopes hold are left alone.
 func (s *Store) DeleteScopeFacts(ctx context.Context, key consolidation.ScopeKey, ids []string) (consolidation.Erasure, error) {

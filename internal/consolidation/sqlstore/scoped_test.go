@@ -490,6 +490,22 @@ var bankCases = []struct {
 		_, _, err := s.RetainFacts(ctx, isoBank, []consolidation.Fact{{ID: "f9", Text: "new"}, {ID: "f9", Scope: "bob", Text: "new"}})
 		return nil, err
 	}},
+	{"ExpiredFacts", func(ctx context.Context, s *Store, _ *isoSeed) ([]consolidation.ScopeKey, error) {
+		// Every fact of both banks was stored before now and a day.
+		got, err := s.ExpiredFacts(ctx, isoBank, time.Now().Add(24*time.Hour), 100)
+		var out []consolidation.ScopeKey
+		n := 0
+		for k, ids := range got {
+			for range ids {
+				out = append(out, k)
+			}
+			n += len(ids)
+		}
+		if err == nil && n != 10 {
+			err = fmt.Errorf("%d expired facts of %s, want its 10", n, isoBank)
+		}
+		return out, err
+	}},
 	{"DeleteFacts", func(ctx context.Context, s *Store, _ *isoSeed) ([]consolidation.ScopeKey, error) {
 		_, err := s.DeleteFacts(ctx, isoBank, allFacts)
 		return nil, err
