@@ -23,8 +23,12 @@ func (e *Engine) expire(ctx context.Context) (int64, error) {
 	}
 	before := e.now().Add(-maxAge)
 	var total int64
+	// Each batch starts after the last one's last fact, so a fact the
+	// run does not erase is not listed again and every expired fact is
+	// read once.
+	var after FactCursor
 	for {
-		expired, err := e.Store.ExpiredFacts(ctx, e.Settings.Bank, before, expireBatch)
+		expired, next, err := e.Store.ExpiredFacts(ctx, e.Settings.Bank, before, after, expireBatch)
 		if err != nil {
 			return total, err
 		}
@@ -50,5 +54,6 @@ func (e *Engine) expire(ctx context.Context) (int64, error) {
 			// again forever.
 			return total, fmt.Errorf("%d scopes' expired facts listed but none erased", len(keys))
 		}
+		after = next
 	}
 }

@@ -197,13 +197,26 @@ type RunStore interface {
 	// Retention (Settings.RetentionMaxAge).
 
 	// ExpiredFacts returns up to limit of the bank's facts, of any scope
-	// and status, stored (created_at) before before: their ids by scope.
-	ExpiredFacts(ctx context.Context, bank BankID, before time.Time, limit int) (map[ScopeKey][]string, error)
+	// and status, stored (created_at) before before and after after in
+	// (key, created_at, id) order: their ids by scope, and the position
+	// of the last one, from which the next call goes on. A zero after
+	// starts at the first.
+	ExpiredFacts(ctx context.Context, bank BankID, before time.Time, after FactCursor, limit int) (map[ScopeKey][]string, FactCursor, error)
 	// DeleteScopeFacts erases facts of the scope by id as the bank API's
 	// DELETE of a fact does: each with every observation citing it, the
 	// other sources of those observations put back to pending, in one
 	// transaction.
 	DeleteScopeFacts(ctx context.Context, key ScopeKey, ids []string) (Erasure, error)
+}
+
+// FactCursor is a fact's position in the order ExpiredFacts lists facts:
+// its scope's key, its created_at as the store holds it (opaque: passed
+// back unchanged, so the store compares it exactly) and its id. The zero
+// FactCursor is before every fact.
+type FactCursor struct {
+	Key       ScopeKey
+	CreatedAt any
+	ID        string
 }
 
 // GoneError is an Apply refused because facts of the batch, or

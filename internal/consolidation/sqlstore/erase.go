@@ -69,24 +69,43 @@ func (s *Store) DeleteFacts(ctx context.Context, bank consolidation.BankID, ids 
 }
 
 // ExpiredFacts returns up to limit of the bank's facts, of every scope and
-// status, stored before before, by scope (a run's retention erases them
-// with DeleteScopeFacts: a fact's id may be another's in another scope).
-func (s *Store) ExpiredFacts(ctx context.Context, bank consolidation.BankID, before time.Time, limit int) (map[consolidation.ScopeKey][]string, error) {
-	rows, err := s.db.QueryContext(ctx, s.rebind("SELECT bank, id FROM promptops_facts WHERE "+inBank+" AND created_at < $4 ORDER BY created_at, bank, id LIMIT $5"),
-		bankArgs(bank, s.timeArg(&before), limit)...)
+// status, stored before before and after after, by scope (a run's
+// retention erases them with DeleteScopeFacts: a fact's id may be
+// another's in another scope), and the position of the last. The facts
+// come in the order of the index promptops_facts_created, from after on
+// (a row value comparison both databases serve from it), so a run that
+// carries the position reads each fact once.
+func (s *Store) ExpiredFacts(ctx context.Context, bank consolidation.BankID, before time.Time, after consolidation.FactCursor, limit int) (map[consolidation.ScopeKey][]string, consolidation.FactCursor, error) {
+	// bank < $3 bounds the scan to the bank's keys; inBank leaves out
+	// the other banks' keys between them.
+	query := "SELECT bank, created_at, id FROM promptops_facts WHERE " + inBank + " AND bank < $3 AND created_at < $4"
+	args := bankArgs(bank, s.timeArg(&before), limit)
+	if after.Key == "" {
+		query += " AND bank >= $1"
+	} else {
+		query += " AND (bank, created_at, id) > ($6, $7, $8)"
+		args = append(args, string(after.Key), after.CreatedAt, after.ID)
+	}
+	rows, err := s.db.QueryContext(ctx, s.rebind(query+" ORDER BY bank, created_at, id LIMIT $5"), args...)
 	if err != nil {
-		return nil, err
+		return nil, after, err
 	}
 	defer rows.Close()
 	out := map[consolidation.ScopeKey][]string{}
+	last := after
 	for rows.Next() {
 		var key, id string
-		if err := rows.Scan(&key, &id); err != nil {
-			return nil, err
+		var created any
+		if err := rows.Scan(&key, &created, &id); err != nil {
+			return nil, after, err
 		}
 		out[consolidation.ScopeKey(key)] = append(out[consolidation.ScopeKey(key)], id)
+		last = consolidation.FactCursor{Key: consolidation.ScopeKey(key), CreatedAt: created, ID: id}
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, after, err
+	}
+	return out, last, nil
 }
 
 // DeleteScopeFacts is DeleteFacts within one scope: facts of ids that

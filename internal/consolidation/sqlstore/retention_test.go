@@ -11,20 +11,34 @@ import (
 )
 
 // countingStore records how many expired facts each ExpiredFacts call
+// returned, the position it was asked to start after and the one it
 // returned.
 type countingStore struct {
 	*Store
-	got []int
+	got         []int
+	after, next []consolidation.FactCursor
+	seen        map[consolidation.ScopeKey]map[string]int
 }
 
-func (c *countingStore) ExpiredFacts(ctx context.Context, bank consolidation.BankID, before time.Time, limit int) (map[consolidation.ScopeKey][]string, error) {
-	out, err := c.Store.ExpiredFacts(ctx, bank, before, limit)
+func (c *countingStore) ExpiredFacts(ctx context.Context, bank consolidation.BankID, before time.Time, after consolidation.FactCursor, limit int) (map[consolidation.ScopeKey][]string, consolidation.FactCursor, error) {
+	out, next, err := c.Store.ExpiredFacts(ctx, bank, before, after, limit)
 	n := 0
-	for _, ids := range out {
+	if c.seen == nil {
+		c.seen = map[consolidation.ScopeKey]map[string]int{}
+	}
+	for k, ids := range out {
 		n += len(ids)
+		if c.seen[k] == nil {
+			c.seen[k] = map[string]int{}
+		}
+		for _, id := range ids {
+			c.seen[k][id]++
+		}
 	}
 	c.got = append(c.got, n)
-	return out, err
+	c.after = append(c.after, after)
+	c.next = append(c.next, next)
+	return out, next, err
 }
 
 // A run with RetentionMaxAge erases the bank's expired facts of every
@@ -63,6 +77,32 @@ func TestRetentionErasesExpiredFactsInBatches(t *testing.T) {
 		}
 		if len(cs.got) != 4 || cs.got[0] != 500 || cs.got[1] != 500 || cs.got[2] != old-1000 || cs.got[3] != 0 {
 			t.Errorf("ExpiredFacts returned %v facts, want 500 at a time", cs.got)
+		}
+		// Each call starts after the previous one's last fact, the
+		// positions advance in (key, id) order (the facts share one
+		// created_at), and no fact is listed twice.
+		for i := range cs.after {
+			if i == 0 {
+				if cs.after[0].Key != "" {
+					t.Errorf("the first call starts after %+v, want the start", cs.after[0])
+				}
+				continue
+			}
+			if prev, cur := cs.next[i-1], cs.after[i]; cur.Key != prev.Key || cur.ID != prev.ID || fmt.Sprint(cur.CreatedAt) != fmt.Sprint(prev.CreatedAt) {
+				t.Errorf("call %d starts after %+v, want the previous call's last %+v", i, cur, prev)
+			}
+			if i < len(cs.after)-1 {
+				if prev, cur := cs.next[i-1], cs.next[i]; cur.Key < prev.Key || cur.Key == prev.Key && cur.ID <= prev.ID {
+					t.Errorf("call %d ends at %s %s, not after the previous call's %s %s", i, cur.Key, cur.ID, prev.Key, prev.ID)
+				}
+			}
+		}
+		for k, ids := range cs.seen {
+			for id, n := range ids {
+				if n != 1 {
+					t.Errorf("%s %s listed %d times", k, id, n)
+				}
+			}
 		}
 		left, err := s.ListFacts(ctx, bank, "", 10000)
 		if err != nil || len(left) != 2 {

@@ -492,7 +492,7 @@ var bankCases = []struct {
 	}},
 	{"ExpiredFacts", func(ctx context.Context, s *Store, _ *isoSeed) ([]consolidation.ScopeKey, error) {
 		// Every fact of both banks was stored before now and a day.
-		got, err := s.ExpiredFacts(ctx, isoBank, time.Now().Add(24*time.Hour), 100)
+		got, _, err := s.ExpiredFacts(ctx, isoBank, time.Now().Add(24*time.Hour), consolidation.FactCursor{}, 100)
 		var out []consolidation.ScopeKey
 		n := 0
 		for k, ids := range got {
