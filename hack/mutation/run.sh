@@ -44,7 +44,7 @@ test_flags() {
 excludes() {
   case $1 in
     internal/tokens) echo "^unicode_tables\.go$ ^corpus/" ;;
-    internal/consolidation) echo "^(sqlstore|llm)/ ^(engine|run|lexical|semantic|vector|prompt|recall|types)\.go$" ;;
+    internal/consolidation) echo "^(sqlstore|llm)/ ^(engine|run|batch|attempt|apply|retention|outbound|lexical|semantic|vector|prompt|recall|types)\.go$" ;;
   esac
 }
 

@@ -52,3 +52,26 @@ func TestRedactFact(t *testing.T) {
 		t.Error("a refused fact was changed")
 	}
 }
+
+// redactAll copies texts only when one changes, and never writes into the
+// caller's slice.
+func TestRedactAll(t *testing.T) {
+	secret := redacttest.Secrets(t)[0]
+	r, err := redact.New(redact.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := []string{"the user likes tea", "ships to Lisbon"}
+	if got := redactAll(r, plain, redact.Counts{}); &got[0] != &plain[0] {
+		t.Errorf("texts without a secret were copied")
+	}
+	texts := []string{"the user likes tea", secret.Text, "ships to Lisbon"}
+	counts := redact.Counts{}
+	got := redactAll(r, texts, counts)
+	if texts[1] != secret.Text {
+		t.Fatalf("redactAll wrote into the caller's slice")
+	}
+	if got[0] != texts[0] || got[2] != texts[2] || strings.Contains(got[1], secret.Values[0]) || len(counts) == 0 {
+		t.Errorf("redactAll = %q, counts %v", got, counts)
+	}
+}

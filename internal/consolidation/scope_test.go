@@ -20,6 +20,9 @@ func TestScopeKeys(t *testing.T) {
 	}{
 		{"ns/bank", "", "ns/bank"},
 		{"ns/bank", "user:ana", "ns/bank/user:ana"},
+		// The third segment starts after the second slash wherever it
+		// stands, also right after the first.
+		{"ns/", "x", "ns//x"},
 	} {
 		if got := tc.bank.Scope(tc.scope); got != tc.key {
 			t.Errorf("BankID(%q).Scope(%q) = %q", tc.bank, tc.scope, got)
