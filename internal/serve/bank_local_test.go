@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -292,5 +293,39 @@ func TestScopeIndexCacheIsBoundedInBytes(t *testing.T) {
 	sc.drop("u1")
 	if sc.lru.Len() != 1 || sc.bytes != size {
 		t.Errorf("after dropping u1: %d held, %d bytes", sc.lru.Len(), sc.bytes)
+	}
+}
+
+// Erasing or exporting a scope whose name is not one is the request's
+// error, naming the field, before the store is asked.
+func TestScopeRoutesRefuseABadScope(t *testing.T) {
+	ctx := context.Background()
+	store, err := sqlstore.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "bank.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	s := New(Options{Log: logr.Discard(), Banks: []*Bank{{Namespace: "shop", Name: "customers", Store: store,
+		Recaller: &consolidation.Recaller{Store: store, Scope: "shop/customers"}, Encoding: "cl100k_base"}}})
+	ts := newServer(t, s.Handler())
+	defer ts.Close()
+	for _, method := range []string{http.MethodDelete, http.MethodGet} {
+		url := ts.URL + "/v1/banks/shop/customers/scopes/user%2Fana"
+		if method == http.MethodGet {
+			url += "/export"
+		}
+		req, err := http.NewRequest(method, url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 400 || !strings.Contains(string(out), `"code":"InvalidScope"`) || !strings.Contains(string(out), `"message":"scope: byte 5`) {
+			t.Errorf("%s %s: %d %s", method, url, resp.StatusCode, out)
+		}
 	}
 }
