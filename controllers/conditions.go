@@ -1,20 +1,16 @@
 package controllers
 
 import (
-	"errors"
-	"strings"
-
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	promptopsv1 "github.com/promptops/promptops/api/v1"
+	"github.com/promptops/promptops/internal/textclip"
 )
 
 // MaxConditionMessage bounds a condition's message, well under the API's
@@ -32,11 +28,7 @@ func setCondition(conds *[]metav1.Condition, gen int64, typ string, status metav
 // clipMessage shortens a message to MaxConditionMessage bytes of whole
 // characters.
 func clipMessage(msg string) string {
-	if len(msg) <= MaxConditionMessage {
-		return msg
-	}
-	const more = " [... message shortened]"
-	return strings.ToValidUTF8(msg[:MaxConditionMessage-len(more)], "") + more
+	return textclip.Fit(msg, MaxConditionMessage, " [... message shortened]")
 }
 
 // The three states kstatus reads (see STYLE.md), each with its helper.
@@ -62,53 +54,6 @@ func markStalled(conds *[]metav1.Condition, gen int64, reason, msg string) {
 	setCondition(conds, gen, promptopsv1.ConditionReady, metav1.ConditionFalse, reason, msg)
 	setCondition(conds, gen, promptopsv1.ConditionStalled, metav1.ConditionTrue, reason, msg)
 	meta.RemoveStatusCondition(conds, promptopsv1.ConditionReconciling)
-}
-
-// inStatus marks an error whose condition a phase already set, so that the
-// reconcile's deferred status write does not replace it with a generic one.
-type inStatus struct{ error }
-
-func (e inStatus) Unwrap() error { return e.error }
-
-// recorded wraps err as already in status.
-func recorded(err error) error {
-	if err == nil {
-		return nil
-	}
-	return inStatus{err}
-}
-
-// markError puts an error a reconcile returns into status, when no phase
-// did (kustomize-controller's ProgressingWithRetry): a refusal the API
-// server will repeat for the same object (Invalid, Forbidden, too large,
-// bad request) is Stalled; anything else (conflict, timeout, unreachable)
-// is retried with backoff, Reconciling=True. It returns the error for the
-// reconcile: terminal when Stalled, so controller-runtime stops retrying.
-func markError(conds *[]metav1.Condition, gen int64, observed *int64, err error) error {
-	var done inStatus
-	if err == nil || errors.As(err, &done) {
-		return err
-	}
-	reason := string(apierrors.ReasonForError(err))
-	if reason == "" || reason == string(metav1.StatusReasonUnknown) {
-		reason = promptopsv1.ReasonReconcileError
-	}
-	msg := capitalize(err.Error())
-	if !strings.HasSuffix(msg, ".") {
-		msg += "."
-	}
-	if permanentRefusal(err) {
-		markStalled(conds, gen, reason, msg+" Nothing is retried until the object or its inputs change.")
-		*observed = gen
-		return reconcile.TerminalError(err)
-	}
-	markNotReady(conds, gen, reason, msg+" Retrying.")
-	return err
-}
-
-// permanentRefusal tells whether sending the same object again cannot help.
-func permanentRefusal(err error) bool {
-	return apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsRequestEntityTooLargeError(err) || apierrors.IsBadRequest(err)
 }
 
 // eventConditions are the conditions whose transitions are events, with

@@ -204,6 +204,11 @@ func TestInvalidManifestsAreRejected(t *testing.T) {
 			set(o, int64(10), "spec", "maxObservations")
 			set(o, int64(11), "spec", "maxObservationsPerScope")
 		}, "maxObservationsPerScope must not exceed maxObservations"},
+		{"bank redaction secrets unknown", validBank, func(o map[string]any) { set(o, fromYAML(t, "{secrets: Mask}"), "spec", "redaction") }, `spec.redaction.secrets: Unsupported value: "Mask"`},
+		{"bank redaction personal data unknown", validBank, func(o map[string]any) { set(o, fromYAML(t, "{personalData: [Email, Address]}"), "spec", "redaction") }, `spec.redaction.personalData[1]: Unsupported value: "Address"`},
+		{"bank retention under a minute", validBank, func(o map[string]any) { set(o, fromYAML(t, "{maxAge: 30s}"), "spec", "retention") }, "retention.maxAge must be at least 1m"},
+		{"bank retention negative", validBank, func(o map[string]any) { set(o, fromYAML(t, "{maxAge: -720h}"), "spec", "retention") }, "retention.maxAge must be at least 1m"},
+		{"bank retention without maxAge", validBank, func(o map[string]any) { set(o, map[string]any{}, "spec", "retention") }, "spec.retention.maxAge: Required value"},
 		{"bank parallelism zero", validBank, func(o map[string]any) { set(o, fromYAML(t, "{parallelism: 0}"), "spec", "consolidation") }, "spec.consolidation.parallelism: Invalid value: 0"},
 		{"bank parallelism 33", validBank, func(o map[string]any) { set(o, fromYAML(t, "{parallelism: 33}"), "spec", "consolidation") }, "spec.consolidation.parallelism: Invalid value: 33"},
 		{"bank batchSize above 100", validBank, func(o map[string]any) { set(o, fromYAML(t, "{batchSize: 101}"), "spec", "consolidation") }, "spec.consolidation.batchSize: Invalid value: 101"},
@@ -290,6 +295,16 @@ func TestInvalidManifestsAreRejected(t *testing.T) {
 		u.SetName("base-" + string(rune('a'+i)))
 		if err := k8sClient.Create(context.Background(), u); err != nil {
 			t.Fatalf("valid base rejected: %v", err)
+		}
+	}
+	// A retention of a minute or more is a valid one.
+	for i, maxAge := range []string{"1m", "720h", "2160h30m"} {
+		u := decodeYAML(t, []byte(validBank))[0]
+		u.SetNamespace(ns)
+		u.SetName(fmt.Sprintf("retention-%d", i))
+		set(u.Object, map[string]any{"maxAge": maxAge}, "spec", "retention")
+		if err := k8sClient.Create(context.Background(), u); err != nil {
+			t.Errorf("retention.maxAge %s rejected: %v", maxAge, err)
 		}
 	}
 }

@@ -856,9 +856,9 @@ func TestReusedRequestValueStartsNewRun(t *testing.T) {
 	}
 }
 
-// TestJobRejectionIsTerminalOnlyWhenPermanent: refusals that sending the
-// same Job again cannot change stall the bank; others are retried.
-func TestJobRejectionIsTerminalOnlyWhenPermanent(t *testing.T) {
+// TestTableJobRejectionIsTerminalOnlyWhenPermanent: refusals that sending
+// the same Job again cannot change stall the bank; others are retried.
+func TestTableJobRejectionIsTerminalOnlyWhenPermanent(t *testing.T) {
 	gr := batchv1.Resource("jobs")
 	cases := []struct {
 		name      string
@@ -876,7 +876,7 @@ func TestJobRejectionIsTerminalOnlyWhenPermanent(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			mb := &promptopsv1.MemoryBank{ObjectMeta: metav1.ObjectMeta{Name: "b", Generation: 3}}
-			err := markJobRejected(mb, &jobRejectedError{name: "b-1", err: tc.err})
+			_, err := summarize(&mb.Status.Conditions, mb.Generation, &mb.Status.ObservedGeneration, phaseResult{}, jobRejected(&jobRejectedError{name: "b-1", err: tc.err}))
 			ready := meta.FindStatusCondition(mb.Status.Conditions, promptopsv1.ConditionReady)
 			stalled := meta.FindStatusCondition(mb.Status.Conditions, promptopsv1.ConditionStalled)
 			reconciling := meta.FindStatusCondition(mb.Status.Conditions, promptopsv1.ConditionReconciling)
@@ -894,10 +894,11 @@ func TestJobRejectionIsTerminalOnlyWhenPermanent(t *testing.T) {
 			}
 		})
 	}
-	// Other errors (a failed read) are returned as they are, with no condition.
-	mb := &promptopsv1.MemoryBank{}
-	if err := markJobRejected(mb, errors.New("read failed")); err == nil || len(mb.Status.Conditions) != 0 {
-		t.Fatalf("%v %+v", err, mb.Status.Conditions)
+	// Other errors (a failed read) are returned as they are, and judged as
+	// any other error of the reconcile.
+	read := errors.New("read failed")
+	if err := jobRejected(read); err != read {
+		t.Fatalf("%v", err)
 	}
 }
 

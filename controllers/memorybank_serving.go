@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -24,7 +23,6 @@ import (
 	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	promptopsv1 "github.com/promptops/promptops/api/v1"
 )
@@ -140,8 +138,8 @@ func desiredServing(mb *promptopsv1.MemoryBank, image string) (*servingChildren,
 			Containers: []corev1.Container{{
 				Name:  "serve",
 				Image: image,
-				Args: []string{"serve", "--bank", mb.Namespace + "/" + mb.Name, "--auth=kubernetes",
-					fmt.Sprintf("--listen=:%d", ServingPort)},
+				Args: append([]string{"serve", "--bank", mb.Namespace + "/" + mb.Name, "--auth=kubernetes",
+					fmt.Sprintf("--listen=:%d", ServingPort)}, redactionArgs(mb)...),
 				Ports:           []corev1.ContainerPort{{Name: "http", ContainerPort: ServingPort, Protocol: corev1.ProtocolTCP}},
 				Env:             env,
 				VolumeMounts:    mounts,
@@ -203,28 +201,27 @@ func convertJSON(from, to any) error {
 // reconcileServing runs the memory server of a bank with spec.serving, and
 // removes it from a bank without; it sets status.serving and whether the
 // server is available for the Ready condition.
-func (r *MemoryBankReconciler) reconcileServing(ctx context.Context, s *bankScope) error {
+func (r *MemoryBankReconciler) reconcileServing(ctx context.Context, s *bankScope) (phaseResult, error) {
 	mb := s.mb
 	if mb.Spec.Serving == nil {
 		if err := r.removeServing(ctx, mb, s.orig); err != nil {
-			return err
+			return phaseResult{}, err
 		}
 		mb.Status.Serving = nil
-		return nil
+		return phaseResult{}, nil
 	}
 	if r.JobImage == "" && mb.Spec.Consolidation.Image == "" {
-		msg := "No image for the memory server: start the manager with --job-image (or $PROMPTOPS_JOB_IMAGE), or set spec.consolidation.image."
-		stallBank(mb, promptopsv1.ReasonNoJobImage, msg)
-		return recorded(reconcile.TerminalError(errors.New(msg)))
+		return phaseResult{}, &stallingError{reason: promptopsv1.ReasonNoJobImage,
+			message: "No image for the memory server: start the manager with --job-image (or $PROMPTOPS_JOB_IMAGE), or set spec.consolidation.image."}
 	}
 	if !controllerutil.ContainsFinalizer(mb, finalizerServing) {
 		if err := r.patchFinalizers(ctx, mb, s.orig, func() { controllerutil.AddFinalizer(mb, finalizerServing) }); err != nil {
-			return err
+			return phaseResult{}, err
 		}
 	}
 	want, err := desiredServing(mb, r.JobImage)
 	if err != nil {
-		return err
+		return phaseResult{}, err
 	}
 	applied := false
 	for _, c := range []struct {
@@ -238,7 +235,7 @@ func (r *MemoryBankReconciler) reconcileServing(ctx context.Context, s *bankScop
 	} {
 		did, err := r.applyChild(ctx, mb, c.obj, c.ac)
 		if err != nil {
-			return err
+			return phaseResult{}, err
 		}
 		if _, ok := c.obj.(*appsv1.Deployment); ok {
 			applied = did
@@ -246,17 +243,17 @@ func (r *MemoryBankReconciler) reconcileServing(ctx context.Context, s *bankScop
 	}
 	if want.pdb != nil {
 		if _, err := r.applyChild(ctx, mb, &policyv1.PodDisruptionBudget{}, want.pdb); err != nil {
-			return err
+			return phaseResult{}, err
 		}
 	} else if err := r.deleteChild(ctx, mb, &policyv1.PodDisruptionBudget{}, types.NamespacedName{Namespace: mb.Namespace, Name: servingName(mb)}); err != nil {
-		return err
+		return phaseResult{}, err
 	}
 
 	dep := &appsv1.Deployment{}
 	replicas := servingReplicas(mb)
 	st := &promptopsv1.ServingStatus{Endpoint: ServingEndpoint(mb), Replicas: replicas}
 	if err := r.Get(ctx, types.NamespacedName{Namespace: mb.Namespace, Name: servingName(mb)}, dep); client.IgnoreNotFound(err) != nil {
-		return err
+		return phaseResult{}, err
 	} else if err == nil {
 		st.ReadyReplicas = dep.Status.ReadyReplicas
 	}
@@ -265,7 +262,7 @@ func (r *MemoryBankReconciler) reconcileServing(ctx context.Context, s *bankScop
 	// watch brings.
 	s.servingAvailable = !applied && dep.UID != "" && deploymentAvailable(dep, replicas)
 	s.servingMessage = servingMessage(mb, dep, applied)
-	return nil
+	return phaseResult{}, nil
 }
 
 // deploymentAvailable tells whether a Deployment rolled out its current

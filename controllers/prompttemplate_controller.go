@@ -10,7 +10,6 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -148,6 +147,9 @@ func (r *PromptTemplateReconciler) init() {
 	if r.metrics == nil {
 		r.metrics = &templateMetrics{perTemplate: r.PerTemplateMetrics}
 	}
+	if r.TokenizerRetry == 0 {
+		r.TokenizerRetry = DefaultTokenizerRetry
+	}
 }
 
 // templateScope is what one reconcile of a template works on, phase to
@@ -163,18 +165,10 @@ type templateScope struct {
 	verdict   verdict
 }
 
-// errDone ends a reconcile early without an error: the status says why and
-// a watch brings the next reconcile (a referenced ConfigMap appearing).
-var errDone = errors.New("done")
-
-// errNoTokenizer ends a reconcile early without an error: the status says
-// the encoding's vocabulary is missing, and the reconcile comes back after
-// TokenizerRetry to look for it (a mounted directory has no watch).
-var errNoTokenizer = errors.New("no tokenizer")
-
 // Reconcile renders one template in phases: read the referenced ConfigMaps,
 // render, write the ConfigMaps, prune history, set the status. The status is
-// written once, at the end, errors included.
+// written once, at the end, errors included, by the deferred finish, which
+// also decides what is returned.
 func (r *PromptTemplateReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
 	r.init()
 	pt := &promptopsv1.PromptTemplate{}
@@ -204,36 +198,34 @@ func (r *PromptTemplateReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		return ctrl.Result{}, nil
 	}
 	orig := pt.DeepCopy()
+	var res phaseResult
 	defer func() {
-		retErr = markError(&pt.Status.Conditions, pt.Generation, &pt.Status.ObservedGeneration, retErr)
-		if err := r.patchStatus(ctx, orig, pt); err != nil {
-			if retErr != nil {
-				err = fmt.Errorf("%w (after: %v)", err, retErr)
-			}
-			result, retErr = ctrl.Result{}, err
-		}
+		result, retErr = r.statusWriter().finish(ctx, pt, templateStatus(orig), templateStatus(pt), res, retErr)
 		r.metrics.record(pt)
 	}()
 	handleReconcileRequest(pt.Annotations, &pt.Status.LastHandledReconcileAt)
 
 	scope := &templateScope{pt: pt}
-	for _, phase := range []func(context.Context, *templateScope) error{
+	if res, retErr = runPhases(ctx, scope,
 		r.reconcileSources,
 		r.reconcileRender,
 		r.reconcileConfigMaps,
 		r.reconcileHistory,
-	} {
-		if err := phase(ctx, scope); errors.Is(err, errDone) {
-			return ctrl.Result{}, nil
-		} else if errors.Is(err, errNoTokenizer) {
-			return ctrl.Result{RequeueAfter: r.TokenizerRetry}, nil
-		} else if err != nil {
-			return ctrl.Result{}, err
-		}
+	); retErr != nil {
+		return ctrl.Result{}, retErr
 	}
 	setTemplateStatus(pt, scope.res, scope.verdict)
 	setMemoryCondition(pt, scope.banks)
 	return ctrl.Result{}, nil
+}
+
+// templateStatus points the status finish at a template's.
+func templateStatus(pt *promptopsv1.PromptTemplate) statusOf {
+	return statusOf{status: &pt.Status, conditions: &pt.Status.Conditions, observedGeneration: &pt.Status.ObservedGeneration}
+}
+
+func (r *PromptTemplateReconciler) statusWriter() statusWriter {
+	return statusWriter{client: r.Client, recorder: r.Recorder, action: "Render"}
 }
 
 // settled tells, from the cached o alone, that a reconcile has nothing to do,
@@ -264,13 +256,50 @@ func (r *PromptTemplateReconciler) settled(ctx context.Context, o *promptopsv1.P
 	return r.cms.verifiedAt(ctx, o.UID, types.NamespacedName{Namespace: o.Namespace, Name: renderedName(o)}, roleLive, st.Revision)
 }
 
-func (r *PromptTemplateReconciler) reconcileSources(ctx context.Context, s *templateScope) error {
-	sources, err := r.readSources(ctx, s.pt)
+func (r *PromptTemplateReconciler) reconcileSources(ctx context.Context, s *templateScope) (phaseResult, error) {
+	sources, err := ReadSources(ctx, r.APIReader, s.pt, func(name string, err error) error {
+		return fmt.Errorf("reading ConfigMap %s/%s: %w", s.pt.Namespace, name, err)
+	})
 	s.sources = sources
 	if err != nil {
-		return err
+		return phaseResult{}, err
 	}
-	return r.readBanks(ctx, s)
+	return phaseResult{}, r.readBanks(ctx, s)
+}
+
+// ReadSources reads the ConfigMap keys a template references, in its
+// namespace, with r (the API server itself: the manager caches ConfigMaps
+// as metadata only), for the reconciler and the admission webhook alike. A
+// missing ConfigMap is absent from the result; the assembler decides
+// whether a fallback applies. Any other failure to read one goes to
+// unreadable: its error ends the read, nil counts the ConfigMap as missing.
+func ReadSources(ctx context.Context, r client.Reader, pt *promptopsv1.PromptTemplate, unreadable func(configMap string, err error) error) (map[assembler.SourceKey]string, error) {
+	refs := assembler.References(&pt.Spec)
+	out := make(map[assembler.SourceKey]string, len(refs))
+	cms := map[string]*corev1.ConfigMap{}
+	for _, ref := range refs {
+		cm, read := cms[ref.ConfigMap]
+		if !read {
+			cm = &corev1.ConfigMap{}
+			// Same namespace only: the API has no field to name another.
+			if err := r.Get(ctx, types.NamespacedName{Namespace: pt.Namespace, Name: ref.ConfigMap}, cm); err != nil {
+				if !apierrors.IsNotFound(err) {
+					if err := unreadable(ref.ConfigMap, err); err != nil {
+						return nil, err
+					}
+				}
+				cm = nil
+			}
+			cms[ref.ConfigMap] = cm
+		}
+		if cm == nil {
+			continue
+		}
+		if v, ok := cm.Data[ref.Key]; ok {
+			out[ref] = v
+		}
+	}
+	return out, nil
 }
 
 // bankState is what a template's render knows of a MemoryBank.
@@ -311,7 +340,7 @@ const renderTimeout = 30 * time.Second
 // reconcileRender renders the template. Content that cannot render is
 // Stalled, except a missing reference, which is waited for. A render that
 // runs out of time is an error, retried.
-func (r *PromptTemplateReconciler) reconcileRender(ctx context.Context, s *templateScope) error {
+func (r *PromptTemplateReconciler) reconcileRender(ctx context.Context, s *templateScope) (phaseResult, error) {
 	pt := s.pt
 	ctx, cancel := context.WithTimeout(ctx, renderTimeout)
 	defer cancel()
@@ -325,114 +354,63 @@ func (r *PromptTemplateReconciler) reconcileRender(ctx context.Context, s *templ
 		span.SetStatus(codes.Error, "the template does not render")
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return fmt.Errorf("rendering %s/%s: %w", pt.Namespace, pt.Name, err)
+		return phaseResult{}, fmt.Errorf("rendering %s/%s: %w", pt.Namespace, pt.Name, err)
 	}
 	if err != nil {
-		return notRendered(pt, err)
+		return phaseResult{}, r.notRendered(pt, err)
 	}
 	s.res, s.verdict = res, judge(res)
-	return nil
+	return phaseResult{}, nil
 }
 
 // reconcileConfigMaps writes the render when the verdict lets it.
-func (r *PromptTemplateReconciler) reconcileConfigMaps(ctx context.Context, s *templateScope) error {
+func (r *PromptTemplateReconciler) reconcileConfigMaps(ctx context.Context, s *templateScope) (phaseResult, error) {
 	if !s.verdict.apply {
-		return nil
+		return phaseResult{}, nil
 	}
 	if err := r.applyConfigMaps(ctx, s.pt, s.res); err != nil {
 		var tooLarge *assembler.TooLargeError
 		if errors.As(err, &tooLarge) {
-			return notRendered(s.pt, err)
+			return phaseResult{}, r.notRendered(s.pt, err)
 		}
-		return err
+		return phaseResult{}, err
 	}
 	s.pt.Status.Revision = s.res.Plan.Revision
 	s.pt.Status.ConfigMapName = renderedName(s.pt)
-	return nil
+	return phaseResult{}, nil
 }
 
-func (r *PromptTemplateReconciler) reconcileHistory(ctx context.Context, s *templateScope) error {
-	return r.pruneHistory(ctx, s.pt)
+func (r *PromptTemplateReconciler) reconcileHistory(ctx context.Context, s *templateScope) (phaseResult, error) {
+	return phaseResult{}, r.pruneHistory(ctx, s.pt)
 }
 
-// readSources reads the ConfigMap keys the template references, directly
-// from the API. A missing ConfigMap is absent from the result; the assembler
-// decides whether a fallback applies.
-func (r *PromptTemplateReconciler) readSources(ctx context.Context, pt *promptopsv1.PromptTemplate) (map[assembler.SourceKey]string, error) {
-	refs := assembler.References(&pt.Spec)
-	out := make(map[assembler.SourceKey]string, len(refs))
-	cms := map[string]*corev1.ConfigMap{}
-	for _, ref := range refs {
-		cm, read := cms[ref.ConfigMap]
-		if !read {
-			cm = &corev1.ConfigMap{}
-			// Same namespace only: the API has no field to name another.
-			err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: pt.Namespace, Name: ref.ConfigMap}, cm)
-			if apierrors.IsNotFound(err) {
-				cm = nil
-			} else if err != nil {
-				return nil, fmt.Errorf("reading ConfigMap %s/%s: %w", pt.Namespace, ref.ConfigMap, err)
-			}
-			cms[ref.ConfigMap] = cm
-		}
-		if cm == nil {
-			continue
-		}
-		if v, ok := cm.Data[ref.Key]; ok {
-			out[ref] = v
-		}
-	}
-	return out, nil
-}
-
-// notRendered records a template that did not render. A missing reference
+// notRendered says why a template did not render. A missing reference
 // is waited for (Reconciling): the ConfigMap watch brings the next
 // reconcile. Anything else needs a change of the spec, its variables or a
 // referenced ConfigMap (Stalled). The figures of the last render are
 // dropped with their metrics, so nothing stale is reported; the ConfigMap
 // keeps the last revision that rendered.
-func notRendered(pt *promptopsv1.PromptTemplate, err error) error {
-	gen := pt.Generation
+func (r *PromptTemplateReconciler) notRendered(pt *promptopsv1.PromptTemplate, err error) error {
 	st := &pt.Status
 	st.Intents, st.LargestTokens = nil, 0
 	meta.RemoveStatusCondition(&st.Conditions, promptopsv1.ConditionBudgetExceeded)
 	meta.RemoveStatusCondition(&st.Conditions, promptopsv1.ConditionTruncated)
-	msg := capitalize(err.Error()) + "."
+	msg := RenderErrorMessage(err)
 	var missing *assembler.MissingReferenceError
 	if errors.As(err, &missing) {
-		markNotReady(&st.Conditions, gen, promptopsv1.ReasonReferenceNotFound, msg+" Waiting for it.")
-		return errDone
+		return &waitingError{reason: promptopsv1.ReasonReferenceNotFound, message: msg + " Waiting for it."}
 	}
 	// A vocabulary not supplied needs the platform team, not the author
-	// (Stalled), and is looked for again: Ready once it is there.
+	// (Stalled), and is looked for again after TokenizerRetry (a mounted
+	// directory has no watch): Ready once it is there.
 	var noTokenizer *tokens.UnavailableError
 	if errors.As(err, &noTokenizer) {
-		markStalled(&st.Conditions, gen, promptopsv1.ReasonTokenizerUnavailable, msg)
-		st.ObservedGeneration = gen
-		return errNoTokenizer
+		return &stallingError{reason: promptopsv1.ReasonTokenizerUnavailable, message: msg, recheckAfter: r.TokenizerRetry, cause: err}
 	}
 	reason := promptopsv1.ReasonInvalidTemplate
 	var tooLarge *assembler.TooLargeError
 	if errors.As(err, &tooLarge) {
 		reason = promptopsv1.ReasonTooLarge
 	}
-	markStalled(&st.Conditions, gen, reason, msg)
-	st.ObservedGeneration = gen
-	return recorded(reconcile.TerminalError(err))
-}
-
-// patchStatus writes the status once, as a merge patch, and only when it
-// changed; it emits an event when Ready changes.
-func (r *PromptTemplateReconciler) patchStatus(ctx context.Context, orig, pt *promptopsv1.PromptTemplate) error {
-	if equality.Semantic.DeepEqual(orig.Status, pt.Status) {
-		return nil
-	}
-	// The optimistic lock refuses a patch based on a stale cached copy (a
-	// second reconcile before the cache saw the first one's write), which
-	// would otherwise repeat the first one's events.
-	if err := writeStatus(ctx, r.Client, pt, orig.Status, pt.Status); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	conditionEvents(r.Recorder, pt, orig.Status.Conditions, pt.Status.Conditions, "Render")
-	return nil
+	return &stallingError{reason: reason, message: msg, cause: err}
 }

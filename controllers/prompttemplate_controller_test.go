@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
@@ -103,6 +102,37 @@ func update(t *testing.T, obj client.Object, mutate func()) {
 		}
 		mutate()
 		return k8sClient.Update(ctx, obj)
+	})
+}
+
+// reconciled asks the manager to reconcile a template (the force-reconcile
+// annotation, set to value) and waits until it has: every event of the
+// template queued before has been handled by then, in that reconcile or an
+// earlier one. The manager writes the template's status once for it
+// (lastHandledReconcileAt).
+func reconciled(t *testing.T, ns, name, value string) {
+	t.Helper()
+	pt := &promptopsv1.PromptTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	update(t, pt, func() {
+		if pt.Annotations == nil {
+			pt.Annotations = map[string]string{}
+		}
+		pt.Annotations[promptopsv1.AnnotationReconcileRequestedAt] = value
+	})
+	eventually(t, func() error {
+		if got := getPT(t, ns, name).Status.LastHandledReconcileAt; got != value {
+			return fmt.Errorf("lastHandledReconcileAt of %s is %q, want %q", name, got, value)
+		}
+		return nil
+	})
+}
+
+// inManagerCache waits until the manager's cache holds a ConfigMap: its
+// watch has delivered the ConfigMap's event to the controllers.
+func inManagerCache(t *testing.T, ns, name string) {
+	t.Helper()
+	eventually(t, func() error {
+		return mgrCache.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, configMapMeta())
 	})
 }
 
@@ -226,7 +256,10 @@ spec:
 `)
 	waitCondition(t, ns, "reader", promptopsv1.ConditionReady, metav1.ConditionTrue, "")
 	waitCondition(t, ns, "bystander", promptopsv1.ConditionReady, metav1.ConditionTrue, "")
-	time.Sleep(500 * time.Millisecond) // let the Owns events of the first render settle
+	// The events of the bystander's first render (its ConfigMap's) are
+	// handled before its writes are counted.
+	inManagerCache(t, ns, "bystander-prompts")
+	reconciled(t, ns, "bystander", "before-edit")
 	before := writes.matching("/namespaces/"+ns+"/", "bystander")
 	readerBefore := getCM(t, ns, "reader-prompts").ResourceVersion
 	src := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shared"}}
@@ -237,8 +270,12 @@ spec:
 		}
 		return nil
 	})
-	if after := writes.matching("/namespaces/"+ns+"/", "bystander"); after != before {
-		t.Fatalf("the bystander template was written %d times after an unrelated ConfigMap edit", after-before)
+	// Whatever the edit queued for the bystander has run once the manager
+	// handled a later request of it, whose status write is the one
+	// expected.
+	reconciled(t, ns, "bystander", "after-edit")
+	if after := writes.matching("/namespaces/"+ns+"/", "bystander"); after != before+1 {
+		t.Fatalf("the bystander template was written %d times after an unrelated ConfigMap edit", after-before-1)
 	}
 }
 
@@ -419,7 +456,9 @@ spec:
 			}
 			return nil
 		})
-		time.Sleep(50 * time.Millisecond) // distinct creation order is by name tie-break anyway
+		// The next render prunes by the manager's cache, which holds this
+		// revision's copy first (creation order is by name tie-break anyway).
+		inManagerCache(t, ns, historyName(pt, pt.Status.Revision))
 	}
 	var list corev1.ConfigMapList
 	eventually(t, func() error {
@@ -465,14 +504,21 @@ func TestNoWritesWhenSettled(t *testing.T) {
 	waitCondition(t, ns, "ssa-pro", promptopsv1.ConditionReady, metav1.ConditionTrue, "")
 	waitCondition(t, ns, "support-assistant", promptopsv1.ConditionReady, metav1.ConditionTrue, "")
 
-	eventually(t, func() error {
-		before := writes.matching("/namespaces/" + ns + "/")
-		time.Sleep(2 * time.Second)
-		if after := writes.matching("/namespaces/" + ns + "/"); after != before {
-			return fmt.Errorf("%d writes in 2s after settling", after-before)
-		}
-		return nil
-	})
+	// Every event of the first renders (their ConfigMaps') is handled once
+	// the manager handled a later request of each template; from then on
+	// it writes nothing but the status write each further request asks for.
+	templates := []string{"ssa-pro", "support-assistant"}
+	for _, name := range templates {
+		inManagerCache(t, ns, name+"-prompts")
+		reconciled(t, ns, name, "settle")
+	}
+	before := writes.matching("/namespaces/" + ns + "/")
+	for _, name := range templates {
+		reconciled(t, ns, name, "settled")
+	}
+	if after := writes.matching("/namespaces/" + ns + "/"); after != before+len(templates) {
+		t.Fatalf("%d writes after settling", after-before-len(templates))
+	}
 
 	// A direct reconcile with a fresh reconciler (as after a restart) reads
 	// but does not write; a second one does not even read the content.

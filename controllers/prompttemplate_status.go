@@ -83,7 +83,6 @@ func setTemplateStatus(pt *promptopsv1.PromptTemplate, res *assembler.Result, v 
 		markReady(&st.Conditions, gen, reason,
 			fmt.Sprintf("%d intent(s) %s; largest is %s with %d of %d tokens.%s", len(res.Intents), what, largest.Intent, largest.Tokens, largest.MaxTokens, notes))
 	}
-	st.ObservedGeneration = gen
 }
 
 // setMemoryCondition reports whether every bank the memory sections recall
@@ -144,6 +143,11 @@ func truncatedMessage(truncated []*assembler.Assembly) string {
 	return "Static sections were cut to fit the budget: " + strings.Join(parts, "; ") + "."
 }
 
+// RenderErrorMessage is the sentence a template's Ready condition shows
+// for a render error, and the webhook's answer at apply time.
+func RenderErrorMessage(err error) string { return capitalize(err.Error()) + "." }
+
+// capitalize makes a message start with a capital letter.
 func capitalize(s string) string {
 	for i, r := range s {
 		return string(unicode.ToUpper(r)) + s[i+len(string(r)):]

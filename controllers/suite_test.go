@@ -105,60 +105,86 @@ func (t countingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	return t.next.RoundTrip(req)
 }
 
+// TestMain starts the control plane and the manager only when a test
+// needs them (newNamespace calls startEnv), so that the table tests of
+// pure decisions (go test -run Table) run without them.
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(zapLevel())))
+	code := m.Run()
+	if suite.stop != nil {
+		suite.stop()
+	}
+	os.Exit(code)
+}
+
+// suite is the control plane and manager the envtest tests share, started
+// once by the first test that needs them.
+var suite struct {
+	once sync.Once
+	err  error
+	stop func()
+}
+
+// startEnv starts the suite's kube-apiserver, etcd and manager if no test
+// did yet, and fails t when they could not start.
+func startEnv(t *testing.T) {
+	t.Helper()
+	suite.once.Do(func() { suite.err = start() })
+	if suite.err != nil {
+		t.Fatalf("starting envtest: %v", suite.err)
+	}
+}
+
+func start() error {
 	env, c, err := testenv.Start()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		return err
 	}
 	cfg = c
-	code := func() int {
-		k8sClient, err = client.New(cfg, client.Options{Scheme: NewScheme()})
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
+	stopEnv := func() {
+		if err := env.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping envtest:", err)
 		}
-		// The manager runs as its own user with only the generated ClusterRole,
-		// so the tests prove the RBAC is sufficient.
-		mgrCfg, err := managerConfig(env)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		managerCfg = rest.CopyConfig(mgrCfg)
-		mgrCfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt} }
-		mgr, err := ctrl.NewManager(mgrCfg, ctrl.Options{
-			Scheme:                 NewScheme(),
-			Metrics:                metricsserver.Options{BindAddress: "0"},
-			HealthProbeBindAddress: "0",
-			// Objects labelled unmanagedLabel are left to a test's own
-			// reconciler, as another shard's would be.
-			Cache: CacheOptions(labels.SelectorFromSet(nil).Add(mustRequirement(unmanagedLabel, selection.DoesNotExist))),
-		})
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		mgrCache, mgrClient = mgr.GetCache(), mgr.GetClient()
-		if err := Setup(mgr, Options{JobImage: "promptops:test", MaxConcurrentReconciles: 2, Clock: testClock, PerTemplateMetrics: true, TokenizerRetry: time.Second}); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- mgr.Start(ctx) }()
-		code := m.Run()
+	}
+	suite.stop = stopEnv
+	k8sClient, err = client.New(cfg, client.Options{Scheme: NewScheme()})
+	if err != nil {
+		return err
+	}
+	// The manager runs as its own user with only the generated ClusterRole,
+	// so the tests prove the RBAC is sufficient.
+	mgrCfg, err := managerConfig(env)
+	if err != nil {
+		return err
+	}
+	managerCfg = rest.CopyConfig(mgrCfg)
+	mgrCfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt} }
+	mgr, err := ctrl.NewManager(mgrCfg, ctrl.Options{
+		Scheme:                 NewScheme(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		// Objects labelled unmanagedLabel are left to a test's own
+		// reconciler, as another shard's would be.
+		Cache: CacheOptions(labels.SelectorFromSet(nil).Add(mustRequirement(unmanagedLabel, selection.DoesNotExist))),
+	})
+	if err != nil {
+		return err
+	}
+	mgrCache, mgrClient = mgr.GetCache(), mgr.GetClient()
+	if err := Setup(mgr, Options{JobImage: "promptops:test", MaxConcurrentReconciles: 2, Clock: testClock, PerTemplateMetrics: true, TokenizerRetry: time.Second}); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	suite.stop = func() {
 		cancel()
 		if err := <-done; err != nil {
 			fmt.Fprintln(os.Stderr, "manager:", err)
 		}
-		return code
-	}()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping envtest:", err)
+		stopEnv()
 	}
-	os.Exit(code)
+	return nil
 }
 
 // managerConfig binds config/rbac/role.yaml to a user of its own.
@@ -196,9 +222,11 @@ func zapLevel() zapcore.Level {
 	return zapcore.ErrorLevel
 }
 
-// newNamespace creates a namespace of its own for one test.
+// newNamespace creates a namespace of its own for one test, starting the
+// suite's control plane and manager if no test did yet.
 func newNamespace(t *testing.T) string {
 	t.Helper()
+	startEnv(t)
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "t-"}}
 	if err := k8sClient.Create(context.Background(), ns); err != nil {
 		t.Fatalf("creating namespace: %v", err)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/promptops/promptops/internal/promptfit"
 	"github.com/promptops/promptops/internal/tokens"
 )
 
@@ -172,7 +173,7 @@ func TestAssembleStops(t *testing.T) {
 	// counts.
 	ctx, cancel = context.WithCancel(context.Background())
 	defer cancel()
-	cc := &cancelAfter{counter: tokens.MustGet(p.Encoding), n: 3, cancel: cancel}
+	cc := &cancelAfter{Counter: tokens.MustGet(p.Encoding), n: 3, cancel: cancel}
 	_, err = p.assemble(ctx, cc, p.intent("analyze"), map[string]string{"tool_outputs": strings.Repeat("统计结果 ", 5000), "data_context": strings.Repeat("n=200\n", 3000)}, nil)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v, want context.Canceled", err)
@@ -180,7 +181,7 @@ func TestAssembleStops(t *testing.T) {
 }
 
 type cancelAfter struct {
-	counter
+	promptfit.Counter
 	n      int
 	cancel func()
 }
@@ -189,7 +190,7 @@ func (c *cancelAfter) Count(s string) int {
 	if c.n--; c.n == 0 {
 		c.cancel()
 	}
-	return c.counter.Count(s)
+	return c.Counter.Count(s)
 }
 
 var timeZero = time.Unix(0, 0)

@@ -36,6 +36,33 @@ func TestLoadRejectsWhatItCannotAssemble(t *testing.T) {
 	}
 }
 
+// Load's errors are typed: data that is not a plan wraps ErrNotPlan, a
+// plan that cannot be assembled is an *InvalidPlanError naming the plan
+// and, when one is at fault, the section.
+func TestLoadErrorsAreTyped(t *testing.T) {
+	for _, data := range []string{`[`, minimal + "{}", strings.Replace(minimal, `"kind":"PromptPlan"`, `"kind":"Other"`, 1)} {
+		var ip *InvalidPlanError
+		if _, err := Load([]byte(data)); !errors.Is(err, ErrNotPlan) || errors.As(err, &ip) {
+			t.Errorf("%.20s: got %v, want ErrNotPlan", data, err)
+		}
+	}
+	for _, c := range []struct{ from, to, section string }{
+		{`"policy":"Priority"`, `"policy":"Sometimes"`, "ctx"},
+		{`"name":"task"`, `"name":"ctx"`, "ctx"},
+		{`"maxTokens":10`, `"maxTokens":-1`, ""},
+		{`"o200k_base"`, `"p50k_base"`, ""},
+	} {
+		_, err := Load([]byte(strings.Replace(minimal, c.from, c.to, 1)))
+		var ip *InvalidPlanError
+		if !errors.As(err, &ip) || errors.Is(err, ErrNotPlan) || ip.Name != "t" || ip.Section != c.section || ip.Reason == "" || err.Error() != "invalid plan /t: "+ip.Reason {
+			t.Errorf("%s: got %v (%+v), want an *InvalidPlanError of section %q", c.to, err, ip, c.section)
+		}
+		if c.to == `"p50k_base"` && ip != nil && (ip.Err == nil || errors.Unwrap(err) != ip.Err) {
+			t.Errorf("unknown encoding: Err %v", ip.Err)
+		}
+	}
+}
+
 func TestAssembleErrorsAreTyped(t *testing.T) {
 	p, err := Load([]byte(minimal))
 	if err != nil {
@@ -52,16 +79,18 @@ func TestAssembleErrorsAreTyped(t *testing.T) {
 }
 
 // The public package stays free of Kubernetes and of the operator: of
-// promptops it uses the tokenizer and the scope name's rule only.
+// promptops it uses the tokenizer, the count-and-cut engine and the scope
+// name's rule only.
 func TestImportsOnlyTokens(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", ".").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
 	allowed := map[string]bool{
-		"github.com/promptops/promptops/plan":              true,
-		"github.com/promptops/promptops/internal/tokens":   true,
-		"github.com/promptops/promptops/internal/memscope": true,
+		"github.com/promptops/promptops/plan":               true,
+		"github.com/promptops/promptops/internal/tokens":    true,
+		"github.com/promptops/promptops/internal/memscope":  true,
+		"github.com/promptops/promptops/internal/promptfit": true,
 	}
 	for _, dep := range strings.Fields(string(out)) {
 		if strings.Contains(dep, "k8s.io") || (strings.HasPrefix(dep, "github.com/promptops/promptops/") && !allowed[dep]) {

@@ -13,20 +13,33 @@ import (
 type MemoryItem struct {
 	// ID of the observation or fact.
 	ID string `json:"id"`
-	// Kind is "observation", or "fact" for a fact not yet consolidated.
-	Kind string `json:"kind"`
+	// Kind is MemoryObservation, or MemoryFact for a fact not yet
+	// consolidated.
+	Kind MemoryKind `json:"kind"`
 	// Text of the memory.
 	Text string `json:"text"`
 	// Score of the match, 0 to 1; higher is nearer the query.
 	Score float64 `json:"score"`
 	// ProofCount is how many facts support an observation (1 for a fact).
 	ProofCount int `json:"proofCount"`
-	// OccurredStart and OccurredEnd bound when what it says happened.
+	// OccurredStart is when what it says started to happen, if known.
 	OccurredStart *time.Time `json:"occurredStart,omitempty"`
-	OccurredEnd   *time.Time `json:"occurredEnd,omitempty"`
+	// OccurredEnd is when what it says stopped happening, if known.
+	OccurredEnd *time.Time `json:"occurredEnd,omitempty"`
 	// SourceFactIDs are the facts an observation was made from.
 	SourceFactIDs []string `json:"sourceFactIds,omitempty"`
 }
+
+// MemoryKind is what a recalled memory is.
+type MemoryKind string
+
+// The values of MemoryItem.Kind.
+const (
+	// MemoryObservation is a consolidated observation of the bank.
+	MemoryObservation MemoryKind = "observation"
+	// MemoryFact is a fact retained and not yet consolidated.
+	MemoryFact MemoryKind = "fact"
+)
 
 // MemoryLine is an item as it goes into a prompt: its text on one line
 // (whitespace runs collapsed to one space), then its dates in parentheses

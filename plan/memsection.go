@@ -36,8 +36,10 @@ type MemorySource struct {
 
 // BankRef names a MemoryBank.
 type BankRef struct {
+	// Namespace of the MemoryBank.
 	Namespace string `json:"namespace"`
-	Name      string `json:"name"`
+	// Name of the MemoryBank.
+	Name string `json:"name"`
 }
 
 // String is namespace/name.
@@ -68,14 +70,26 @@ type MemoryScope struct {
 	IncludeShared bool `json:"includeShared,omitempty"`
 }
 
-// ScopeProblem says what is wrong with a scope name, or "" when it is
-// valid: 1 to 253 bytes of ASCII letters, digits and "._:@-" (so that it
-// is a URL path segment as it is), or "" for the bank's shared scope.
-func ScopeProblem(scope string) string { return memscope.Problem(scope) }
+// ValidateScope returns an *InvalidScopeError when scope is not a valid
+// scope name, nil when it is: 1 to 253 bytes of ASCII letters, digits and
+// "._:@-" (so that it is a URL path segment as it is), or "" for the bank's
+// shared scope.
+func ValidateScope(scope string) error {
+	if msg := memscope.Problem(scope); msg != "" {
+		return &InvalidScopeError{Reason: msg}
+	}
+	return nil
+}
 
-// MemoryPlaceholder is the line that stands for a memory section in
-// <intent>.txt.
-func MemoryPlaceholder(section string) string { return "{{memory." + section + "}}" }
+// InvalidScopeError is a scope name that ValidateScope refuses. It does
+// not quote the name, which may identify a person.
+type InvalidScopeError struct {
+	// Reason says what is wrong: its length, or the first byte not allowed.
+	Reason string
+}
+
+// Error is "scope: " and the reason.
+func (e *InvalidScopeError) Error() string { return "scope: " + e.Reason }
 
 // MemorySections lists the names of the memory sections in order.
 func (p *Plan) MemorySections() []string {
@@ -143,20 +157,22 @@ const DefaultMemoryTimeout = 250 * time.Millisecond
 type MemoryRequest struct {
 	// Section is the memory section's name.
 	Section string
-	// Bank and Endpoint are the section's (Endpoint may be empty).
-	Bank     BankRef
+	// Bank is the section's bank.
+	Bank BankRef
+	// Endpoint is the section's (MemorySource.Endpoint); it may be empty.
 	Endpoint string
 	// Query is the recall's query, never empty or only white space.
 	Query string
 	// Scope is the bank's scope to recall from, "" for the shared scope;
-	// always valid (ScopeProblem). IncludeShared also recalls the shared
-	// scope.
-	Scope         string
+	// always valid (ValidateScope).
+	Scope string
+	// IncludeShared also recalls the shared scope.
 	IncludeShared bool
 	// MaxTokens is the section's reserve: the most its items may take.
 	MaxTokens int
-	// MaxItems (0: no limit) and MinScore (0 to 1) are the section's.
+	// MaxItems is the section's (0: no limit).
 	MaxItems int
+	// MinScore is the section's (0 to 1).
 	MinScore float64
 }
 
@@ -168,10 +184,14 @@ type RecallFunc func(ctx context.Context, r MemoryRequest) ([]MemoryItem, error)
 // RecallError is an error a RecallFunc may return to name its code in
 // MemoryResult.Code (for example the bank's error code or "HTTP401").
 type RecallError struct {
-	Code, Message string
+	// Code goes to MemoryResult.Code; empty is MemoryRecallFailed.
+	Code MemoryCode
+	// Message says what failed.
+	Message string
 }
 
-func (e *RecallError) Error() string { return e.Code + ": " + e.Message }
+// Error is the code and the message.
+func (e *RecallError) Error() string { return string(e.Code) + ": " + e.Message }
 
 // AssembleOption configures Assemble.
 type AssembleOption func(*assembleConfig)
@@ -192,7 +212,7 @@ func WithRecall(f RecallFunc) AssembleOption { return func(c *assembleConfig) { 
 func WithQuery(q string) AssembleOption { return func(c *assembleConfig) { c.query = q } }
 
 // WithScope is the bank scope of the memory sections whose scope is
-// fromRequest (one user's memory, say); see ScopeProblem.
+// fromRequest (one user's memory, say); see ValidateScope.
 func WithScope(s string) AssembleOption { return func(c *assembleConfig) { c.scope = s } }
 
 // WithMemoryTimeout bounds each recall; DefaultMemoryTimeout when 0 or
@@ -201,26 +221,38 @@ func WithMemoryTimeout(d time.Duration) AssembleOption {
 	return func(c *assembleConfig) { c.timeout = d }
 }
 
+// MemoryCode says why a memory section is empty (MemoryResult.Code): one
+// of the codes below, or a RecallError's.
+type MemoryCode string
+
 // Codes of MemoryResult.Code for a section left empty without an answer.
 const (
-	MemoryNoQuery      = "NoQuery"
-	MemoryNoScope      = "NoScope"
-	MemoryInvalidScope = "InvalidScope"
-	MemoryNoRecall     = "NoRecall"
-	MemoryTimedOut     = "TimedOut"
-	MemoryRecallFailed = "RecallFailed"
+	// MemoryNoQuery: the recall's query is empty or only white space.
+	MemoryNoQuery MemoryCode = "NoQuery"
+	// MemoryNoScope: the section recalls a scope and none was given.
+	MemoryNoScope MemoryCode = "NoScope"
+	// MemoryInvalidScope: the scope given is not a valid scope name
+	// (ValidateScope).
+	MemoryInvalidScope MemoryCode = "InvalidScope"
+	// MemoryNoRecall: Assemble was given no WithRecall.
+	MemoryNoRecall MemoryCode = "NoRecall"
+	// MemoryTimedOut: the recall took longer than the timeout.
+	MemoryTimedOut MemoryCode = "TimedOut"
+	// MemoryRecallFailed: the recall returned an error without a code.
+	MemoryRecallFailed MemoryCode = "RecallFailed"
 	// MemorySpecialToken: an item holds a special-token string of the
 	// encoding and specialTokens is Reject. The section is left empty
 	// rather than failing the request: the item is the bank's, not the
 	// caller's, and stays until it is erased.
-	MemorySpecialToken = "SpecialToken"
+	MemorySpecialToken MemoryCode = "SpecialToken"
 )
 
 // MemoryResult is what recall gave a memory section.
 type MemoryResult struct {
-	// Section is the memory section, Bank its bank.
+	// Section is the memory section.
 	Section string
-	Bank    BankRef
+	// Bank is the section's bank.
+	Bank BankRef
 	// Scope is the scope the section was recalled from: "" for the shared
 	// scope, or when no recall was asked. It names a person's memory: do
 	// not log it.
@@ -237,7 +269,7 @@ type MemoryResult struct {
 	// empty: MemoryNoQuery, MemoryNoScope, MemoryInvalidScope,
 	// MemoryNoRecall, MemoryTimedOut,
 	// MemoryRecallFailed or a RecallError's code.
-	Code string
+	Code MemoryCode
 	// Err is the recall's error, if any. It may quote the query; do not log
 	// it where the query must not appear.
 	Err error
@@ -301,7 +333,7 @@ func (p *Plan) recallAll(ctx context.Context, e *tokens.Encoder, runtime map[str
 				f.result.Code = MemoryNoScope
 				continue
 			}
-			if memscope.Problem(req.Scope) != "" {
+			if ValidateScope(req.Scope) != nil {
 				f.result.Code = MemoryInvalidScope
 				continue
 			}

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/promptops/promptops/internal/promptfit"
+	"github.com/promptops/promptops/internal/tokens"
 )
 
 // memoryPlan is a plan with a runtime question, a memory section filled
@@ -26,7 +29,7 @@ func memoryPlan(t *testing.T, maxTokens, reserve, memPrio, histPrio int) *Plan {
 			{Name: "task", Kind: KindIntent, Heading: "## Task", Policy: PolicyNever},
 		},
 		Intents: []Intent{{Name: "chat", Instruction: "Answer briefly."}},
-		Runtime: RuntimeSummary{Placeholder: Placeholder("NAME"), MemoryPlaceholder: MemoryPlaceholder("NAME")},
+		Runtime: RuntimeSummary{Placeholder: "{{runtime.NAME}}", MemoryPlaceholder: "{{memory.NAME}}"},
 	}
 	return sealedPlan(t, p)
 }
@@ -41,20 +44,6 @@ func items(n int) []MemoryItem {
 
 func fixed(list []MemoryItem) RecallFunc {
 	return func(ctx context.Context, r MemoryRequest) ([]MemoryItem, error) { return list, nil }
-}
-
-func TestSealCountsMemoryReserve(t *testing.T) {
-	p := memoryPlan(t, 1000, 300, 10, 5)
-	a, err := p.Seal(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, want := a[0].ReservedTokens, 20+300+40; got != want {
-		t.Errorf("reserved %d, want %d", got, want)
-	}
-	if !strings.Contains(a[0].Text, "## What we know\n{{memory.memory}}") {
-		t.Errorf("static text lacks the memory placeholder:\n%s", a[0].Text)
-	}
 }
 
 func TestAssembleMemoryFills(t *testing.T) {
@@ -94,7 +83,7 @@ func TestAssembleMemoryFailures(t *testing.T) {
 		name     string
 		recall   RecallFunc
 		runtime  map[string]string
-		code     string
+		code     MemoryCode
 		timedOut bool
 	}{
 		{"hangs and ignores ctx", func(ctx context.Context, r MemoryRequest) ([]MemoryItem, error) { <-block; return items(3), nil }, rt, MemoryTimedOut, true},
@@ -231,12 +220,29 @@ func TestValidateMemory(t *testing.T) {
 	}
 }
 
-// sealedPlan seals and validates a plan built in a test.
+// sealedPlan seals and validates a plan built in a test: it writes the
+// intents' verdicts and the revision as the operator does
+// (internal/assembler.Seal, which imports this package).
 func sealedPlan(t *testing.T, p *Plan) *Plan {
 	t.Helper()
-	if _, err := p.Seal(context.Background()); err != nil {
-		t.Fatal(err)
+	e := tokens.MustGet(p.Encoding)
+	for i := range p.Intents {
+		pi := &p.Intents[i]
+		var sections []promptfit.Section
+		for _, s := range p.Sections {
+			fs := promptfit.Section{Name: s.Name, Heading: s.Heading, Kind: fitKind(s.Kind), Text: s.Text, HeadingTokens: s.Tokens, ReserveTokens: s.ReserveTokens}
+			if s.Kind == KindIntent {
+				fs.Text = pi.Instruction
+			}
+			sections = append(sections, fs)
+		}
+		s, err := promptfit.Seal(context.Background(), e, sections, p.MaxTokens, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pi.Tokens, pi.FixedTokens, pi.ReservedTokens, pi.WithinBudget, pi.CacheableTokens = s.Tokens, s.FixedTokens, s.ReservedTokens, s.WithinBudget, s.CacheableTokens
 	}
+	p.Revision = p.Digest()
 	if err := p.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +276,7 @@ func TestAssembleMemoryScope(t *testing.T) {
 		runtime  map[string]string
 		reqScope string // the request's scope
 		want     string // the scope asked for, or the code without a recall
-		code     string
+		code     MemoryCode
 		shared   bool
 	}{
 		{"from the request", MemoryScope{FromRequest: true, IncludeShared: true}, q, "user:ana", "user:ana", "", true},
@@ -330,7 +336,11 @@ func TestValidateMemoryScope(t *testing.T) {
 	if err := p.Validate(); err != nil {
 		t.Errorf("a valid scope: %v", err)
 	}
-	if ScopeProblem("user:ana@example.com") != "" || ScopeProblem("a/b") == "" || ScopeProblem(strings.Repeat("a", 254)) == "" {
-		t.Error("ScopeProblem")
+	var ise *InvalidScopeError
+	if ValidateScope("user:ana@example.com") != nil || ValidateScope("") != nil || ValidateScope(strings.Repeat("a", 254)) == nil {
+		t.Error("ValidateScope")
+	}
+	if err := ValidateScope("a/b"); !errors.As(err, &ise) || err.Error() != "scope: byte 2 is not a letter, digit or one of . _ : @ -" {
+		t.Errorf("ValidateScope(a/b): %v", err)
 	}
 }

@@ -33,9 +33,10 @@ type Plan struct {
 	APIVersion string `json:"apiVersion"`
 	// Kind is PlanKind.
 	Kind string `json:"kind"`
-	// Namespace and Name are the PromptTemplate's.
+	// Namespace is the PromptTemplate's.
 	Namespace string `json:"namespace,omitempty"`
-	Name      string `json:"name,omitempty"`
+	// Name is the PromptTemplate's.
+	Name string `json:"name,omitempty"`
 	// Revision is "sha256:" and the hash of the plan with Revision empty.
 	Revision string `json:"revision"`
 	// Encoding is the encoding tokens are counted in.
@@ -45,12 +46,12 @@ type Plan struct {
 	// memory item holding a special-token string is refused
 	// (SpecialTokenError) or counted as the model's tokenizer counts it.
 	// Absent with such an encoding means Reject.
-	SpecialTokens string `json:"specialTokens,omitempty"`
+	SpecialTokens SpecialTokens `json:"specialTokens,omitempty"`
 	// MaxTokens is the budget of one assembled prompt.
 	MaxTokens int `json:"maxTokens"`
-	// OnExceed is what the operator did at render time: Reject, Warn or
-	// Truncate.
-	OnExceed string `json:"onExceed"`
+	// OnExceed is what the operator did at render time when an intent was
+	// over budget.
+	OnExceed OnExceed `json:"onExceed"`
 	// Separator joins the non-empty sections.
 	Separator string `json:"separator"`
 	// Sections in prompt order.
@@ -67,6 +68,36 @@ const (
 	PlanKind       = "PromptPlan"
 	// Separator joins sections, as in the seed assembler.
 	Separator = "\n\n"
+)
+
+// OnExceed is what the operator does at render time with an intent over
+// its budget (the template's spec.budget.onExceed).
+type OnExceed string
+
+// The values of Plan.OnExceed.
+const (
+	// OnExceedReject keeps the previous rendering: an intent over budget
+	// is not written.
+	OnExceedReject OnExceed = "Reject"
+	// OnExceedWarn writes the intent and reports it over budget.
+	OnExceedWarn OnExceed = "Warn"
+	// OnExceedTruncate cuts static sections by priority to fit
+	// (Intent.StaticCuts).
+	OnExceedTruncate OnExceed = "Truncate"
+)
+
+// SpecialTokens is whether runtime contents and memory items may hold the
+// special-token strings of an encoding that has them (llama3).
+type SpecialTokens string
+
+// The values of Plan.SpecialTokens.
+const (
+	// SpecialTokensReject refuses a runtime content holding one
+	// (*SpecialTokenError) and leaves a memory section holding one empty
+	// (MemorySpecialToken).
+	SpecialTokensReject SpecialTokens = "Reject"
+	// SpecialTokensAllow counts them as the model's tokenizer does.
+	SpecialTokensAllow SpecialTokens = "Allow"
 )
 
 // SectionKind is what fills a section.
@@ -172,21 +203,45 @@ type RuntimeSummary struct {
 	MemoryPlaceholder string `json:"memoryPlaceholder,omitempty"`
 }
 
-// Placeholder is the line that stands for a runtime section in <intent>.txt.
-func Placeholder(section string) string { return "{{runtime." + section + "}}" }
+// ErrNotPlan is wrapped by the error of Load and Validate for data that is
+// not a promptops plan at all: not one JSON object, or another apiVersion
+// or kind.
+var ErrNotPlan = errors.New("not a promptops plan")
+
+// InvalidPlanError is a promptops plan that cannot be assembled exactly:
+// Load and Validate return it for an unknown encoding, section kind or
+// policy, a duplicate name, a static cut of no section, and the like.
+type InvalidPlanError struct {
+	// Namespace and Name are the plan's.
+	Namespace, Name string
+	// Section names the section at fault, when one is.
+	Section string
+	// Reason says what is wrong.
+	Reason string
+	// Err is the error behind Reason, if any (an unknown encoding's).
+	Err error
+}
+
+// Error says which plan and what is wrong with it.
+func (e *InvalidPlanError) Error() string {
+	return fmt.Sprintf("invalid plan %s/%s: %s", e.Namespace, e.Name, e.Reason)
+}
+
+// Unwrap returns Err.
+func (e *InvalidPlanError) Unwrap() error { return e.Err }
 
 // Load parses and validates plan.json. A plan it returns can be assembled;
-// anything it cannot assemble exactly (an unknown encoding, section kind or
-// policy, a duplicate name, a static cut of no section) is an error. The
-// revision is taken as written.
+// anything it cannot assemble exactly is an *InvalidPlanError, and data
+// that is not a plan an error wrapping ErrNotPlan. The revision is taken
+// as written.
 func Load(data []byte) (*Plan, error) {
 	p := &Plan{}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(p); err != nil {
-		return nil, fmt.Errorf("not a promptops plan: %w", err)
+		return nil, fmt.Errorf("%w: %w", ErrNotPlan, err)
 	}
 	if dec.More() {
-		return nil, errors.New("not a promptops plan: data after the JSON object")
+		return nil, fmt.Errorf("%w: data after the JSON object", ErrNotPlan)
 	}
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -194,16 +249,20 @@ func Load(data []byte) (*Plan, error) {
 	return p, nil
 }
 
-// Validate reports the first thing that keeps the plan from being assembled.
+// Validate reports the first thing that keeps the plan from being
+// assembled, as Load does.
 func (p *Plan) Validate() error {
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("invalid plan %s/%s: %s", p.Namespace, p.Name, fmt.Sprintf(format, args...))
+		return &InvalidPlanError{Namespace: p.Namespace, Name: p.Name, Reason: fmt.Sprintf(format, args...)}
+	}
+	badSection := func(s *Section, format string, args ...any) error {
+		return &InvalidPlanError{Namespace: p.Namespace, Name: p.Name, Section: s.Name, Reason: fmt.Sprintf(format, args...)}
 	}
 	if p.Kind != PlanKind || p.APIVersion != PlanAPIVersion {
-		return fmt.Errorf("not a promptops plan: apiVersion %q kind %q, want %s %s", p.APIVersion, p.Kind, PlanAPIVersion, PlanKind)
+		return fmt.Errorf("%w: apiVersion %q kind %q, want %s %s", ErrNotPlan, p.APIVersion, p.Kind, PlanAPIVersion, PlanKind)
 	}
 	if _, err := tokens.Get(p.Encoding); err != nil {
-		return fmt.Errorf("invalid plan %s/%s: %w", p.Namespace, p.Name, err)
+		return &InvalidPlanError{Namespace: p.Namespace, Name: p.Name, Reason: err.Error(), Err: err}
 	}
 	switch p.SpecialTokens {
 	case "", SpecialTokensReject, SpecialTokensAllow:
@@ -220,7 +279,7 @@ func (p *Plan) Validate() error {
 	intentSections := 0
 	for _, s := range p.Sections {
 		if s.Name == "" || seen[s.Name] {
-			return bad("section name %q is empty or repeated", s.Name)
+			return badSection(&s, "section name %q is empty or repeated", s.Name)
 		}
 		seen[s.Name] = true
 		switch s.Kind {
@@ -229,22 +288,22 @@ func (p *Plan) Validate() error {
 			intentSections++
 		case KindMemory:
 			if err := p.validateMemory(&s); err != nil {
-				return bad("%v", err)
+				return badSection(&s, "%v", err)
 			}
 		default:
-			return bad("section %s has kind %q, want static, runtime, intent or memory", s.Name, s.Kind)
+			return badSection(&s, "section %s has kind %q, want static, runtime, intent or memory", s.Name, s.Kind)
 		}
 		if s.Kind != KindMemory && s.Memory != nil {
-			return bad("section %s has memory but kind %q", s.Name, s.Kind)
+			return badSection(&s, "section %s has memory but kind %q", s.Name, s.Kind)
 		}
 		if s.ReserveTokens < 0 {
-			return bad("section %s has negative reserveTokens", s.Name)
+			return badSection(&s, "section %s has negative reserveTokens", s.Name)
 		}
 		if s.Policy != PolicyNever && s.Policy != PolicyPriority {
-			return bad("section %s has policy %q, want Never or Priority", s.Name, s.Policy)
+			return badSection(&s, "section %s has policy %q, want Never or Priority", s.Name, s.Policy)
 		}
 		if s.MinTokens < 0 {
-			return bad("section %s has negative minTokens", s.Name)
+			return badSection(&s, "section %s has negative minTokens", s.Name)
 		}
 	}
 	if intentSections > 1 {
@@ -341,12 +400,6 @@ type UnknownSectionError struct {
 func (e *UnknownSectionError) Error() string {
 	return fmt.Sprintf("plan %s has no runtime section %q", e.Plan, e.Section)
 }
-
-// The values of Plan.SpecialTokens.
-const (
-	SpecialTokensReject = "Reject"
-	SpecialTokensAllow  = "Allow"
-)
 
 // SpecialTokenError is a runtime content or memory item that holds a
 // special-token string of the plan's encoding under SpecialTokens Reject:

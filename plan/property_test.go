@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/promptops/promptops/internal/promptfit"
 	"github.com/promptops/promptops/internal/tokens"
 )
 
@@ -143,14 +144,14 @@ func checkProperties(t *testing.T, name string, p *Plan, runtime map[string]stri
 		if left < min(s.MinTokens, original) {
 			fail("section %s keeps %d tokens, below its minTokens %d", s.Name, left, s.MinTokens)
 		}
-		if got := e.Count(block(s.Heading, body)); got != sr.Tokens {
+		if got := e.Count(promptfit.Block(s.Heading, body)); got != sr.Tokens {
 			fail("section %s reports %d tokens, its block has %d", s.Name, sr.Tokens, got)
 		}
 	}
 	// The prompt is the sections as kept, in order.
 	var blocks []string
 	for i, s := range p.Sections {
-		if b := block(s.Heading, kept[i]); b != "" {
+		if b := promptfit.Block(s.Heading, kept[i]); b != "" {
 			blocks = append(blocks, b)
 		}
 	}
@@ -203,7 +204,7 @@ func checkProperties(t *testing.T, name string, p *Plan, runtime map[string]stri
 		}
 		var fb []string
 		for i, s := range p.Sections {
-			if b := block(s.Heading, floor[i]); b != "" {
+			if b := promptfit.Block(s.Heading, floor[i]); b != "" {
 				fb = append(fb, b)
 			}
 		}
@@ -219,7 +220,7 @@ func checkProperties(t *testing.T, name string, p *Plan, runtime map[string]stri
 			if s.Kind == KindRuntime {
 				text = runtime[s.Name]
 			}
-			if b := block(s.Heading, text); b != "" {
+			if b := promptfit.Block(s.Heading, text); b != "" {
 				whole = append(whole, b)
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/promptops/promptops/internal/promptfit"
 	"github.com/promptops/promptops/internal/tokens"
 )
 
@@ -40,7 +41,7 @@ func refJoin(parts []refPart, render func(p *refPart) string) string {
 // refCut shrinks cuttable parts, highest priority first (later sections first on
 // a tie), each down to its minimum, until total() fits limit. It returns the
 // names of the parts cut, in order.
-func refCut(e counter, parts []refPart, limit int, total func() int) []string {
+func refCut(e promptfit.Counter, parts []refPart, limit int, total func() int) []string {
 	order := make([]int, 0, len(parts))
 	for i := range parts {
 		if parts[i].cuttable {
@@ -83,7 +84,7 @@ func refCut(e counter, parts []refPart, limit int, total func() int) []string {
 // line of each body, headings and separators. A long body is then not
 // counted again after it is refCut or when nothing is refCut; a body with no such
 // line is counted with its neighbours.
-func refCountJoined(e counter, parts []refPart) int {
+func refCountJoined(e promptfit.Counter, parts []refPart) int {
 	last := -1 // the last refPart in the prompt
 	for i := range parts {
 		if parts[i].body != "" {
@@ -171,7 +172,7 @@ func refLastSplit(s string, from int) int {
 }
 
 // refBlockTokens is the exact count of one refPart's block.
-func refBlockTokens(e counter, p *refPart) int {
+func refBlockTokens(e promptfit.Counter, p *refPart) int {
 	switch {
 	case p.body == "":
 		return 0
@@ -180,12 +181,12 @@ func refBlockTokens(e counter, p *refPart) int {
 	case tokens.StartsPiece(p.body):
 		return e.Count(p.heading+"\n") + p.tokens
 	}
-	return e.CountUncached(block(p.heading, p.body))
+	return e.CountUncached(promptfit.Block(p.heading, p.body))
 }
 
 // parts turns the plan's sections into parts; body gives a section's text
 // and whether this assembly may refCut it (Never sections never are).
-func refParts(p *Plan, e counter, body func(s *Section) (text string, cuttable bool)) []refPart {
+func refParts(p *Plan, e promptfit.Counter, body func(s *Section) (text string, cuttable bool)) []refPart {
 	parts := make([]refPart, len(p.Sections))
 	for i := range p.Sections {
 		s := &p.Sections[i]
@@ -230,7 +231,7 @@ func refAssemble(p *Plan, intent string, runtime map[string]string) (*Assembly, 
 
 // refAssembleWith is refAssemble with a given counter (the only change to
 // the code: the encoder's type).
-func refAssembleWith(p *Plan, e counter, intent string, runtime map[string]string) (*Assembly, error) {
+func refAssembleWith(p *Plan, e promptfit.Counter, intent string, runtime map[string]string) (*Assembly, error) {
 	pi := p.intent(intent)
 	parts := refParts(p, e, func(s *Section) (string, bool) {
 		switch s.Kind {
@@ -255,7 +256,7 @@ func refAssembleWith(p *Plan, e counter, intent string, runtime map[string]strin
 		a.Cut = refCut(e, parts, p.MaxTokens, total)
 		t = total()
 	}
-	a.Text = refJoin(parts, func(p *refPart) string { return block(p.heading, p.body) })
+	a.Text = refJoin(parts, func(p *refPart) string { return promptfit.Block(p.heading, p.body) })
 	a.Tokens = t
 	a.WithinBudget = a.Tokens <= p.MaxTokens
 	a.Sections = make([]SectionResult, 0, len(parts))

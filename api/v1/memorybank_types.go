@@ -386,6 +386,73 @@ type MemoryBankSpec struct {
 	// objects are removed.
 	// +optional
 	Serving *ServingSpec `json:"serving,omitempty"`
+
+	// redaction says what is removed from a fact before it is stored
+	// (retained through the bank's API or imported) and again before a
+	// consolidation run sends it to the LLM or the embeddings API: secrets
+	// are replaced by [REDACTED:<kind>] unless secrets says otherwise;
+	// personal data only for the kinds personalData names. Unset, secrets
+	// are redacted and personal data kept.
+	// +optional
+	Redaction *RedactionSpec `json:"redaction,omitempty"`
+
+	// retention says how long the bank keeps a fact: each consolidation
+	// run first erases the facts stored longer ago than maxAge, with the
+	// observations citing them, as erasing them by id does. Unset, facts
+	// are kept until they are erased.
+	// +optional
+	Retention *RetentionSpec `json:"retention,omitempty"`
+}
+
+// RetentionSpec is how long a bank keeps its facts.
+type RetentionSpec struct {
+	// maxAge is how long after it was stored a fact expires, as a
+	// duration (for example 720h for 30 days; at least 1m). Expired facts
+	// are erased at the start of the next consolidation run, with every
+	// observation citing them; their other sources are consolidated again.
+	// Until that run they stay stored and recallable (a bank whose runs
+	// are suspended keeps them).
+	// +required
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m')",message="retention.maxAge must be at least 1m"
+	MaxAge metav1.Duration `json:"maxAge"`
+}
+
+// SecretsPolicy says what becomes of a fact holding a secret.
+// +kubebuilder:validation:Enum=Redact;Reject;Keep
+type SecretsPolicy string
+
+// Secrets policies.
+const (
+	SecretsRedact SecretsPolicy = "Redact"
+	SecretsReject SecretsPolicy = "Reject"
+	SecretsKeep   SecretsPolicy = "Keep"
+)
+
+// PersonalDataKind is a kind of personal data a bank may redact.
+// +kubebuilder:validation:Enum=Email;Phone;PaymentCard;IBAN;NationalID
+type PersonalDataKind string
+
+// RedactionSpec is what a bank redacts from its facts.
+type RedactionSpec struct {
+	// secrets is what becomes of a fact holding a secret (an API key or
+	// token of a known provider, a private key, a connection string with
+	// a password, a credential said in a sentence): Redact replaces each
+	// with [REDACTED:<kind>]; Reject refuses the request that holds it
+	// (HTTP 422 SecretInFact; facts import fails) and stores nothing of
+	// it; Keep stores it as it is.
+	// +optional
+	// +kubebuilder:default=Redact
+	Secrets SecretsPolicy `json:"secrets,omitempty"`
+
+	// personalData lists the kinds of personal data to redact as well:
+	// Email, Phone, PaymentCard (numbers passing the Luhn check), IBAN
+	// (passing its checksum), NationalID. None by default.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=5
+	PersonalData []PersonalDataKind `json:"personalData,omitempty"`
 }
 
 // RunSummary is what one consolidation run reported.
@@ -467,6 +534,10 @@ type RunSummary struct {
 	// of the current embedding model and dimensions.
 	// +optional
 	Reembedded int64 `json:"reembedded,omitempty"`
+	// expiredFacts counts the facts the run erased because they were
+	// stored longer ago than spec.retention.maxAge.
+	// +optional
+	ExpiredFacts int64 `json:"expiredFacts,omitempty"`
 	// message explains a failure or a missing summary.
 	// +optional
 	// +kubebuilder:validation:MaxLength=4096

@@ -39,10 +39,12 @@ import (
 
 	"github.com/promptops/promptops/bench/internal/loopback"
 	"github.com/promptops/promptops/bench/internal/proc"
+	"github.com/promptops/promptops/internal/assembler"
 	"github.com/promptops/promptops/internal/consolidation"
 	"github.com/promptops/promptops/internal/consolidation/sqlstore"
 	"github.com/promptops/promptops/internal/llmtest"
 	"github.com/promptops/promptops/internal/pgtest"
+	"github.com/promptops/promptops/internal/promptfit"
 	"github.com/promptops/promptops/plan"
 )
 
@@ -318,7 +320,7 @@ func stopServe(cmd *exec.Cmd) {
 func writePlan(plans, endpoint string) error {
 	p := &plan.Plan{
 		APIVersion: plan.PlanAPIVersion, Kind: plan.PlanKind, Namespace: "bench", Name: "support",
-		Encoding: "cl100k_base", MaxTokens: 1000, OnExceed: "Reject", Separator: plan.Separator,
+		Encoding: "cl100k_base", MaxTokens: 1000, OnExceed: plan.OnExceedReject, Separator: plan.Separator,
 		Sections: []plan.Section{
 			{Name: "role", Kind: plan.KindStatic, Text: "You are the support assistant. Answer from what we know.", Policy: plan.PolicyNever},
 			{Name: "question", Kind: plan.KindRuntime, Heading: "## Question", ReserveTokens: 100, Policy: plan.PolicyNever},
@@ -327,9 +329,9 @@ func writePlan(plans, endpoint string) error {
 			{Name: "task", Kind: plan.KindIntent, Heading: "## Task", Policy: plan.PolicyNever},
 		},
 		Intents: []plan.Intent{{Name: "chat", Instruction: "Answer briefly."}},
-		Runtime: plan.RuntimeSummary{Placeholder: plan.Placeholder("NAME"), MemoryPlaceholder: plan.MemoryPlaceholder("NAME")},
+		Runtime: plan.RuntimeSummary{Placeholder: promptfit.Placeholder("NAME"), MemoryPlaceholder: promptfit.MemoryPlaceholder("NAME")},
 	}
-	if _, err := p.Seal(context.Background()); err != nil {
+	if _, err := assembler.Seal(context.Background(), p, false); err != nil {
 		return err
 	}
 	data, err := json.Marshal(p)

@@ -203,7 +203,7 @@ func seedScoped(ctx context.Context, url string, scopes, perScope, dims int) err
 		return err
 	}
 	err = each(scopes, func(sc int) error {
-		key := consolidation.BankKey(bank, scopeName(sc))
+		key := consolidation.BankID(bank).Scope(scopeName(sc))
 		now := time.Now()
 		claimed, err := s.ClaimFacts(ctx, key, "seed", perScope, now, now.Add(time.Hour))
 		if err != nil {

@@ -44,7 +44,7 @@ type Case struct {
 // or an error code, or a timeout.
 type MemoryInput struct {
 	Items    []plan.MemoryItem `json:"items,omitempty"`
-	Error    string            `json:"error,omitempty"`
+	Error    plan.MemoryCode   `json:"error,omitempty"`
 	TimedOut bool              `json:"timedOut,omitempty"`
 }
 
@@ -67,12 +67,12 @@ type MemoryExpected struct {
 	Section string `json:"section"`
 	// Scope is the scope the section was recalled from, when not the
 	// shared one.
-	Scope    string   `json:"scope,omitempty"`
-	Items    []string `json:"items"`
-	Recalled int      `json:"recalled"`
-	Omitted  int      `json:"omitted"`
-	TimedOut bool     `json:"timedOut"`
-	Error    string   `json:"error"`
+	Scope    string          `json:"scope,omitempty"`
+	Items    []string        `json:"items"`
+	Recalled int             `json:"recalled"`
+	Omitted  int             `json:"omitted"`
+	TimedOut bool            `json:"timedOut"`
+	Error    plan.MemoryCode `json:"error"`
 }
 
 // Expected is the assembly.

@@ -5,7 +5,7 @@
 # MUTATION_MCOVER. docs/mutation.md says what each package's run leaves out
 # and why, and lists the mutants that cannot change behaviour.
 #
-#   MUTATION_PACKAGES  packages to run (default: all five below)
+#   MUTATION_PACKAGES  packages to run (default: all six below)
 #   MUTATION_DIFF      a commit: only packages whose Go files changed since
 #                      it, and only mutants on the changed lines (CI)
 #   MUTATION_WORKERS   gremlins workers (default 1)
@@ -18,7 +18,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
 GREMLINS=${GREMLINS:-bin/gremlins}
-ALL="plan internal/assembler internal/tokens internal/consolidation internal/serve"
+ALL="plan internal/promptfit internal/assembler internal/tokens internal/consolidation internal/serve"
 PACKAGES=${MUTATION_PACKAGES:-$ALL}
 WORKERS=${MUTATION_WORKERS:-1}
 EFFICACY=${MUTATION_EFFICACY:-90}
@@ -44,7 +44,7 @@ test_flags() {
 excludes() {
   case $1 in
     internal/tokens) echo "^unicode_tables\.go$ ^corpus/" ;;
-    internal/consolidation) echo "^(sqlstore|llm)/ ^(engine|run|lexical|semantic|vector|prompt|recall|types)\.go$" ;;
+    internal/consolidation) echo "^(sqlstore|llm)/ ^(engine|run|batch|attempt|apply|retention|outbound|lexical|semantic|vector|prompt|recall|types)\.go$" ;;
   esac
 }
 

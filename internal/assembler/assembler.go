@@ -8,12 +8,13 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"github.com/promptops/promptops/plan"
 	"regexp"
 	"unicode/utf8"
 
 	promptopsv1 "github.com/promptops/promptops/api/v1"
+	"github.com/promptops/promptops/internal/promptfit"
 	"github.com/promptops/promptops/internal/tokens"
+	"github.com/promptops/promptops/plan"
 )
 
 // SourceKey names one key of a ConfigMap in the template's namespace.
@@ -59,7 +60,7 @@ func (r *Result) OverBudget() []*Assembly {
 // every intent fits, or the template asked for Warn. An overrun under Reject
 // (or one Truncate could not cut away) keeps the previous ConfigMap, or none.
 func (r *Result) Applies() bool {
-	return len(r.OverBudget()) == 0 || r.Plan.OnExceed == string(promptopsv1.OnExceedWarn)
+	return len(r.OverBudget()) == 0 || r.Plan.OnExceed == plan.OnExceedWarn
 }
 
 // Truncated lists the intents whose static sections were cut.
@@ -148,7 +149,7 @@ func Render(in Input) (*Result, error) {
 }
 
 // RenderContext is Render that gives up, with an error wrapping ctx.Err(),
-// when ctx is done before the counts and cuts are (plan.Plan.Seal).
+// when ctx is done before the counts and cuts are (Seal).
 func RenderContext(ctx context.Context, in Input) (*Result, error) {
 	spec := in.Spec
 	if err := Validate(spec); err != nil {
@@ -181,12 +182,12 @@ func RenderContext(ctx context.Context, in Input) (*Result, error) {
 	pl := &Plan{
 		APIVersion: PlanAPIVersion, Kind: PlanKind,
 		Namespace: in.Namespace, Name: in.Name,
-		Encoding: enc, MaxTokens: int(spec.Budget.MaxTokens), OnExceed: string(onExceed),
+		Encoding: enc, MaxTokens: int(spec.Budget.MaxTokens), OnExceed: plan.OnExceed(onExceed),
 		Separator: Separator,
-		Runtime:   RuntimeSummary{Placeholder: Placeholder("NAME")},
+		Runtime:   RuntimeSummary{Placeholder: promptfit.Placeholder("NAME")},
 	}
 	if encoder.HasSpecials() {
-		pl.SpecialTokens = string(cmp.Or(spec.SpecialTokens, promptopsv1.DefaultSpecialTokens))
+		pl.SpecialTokens = plan.SpecialTokens(cmp.Or(spec.SpecialTokens, promptopsv1.DefaultSpecialTokens))
 	}
 	for i := range spec.Sections {
 		s := &spec.Sections[i]
@@ -236,7 +237,7 @@ func RenderContext(ctx context.Context, in Input) (*Result, error) {
 			if sc := m.Scope; sc != nil {
 				ps.Memory.Scope = &MemoryScope{FromRuntime: sc.FromRuntime, FromRequest: sc.FromRequest, IncludeShared: sc.IncludeShared}
 			}
-			pl.Runtime.MemoryPlaceholder = KindMemoryPlaceholder
+			pl.Runtime.MemoryPlaceholder = promptfit.MemoryPlaceholder("NAME")
 		default:
 			ps.Kind = KindStatic
 			text, err := resolve(where, s.Text, s.From, in.Sources, &res.Notes)
@@ -249,7 +250,7 @@ func RenderContext(ctx context.Context, in Input) (*Result, error) {
 			if err := special(fmt.Sprintf("spec.sections[%d].%s", i, textField("text", s.From != nil)), ps.Text); err != nil {
 				return nil, err
 			}
-			ps.Tokens = encoder.Count(block(heading, ps.Text))
+			ps.Tokens = encoder.Count(promptfit.Block(heading, ps.Text))
 		}
 		pl.Sections = append(pl.Sections, ps)
 	}
@@ -271,7 +272,7 @@ func RenderContext(ctx context.Context, in Input) (*Result, error) {
 	if err := pl.Validate(); err != nil {
 		return nil, err
 	}
-	intents, err := pl.Seal(ctx, plan.WithStaticCuts(onExceed == promptopsv1.OnExceedTruncate))
+	intents, err := Seal(ctx, pl, onExceed == promptopsv1.OnExceedTruncate)
 	if err != nil {
 		return nil, err
 	}
@@ -287,16 +288,4 @@ func textField(own string, fromConfigMap bool) string {
 		return "from"
 	}
 	return own
-}
-
-// block is a section as rendered: heading line, then text. An empty text
-// leaves the section out.
-func block(heading, text string) string {
-	if text == "" {
-		return ""
-	}
-	if heading == "" {
-		return text
-	}
-	return heading + "\n" + text
 }

@@ -19,7 +19,10 @@ type (
 	StaticCut = plan.StaticCut
 	// RuntimeSummary is plan.RuntimeSummary.
 	RuntimeSummary = plan.RuntimeSummary
-	// Assembly is plan.Assembly.
+	// Assembly is plan.Assembly; Render's and Seal's are static
+	// assemblies: runtime and memory sections stand as their heading and
+	// a placeholder line in Text and as their reserve in ReservedTokens,
+	// and Tokens is FixedTokens + ReservedTokens.
 	Assembly = plan.Assembly
 	// SectionResult is plan.SectionResult.
 	SectionResult = plan.SectionResult
@@ -43,12 +46,6 @@ const (
 	KindIntent     = plan.KindIntent
 	KindMemory     = plan.KindMemory
 )
-
-// KindMemoryPlaceholder is the memory placeholder pattern in plan.json.
-var KindMemoryPlaceholder = plan.MemoryPlaceholder("NAME")
-
-// Placeholder is the line that stands for a runtime section in <intent>.txt.
-func Placeholder(section string) string { return plan.Placeholder(section) }
 
 // PlanKey is the ConfigMap key of the plan.
 const PlanKey = "plan.json"

@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	promptopsv1 "github.com/promptops/promptops/api/v1"
+	"github.com/promptops/promptops/internal/textclip"
 )
 
 var (
@@ -41,7 +42,7 @@ func Validate(spec *promptopsv1.PromptTemplateSpec) error {
 	}
 	for k, v := range spec.Variables {
 		if !variableNameRE.MatchString(k) {
-			return bad("spec.variables", "variable name %q: names are letters, digits and '_', not starting with a digit, at most 63 characters", clip(k, 80))
+			return bad("spec.variables", "variable name %q: names are letters, digits and '_', not starting with a digit, at most 63 characters", textclip.Head(k, 80, "..."))
 		}
 		if n := utf8.RuneCountInString(v); n > MaxExpandedText {
 			return bad("spec.variables["+k+"]", "is %d characters, at most %d", n, MaxExpandedText)
@@ -154,20 +155,20 @@ func validateMemory(f string, s *promptopsv1.Section, spec *promptopsv1.PromptTe
 	}
 	m := s.Memory
 	if n := m.BankRef.Name; n == "" || len(n) > 63 || !intentNameRE.MatchString(n) {
-		return bad(".bankRef.name", "%q is not a valid MemoryBank name", clip(n, 80))
+		return bad(".bankRef.name", "%q is not a valid MemoryBank name", textclip.Head(n, 80, "..."))
 	}
 	if (m.Query.FromRuntime != "") == m.Query.FromRequest {
 		return bad(".query", "needs exactly one of fromRuntime and fromRequest: true")
 	}
 	if q := m.Query.FromRuntime; q != "" && !hasRuntime(spec, q) {
-		return bad(".query.fromRuntime", "%q must name a runtime section of this template", clip(q, 80))
+		return bad(".query.fromRuntime", "%q must name a runtime section of this template", textclip.Head(q, 80, "..."))
 	}
 	if sc := m.Scope; sc != nil {
 		if (sc.FromRuntime != "") == sc.FromRequest {
 			return bad(".scope", "needs exactly one of fromRuntime and fromRequest: true")
 		}
 		if r := sc.FromRuntime; r != "" && !hasRuntime(spec, r) {
-			return bad(".scope.fromRuntime", "%q must name a runtime section of this template", clip(r, 80))
+			return bad(".scope.fromRuntime", "%q must name a runtime section of this template", textclip.Head(r, 80, "..."))
 		}
 	}
 	if m.ReserveTokens < 1 || m.ReserveTokens >= max {
@@ -250,13 +251,6 @@ func ValidateName(name string) error {
 		return &InvalidSpecError{Field: "metadata.name", Message: fmt.Sprintf("must be 1 to 63 characters, is %d: it names and labels the rendered ConfigMaps", len(name))}
 	}
 	return nil
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "") + "..."
 }
 
 // hasRuntime reports whether the spec has a runtime section of that name.

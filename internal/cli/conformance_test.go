@@ -88,7 +88,7 @@ func (c *conformanceCase) recall(ctx context.Context, r plan.MemoryRequest) ([]p
 	case m.TimedOut:
 		return nil, context.DeadlineExceeded
 	case m.Error != "":
-		return nil, &plan.RecallError{Code: m.Error, Message: "as the case says"}
+		return nil, &plan.RecallError{Code: plan.MemoryCode(m.Error), Message: "as the case says"}
 	}
 	return m.Items, nil
 }
@@ -176,7 +176,7 @@ func TestConformanceVectors(t *testing.T) {
 			}
 			var mems []memoryExpected
 			for _, m := range a.Memory {
-				e := memoryExpected{Section: m.Section, Scope: m.Scope, Items: []string{}, Recalled: m.Recalled, Omitted: m.Omitted, TimedOut: m.TimedOut, Error: m.Code}
+				e := memoryExpected{Section: m.Section, Scope: m.Scope, Items: []string{}, Recalled: m.Recalled, Omitted: m.Omitted, TimedOut: m.TimedOut, Error: string(m.Code)}
 				for _, it := range m.Items {
 					e.Items = append(e.Items, it.ID)
 				}

@@ -40,6 +40,9 @@ func (s *storeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.store, "store", envDefault(lookupEnv, "PROMPTOPS_STORE", ""), "Store URL: postgres://... or sqlite:///path.db ($PROMPTOPS_STORE; prefer the variable, a flag shows in ps).")
 }
 
+// id is the --bank flag's bank.
+func (s *storeFlags) id() consolidation.BankID { return consolidation.BankID(s.bank) }
+
 func (s *storeFlags) open(ctx context.Context) (*sqlstore.Store, error) {
 	if s.bank == "" || strings.Count(s.bank, "/") != 1 || strings.HasPrefix(s.bank, "/") || strings.HasSuffix(s.bank, "/") {
 		return nil, errors.New("--bank must be NAMESPACE/NAME")
@@ -74,10 +77,12 @@ func runConsolidate(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	sf.register(fs)
 	var (
 		baseURL, model, missionFile, encoding, terminationLog, apiKeyFile string
+		retention                                                         string
 		set                                                               consolidation.Settings
 		timeoutSeconds, retries, maxTokensPerRun                          int
 		envErrs                                                           []error
 		emb                                                               embeddingsFlags
+		rf                                                                redactionFlags
 	)
 	fs.StringVar(&baseURL, "llm-base-url", envDefault(lookupEnv, "PROMPTOPS_LLM_BASE_URL", ""), "Base URL of an OpenAI-compatible API, e.g. http://vllm:8000/v1 ($PROMPTOPS_LLM_BASE_URL).")
 	fs.StringVar(&model, "model", envDefault(lookupEnv, "PROMPTOPS_MODEL", ""), "Model name ($PROMPTOPS_MODEL).")
@@ -95,7 +100,9 @@ func runConsolidate(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	intFlag(fs, &envErrs, &maxTokensPerRun, "max-tokens-per-run", "PROMPTOPS_MAX_TOKENS_PER_RUN", int(consolidation.DefaultMaxTokensPerRun), "Prompt plus completion tokens of the run at most, retries included; then no new call starts and the rest stays pending.")
 	intFlag(fs, &envErrs, &timeoutSeconds, "llm-timeout-seconds", "PROMPTOPS_LLM_TIMEOUT_SECONDS", int(promptopsv1.DefaultLLMTimeoutSeconds), "Timeout of one LLM call.")
 	intFlag(fs, &envErrs, &retries, "llm-retries", "PROMPTOPS_LLM_RETRIES", 3, "Retries of an LLM call on 429, 5xx and connection errors, with backoff.")
+	fs.StringVar(&retention, "retention-max-age", envDefault(lookupEnv, "PROMPTOPS_RETENTION_MAX_AGE", ""), "Erase, first thing in the run, the facts stored longer ago than this Go duration (e.g. 720h) with the observations citing them; 0 or empty keeps facts ($PROMPTOPS_RETENTION_MAX_AGE).")
 	emb.register(fs, &envErrs)
+	rf.register(fs)
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
@@ -107,6 +114,11 @@ func runConsolidate(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if err := errors.Join(envErrs...); err != nil {
 		return fail(ExitInvalid, "%v", err)
 	}
+	maxAge, err := retentionMaxAge(retention)
+	if err != nil {
+		return fail(ExitInvalid, "%v", err)
+	}
+	set.RetentionMaxAge = maxAge
 	if baseURL == "" || model == "" {
 		return fail(ExitInvalid, "--llm-base-url and --model are required")
 	}
@@ -134,7 +146,13 @@ func runConsolidate(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(ExitInvalid, "%v", err)
 	}
-	set.Bank, set.Encoding = sf.bank, encoding
+	// What a run sends to the LLM and the embeddings API is redacted
+	// again, in case facts were written straight into the store.
+	red, err := rf.redactor()
+	if err != nil {
+		return fail(ExitInvalid, "%v", err)
+	}
+	set.Bank, set.Encoding = sf.id(), encoding
 	// A claim outlives the longest call the client can make (every retry
 	// timing out), so a live run never loses its facts to another.
 	set.ClaimLease = max(consolidation.DefaultClaimLease, time.Duration(retries+1)*time.Duration(timeoutSeconds)*time.Second+2*time.Minute)
@@ -188,12 +206,27 @@ func runConsolidate(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		LLM: llm.New(llm.Config{BaseURL: baseURL, Model: model, APIKey: apiKey,
 			Timeout: time.Duration(timeoutSeconds) * time.Second, MaxRetries: retries}),
 		Progress: func(line string) { fmt.Fprintf(stderr, "%s %s\n", time.Now().UTC().Format(time.RFC3339), line) },
+		Redactor: red,
 	}
 	if embedder != nil {
 		eng.Embedder = embedder
 	}
 	summary, err = eng.Run(ctx)
 	return finish(err)
+}
+
+// retentionMaxAge parses --retention-max-age: a positive Go duration, or
+// 0 or empty for none; an error names the flag and the value.
+func retentionMaxAge(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("--retention-max-age: %q is not a positive duration (e.g. 720h, 90m); 0 keeps facts", s)
+	}
+	return d, nil
 }
 
 // terminationMessage is the summary as JSON within 4 KiB: the error message

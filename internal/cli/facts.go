@@ -15,6 +15,7 @@ import (
 
 	"github.com/promptops/promptops/internal/consolidation"
 	"github.com/promptops/promptops/internal/memscope"
+	"github.com/promptops/promptops/internal/redact"
 )
 
 func init() {
@@ -53,6 +54,12 @@ var utf8BOM = []byte("\xef\xbb\xbf")
 // blank lines. A repeated id with the same text is dropped and counted in
 // dups; with different text it is an error.
 func parseFacts(r io.Reader) (facts []consolidation.Fact, dups int, err error) {
+	facts, _, dups, err = readFacts(r)
+	return facts, dups, err
+}
+
+// readFacts is parseFacts that also returns each fact's line number.
+func readFacts(r io.Reader) (facts []consolidation.Fact, lines []int, dups int, err error) {
 	type seenID struct{ line, index int }
 	seen := map[string]seenID{}
 	sc := bufio.NewScanner(r)
@@ -71,16 +78,16 @@ func parseFacts(r io.Reader) (facts []consolidation.Fact, dups int, err error) {
 			continue
 		}
 		if len(line) > MaxFactLine {
-			return nil, 0, tooLong(n)
+			return nil, nil, 0, tooLong(n)
 		}
 		f, err := parseFactLine(line)
 		if err != nil {
-			return nil, 0, fmt.Errorf("line %d: %w", n, err)
+			return nil, nil, 0, fmt.Errorf("line %d: %w", n, err)
 		}
 		if f.ID != "" {
 			if first, ok := seen[f.ID]; ok {
 				if facts[first.index].Text != f.Text {
-					return nil, 0, fmt.Errorf("line %d: id %q repeats line %d with different text", n, f.ID, first.line)
+					return nil, nil, 0, fmt.Errorf("line %d: id %q repeats line %d with different text", n, f.ID, first.line)
 				}
 				dups++
 				continue
@@ -88,14 +95,15 @@ func parseFacts(r io.Reader) (facts []consolidation.Fact, dups int, err error) {
 			seen[f.ID] = seenID{line: n, index: len(facts)}
 		}
 		facts = append(facts, f)
+		lines = append(lines, n)
 	}
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
-			return nil, 0, tooLong(n)
+			return nil, nil, 0, tooLong(n)
 		}
-		return nil, 0, fmt.Errorf("line %d: %w", n, err)
+		return nil, nil, 0, fmt.Errorf("line %d: %w", n, err)
 	}
-	return facts, dups, nil
+	return facts, lines, dups, nil
 }
 
 func tooLong(n int) error {
@@ -108,7 +116,7 @@ func parseFactLine(line []byte) (consolidation.Fact, error) { return consolidati
 // derivedFactID is the id of a fact imported without one
 // (consolidation.DerivedFactID), so importing the same file again adds
 // nothing.
-func derivedFactID(bank string, f consolidation.Fact) string {
+func derivedFactID(bank consolidation.BankID, f consolidation.Fact) string {
 	return consolidation.DerivedFactID(bank, f)
 }
 
@@ -116,8 +124,10 @@ func runFactsImport(args []string, stdin io.Reader, stdout, stderr io.Writer) in
 	fs := newFlagSet("facts import", stderr)
 	var sf storeFlags
 	sf.register(fs)
+	var rf redactionFlags
+	rf.register(fs)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: promptops facts import --bank NS/NAME --store URL FILE.jsonl|-\n\nOne fact per line: {\"id\"?, \"scope\"?, \"text\", \"entities\", \"occurredStart\", \"occurredEnd\", \"mentionedAt\", \"tags\"}.\nUTF-8, with or without a byte order mark; LF or CRLF line endings; blank lines are skipped.\nA line may hold at most %d MiB. A fact without an id gets one derived from the bank, its text and its three times\n(a UUID from their SHA-256), so importing a file again adds nothing. A repeated id with\nthe same text is skipped and counted as already present; with different text it is an\nerror, as is occurredEnd before occurredStart.\nA bad line is reported with its number and nothing of the file is imported (exit code 2).\n", MaxFactLine>>20)
+		fmt.Fprintf(stderr, "Usage: promptops facts import --bank NS/NAME --store URL FILE.jsonl|-\n\nOne fact per line: {\"id\"?, \"scope\"?, \"text\", \"entities\", \"occurredStart\", \"occurredEnd\", \"mentionedAt\", \"tags\"}.\nUTF-8, with or without a byte order mark; LF or CRLF line endings; blank lines are skipped.\nA line may hold at most %d MiB. A fact without an id gets one derived from the bank, its text and its three times\n(a UUID from their SHA-256), so importing a file again adds nothing. A repeated id with\nthe same text is skipped and counted as already present; with different text it is an\nerror, as is occurredEnd before occurredStart.\nA bad line is reported with its number and nothing of the file is imported (exit code 2).\nSecrets (and the --redact-personal-data kinds) are replaced by [REDACTED:<kind>] before a fact is stored\nand counted by kind; with --redact-secrets=Reject a line holding a secret fails the import (exit code 2).\n", MaxFactLine>>20)
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args); !ok {
@@ -138,14 +148,26 @@ func runFactsImport(args []string, stdin io.Reader, stdout, stderr io.Writer) in
 		defer f.Close()
 		r = f
 	}
-	facts, dups, err := parseFacts(r)
+	red, err := rf.redactor()
+	if err != nil {
+		fmt.Fprintln(stderr, "promptops facts import:", err)
+		return ExitInvalid
+	}
+	facts, lines, dups, err := readFacts(r)
 	if err != nil {
 		fmt.Fprintf(stderr, "promptops facts import: %s: %v; nothing imported\n", name, err)
 		return ExitInvalid
 	}
+	redacted := redact.Counts{}
 	for i := range facts {
+		// Redacted before its id is derived: importing the file again
+		// finds the same facts.
+		if err := consolidation.RedactFact(red, &facts[i], redacted); err != nil {
+			fmt.Fprintf(stderr, "promptops facts import: %s: line %d: %v and --redact-secrets is Reject; nothing imported\n", name, lines[i], err)
+			return ExitInvalid
+		}
 		if facts[i].ID == "" {
-			facts[i].ID = derivedFactID(sf.bank, facts[i])
+			facts[i].ID = derivedFactID(sf.id(), facts[i])
 		}
 	}
 	ctx := context.Background()
@@ -155,12 +177,15 @@ func runFactsImport(args []string, stdin io.Reader, stdout, stderr io.Writer) in
 		return ExitFailed
 	}
 	defer store.Close()
-	n, err := store.ImportFacts(ctx, sf.bank, facts)
+	n, err := store.ImportFacts(ctx, sf.id(), facts)
 	if err != nil {
 		fmt.Fprintf(stderr, "promptops facts import: %v; nothing imported\n", err)
 		return ExitFailed
 	}
 	fmt.Fprintf(stdout, "imported %d facts into %s (%d already present)\n", n, sf.bank, len(facts)-n+dups)
+	if len(redacted) > 0 {
+		fmt.Fprintf(stdout, "redacted %s\n", formatRedacted(redacted))
+	}
 	return ExitOK
 }
 
@@ -182,7 +207,12 @@ func runFactsList(args []string, stdout, stderr io.Writer) int {
 		return ExitFailed
 	}
 	defer store.Close()
-	facts, err := store.ListFacts(ctx, sf.bank, *scope, *status, *limit)
+	var facts []consolidation.Fact
+	if *scope != nil {
+		facts, err = store.ListScopeFacts(ctx, sf.id().Scope(**scope), *status, *limit)
+	} else {
+		facts, err = store.ListFacts(ctx, sf.id(), *status, *limit)
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "promptops facts list:", err)
 		return ExitFailed
@@ -196,7 +226,7 @@ func runFactsList(args []string, stdout, stderr io.Writer) int {
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSCOPE\tSTATUS\tTEXT\tREASON")
 	for _, f := range facts {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", f.ID, f.Scope, f.Status, clip(f.Text, 60), f.FailureReason)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", f.ID, f.Scope, f.Status, cell(f.Text, 60), f.FailureReason)
 	}
 	_ = tw.Flush()
 	return ExitOK
@@ -220,7 +250,7 @@ func runFactsRetry(args []string, stdout, stderr io.Writer) int {
 		return ExitFailed
 	}
 	defer store.Close()
-	n, err := store.RetryFacts(ctx, sf.bank, fs.Args())
+	n, err := store.RetryFacts(ctx, sf.id().Scope(""), fs.Args())
 	if err != nil {
 		fmt.Fprintln(stderr, "promptops facts retry:", err)
 		return ExitFailed
@@ -256,7 +286,12 @@ func runFactsDelete(args []string, stdout, stderr io.Writer) int {
 		return ExitFailed
 	}
 	defer store.Close()
-	e, err := store.DeleteFacts(ctx, sf.bank, *scope, fs.Args())
+	var e consolidation.Erasure
+	if *scope != nil {
+		e, err = store.DeleteScopeFacts(ctx, sf.id().Scope(**scope), fs.Args())
+	} else {
+		e, err = store.DeleteFacts(ctx, sf.id(), fs.Args())
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "promptops facts delete:", err)
 		return ExitFailed
@@ -293,7 +328,7 @@ func runObservations(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if *scope != nil {
 		scopes = []string{**scope}
 	} else {
-		counts, err := store.ListScopes(ctx, sf.bank)
+		counts, err := store.ListScopes(ctx, sf.id())
 		if err != nil {
 			fmt.Fprintln(stderr, "promptops observations list:", err)
 			return ExitFailed
@@ -306,7 +341,7 @@ func runObservations(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	var obs []consolidation.Observation
 	for _, sc := range scopes {
-		some, err := store.ListObservations(ctx, consolidation.BankKey(sf.bank, sc))
+		some, err := store.ListObservations(ctx, sf.id().Scope(sc))
 		if err != nil {
 			fmt.Fprintln(stderr, "promptops observations list:", err)
 			return ExitFailed
@@ -329,7 +364,7 @@ func runObservations(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 				when += ".." + o.OccurredEnd.Format("2006-01-02")
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", o.ID, o.Scope, o.ProofCount, when, clip(o.Text, 80))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", o.ID, o.Scope, o.ProofCount, when, cell(o.Text, 80))
 	}
 	_ = tw.Flush()
 	return ExitOK
@@ -357,7 +392,9 @@ func writeJSON(w io.Writer, v any) int {
 	return ExitOK
 }
 
-func clip(s string, n int) string {
+// cell is s as one table cell: its whitespace runs as single spaces, and
+// at most n characters, the last an ellipsis when it was cut.
+func cell(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if r := []rune(s); len(r) > n {
 		return string(r[:n-1]) + "…"

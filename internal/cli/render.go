@@ -127,7 +127,7 @@ func runRender(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		}
 		rt := renderTemplate{
 			Namespace: m.pt.Namespace, Name: m.pt.Name, File: m.file,
-			Encoding: res.Plan.Encoding, MaxTokens: res.Plan.MaxTokens, OnExceed: res.Plan.OnExceed,
+			Encoding: res.Plan.Encoding, MaxTokens: res.Plan.MaxTokens, OnExceed: string(res.Plan.OnExceed),
 			Revision: res.Plan.Revision, Notes: res.Notes, Intents: []renderIntent{},
 		}
 		for _, a := range res.Intents {

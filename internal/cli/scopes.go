@@ -67,7 +67,7 @@ func runScopesList(args []string, stdout, stderr io.Writer) int {
 		return ExitFailed
 	}
 	defer store.Close()
-	scopes, err := store.ListScopes(ctx, sf.bank)
+	scopes, err := store.ListScopes(ctx, sf.id())
 	if err != nil {
 		fmt.Fprintln(stderr, "promptops scopes list:", err)
 		return ExitFailed
@@ -117,7 +117,7 @@ func runScopesExport(args []string, stdout, stderr io.Writer) int {
 	w := bufio.NewWriter(stdout)
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
-	err = store.ExportScope(ctx, sf.bank, fs.Arg(0), func(e consolidation.Exported) error { return enc.Encode(e) })
+	err = store.ExportScope(ctx, sf.id().Scope(fs.Arg(0)), func(e consolidation.Exported) error { return enc.Encode(e) })
 	if ferr := w.Flush(); err == nil {
 		err = ferr
 	}
@@ -155,7 +155,7 @@ func runScopesDelete(args []string, stdout, stderr io.Writer) int {
 	}
 	defer store.Close()
 	for _, scope := range fs.Args() {
-		e, err := store.EraseScope(ctx, sf.bank, scope)
+		e, err := store.EraseScope(ctx, sf.id().Scope(scope))
 		if err != nil {
 			fmt.Fprintf(stderr, "promptops scopes delete: %s: %v\n", scope, err)
 			return ExitFailed

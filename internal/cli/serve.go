@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/promptops/promptops/internal/consolidation"
+	"github.com/promptops/promptops/internal/redact"
 	"github.com/promptops/promptops/internal/serve"
 	"github.com/promptops/promptops/internal/telemetry"
 	"github.com/promptops/promptops/internal/tokens"
@@ -60,9 +61,11 @@ func runServe(args []string, _ io.Reader, _, stderr io.Writer) int {
 		sf       storeFlags
 		encoding string
 		emb      embeddingsFlags
+		rf       redactionFlags
 		envErrs  []error
 	)
 	sf.register(fs)
+	rf.register(fs)
 	encodingFlag(fs, &encoding)
 	emb.register(fs, &envErrs)
 	maxFacts := fs.Int("max-facts-per-request", serve.DefaultMaxFactsPerRequest, "With --bank, the most facts one POST .../facts may carry; more get 413.")
@@ -163,7 +166,12 @@ func runServe(args []string, _ io.Reader, _, stderr io.Writer) int {
 	}
 	defer flushTraces(stopTraces)
 	if sf.bank != "" {
-		bank, closeBank, err := openBank(ctx, sf, encoding, &emb, log)
+		red, err := rf.redactor()
+		if err != nil {
+			fmt.Fprintln(stderr, "promptops serve:", err)
+			return ExitInvalid
+		}
+		bank, closeBank, err := openBank(ctx, sf, encoding, &emb, red, log)
 		if err != nil {
 			fmt.Fprintln(stderr, "promptops serve:", err)
 			return ExitInvalid
@@ -318,7 +326,7 @@ func parseLimit(s string) int64 {
 
 // openBank opens the store of --bank, registers the bank and loads its
 // indexes, so that the first recall finds them in memory.
-func openBank(ctx context.Context, sf storeFlags, encoding string, emb *embeddingsFlags, log logr.Logger) (*serve.Bank, func(), error) {
+func openBank(ctx context.Context, sf storeFlags, encoding string, emb *embeddingsFlags, red *redact.Redactor, log logr.Logger) (*serve.Bank, func(), error) {
 	if _, err := tokens.Get(encoding); err != nil {
 		return nil, nil, fmt.Errorf("--encoding: %w", err)
 	}
@@ -332,12 +340,13 @@ func openBank(ctx context.Context, sf storeFlags, encoding string, emb *embeddin
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := store.EnsureBank(ctx, sf.bank); err != nil {
+	if err := store.EnsureBank(ctx, sf.id()); err != nil {
 		store.Close()
 		return nil, nil, fmt.Errorf("registering bank %s: %w", sf.bank, err)
 	}
 	ns, name, _ := strings.Cut(sf.bank, "/")
-	rec := &consolidation.Recaller{Store: store, Bank: sf.bank, Embedder: embedder, Floor: set.SemanticFloor,
+	// A query leaves the process for the embeddings API: redacted too.
+	rec := &consolidation.Recaller{Store: store, Scope: sf.id().Scope(""), Embedder: consolidation.RedactEmbedder(embedder, red), Floor: set.SemanticFloor,
 		OnError: func(what string, err error) {
 			if what == "embedding a query" {
 				// The server's message may quote the query.
@@ -355,7 +364,7 @@ func openBank(ctx context.Context, sf storeFlags, encoding string, emb *embeddin
 		return nil, nil, fmt.Errorf("loading bank %s: %w", sf.bank, err)
 	}
 	log.Info("Bank loaded", "bank", sf.bank, "generation", rec.Generation(), "semantic", embedder != nil)
-	return &serve.Bank{Namespace: ns, Name: name, Store: store, Recaller: rec, Encoding: encoding}, func() { store.Close() }, nil
+	return &serve.Bank{Namespace: ns, Name: name, Store: store, Recaller: rec, Encoding: encoding, Redactor: red}, func() { store.Close() }, nil
 }
 
 // flushTraces sends the spans not yet exported, waiting at most 5 s.

@@ -13,7 +13,6 @@ import (
 // apply writes a usable answer's valid items and marks the facts it carried
 // consolidated, in one transaction.
 func (r *run) apply(ctx context.Context, c call, ops Ops, consolidate []string, dropped []Dropped, attempt int, reported int64) error {
-	s := r.Settings
 	var created []string
 	if len(consolidate) > 0 || len(ops.Creates)+len(ops.Updates)+len(ops.Deletes)+len(ops.Merges) > 0 {
 		if r.vec != nil && len(r.vec.unstored) > 0 {
@@ -29,7 +28,7 @@ func (r *run) apply(ctx context.Context, c call, ops Ops, consolidate []string, 
 		}
 		var err error
 		for {
-			created, err = r.Store.Apply(ctx, s.Bank, r.id, ops, consolidate, r.now())
+			created, err = r.Store.Apply(ctx, r.key, r.id, ops, consolidate, r.now())
 			var gone *GoneError
 			if !errors.As(err, &gone) {
 				break

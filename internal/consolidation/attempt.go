@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/promptops/promptops/internal/textclip"
 )
 
 // The attempts of a batch: ask the model, validate its answer, retry
@@ -46,7 +48,7 @@ func (r *run) process(ctx context.Context, facts []Fact) error {
 		renewed := make(chan error, 1)
 		until := r.now().Add(s.ClaimLease)
 		go func() {
-			err := r.Store.ExtendClaims(ctx, s.Bank, r.id, until)
+			err := r.Store.ExtendClaims(ctx, r.key, r.id, until)
 			if err != nil {
 				cancelCall()
 			}
@@ -90,7 +92,7 @@ func (r *run) process(ctx context.Context, facts []Fact) error {
 		if _, _, err := Validate(ans, c.batch, func(norm string) (bool, error) { norms = append(norms, norm); return false, nil }); err != nil {
 			return fmt.Errorf("store: %w", err)
 		}
-		known, err := r.Store.HasObservationTexts(ctx, s.Bank, norms)
+		known, err := r.Store.HasObservationTexts(ctx, r.key, norms)
 		if err != nil {
 			return fmt.Errorf("store: %w", err)
 		}
@@ -102,7 +104,7 @@ func (r *run) process(ctx context.Context, facts []Fact) error {
 			if asked[norm] {
 				return known[norm], nil
 			}
-			one, err := r.Store.HasObservationTexts(ctx, s.Bank, []string{norm})
+			one, err := r.Store.HasObservationTexts(ctx, r.key, []string{norm})
 			return one[norm], err
 		}
 		ops, dropped, err := Validate(ans, c.batch, exists)
@@ -247,7 +249,7 @@ func retryFacts(pending []Fact, ops Ops, dropped []Dropped) map[string][]string 
 // rejectedNote tells the model, on the next attempt, why its answer could
 // not be used: the same prompt at temperature 0 would repeat the mistake.
 func rejectedNote(err error) string {
-	return "## YOUR PREVIOUS ANSWER WAS REJECTED\nIt could not be used: " + clip(err.Error(), 400) +
+	return "## YOUR PREVIOUS ANSWER WAS REJECTED\nIt could not be used: " + textclip.Head(err.Error(), 400, "...") +
 		"\nAnswer again with exactly one JSON object with the keys \"creates\", \"updates\" and \"deletes\", each once, ids copied exactly as shown."
 }
 
@@ -265,18 +267,11 @@ func droppedNote(dropped []Dropped) string {
 			b.WriteString("- and more\n")
 			break
 		}
-		b.WriteString("- " + d.Item + ": " + clip(d.Reason, 300) + "\n")
+		b.WriteString("- " + d.Item + ": " + textclip.Head(d.Reason, 300, "...") + "\n")
 		n++
 	}
 	b.WriteString("Answer again for these facts, using only the observation ids shown above.")
 	return b.String()
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "") + "..."
 }
 
 func ids(facts []Fact) []string {
@@ -296,7 +291,7 @@ func (r *run) split(ctx context.Context, facts []Fact) error {
 }
 
 func (r *run) fail(ctx context.Context, ids []string, reason string) error {
-	if err := r.Store.MarkFailed(ctx, r.Settings.Bank, r.id, ids, reason, r.now()); err != nil {
+	if err := r.Store.MarkFailed(ctx, r.key, r.id, ids, reason, r.now()); err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
 	r.sum.FactsFailed += int64(len(ids))

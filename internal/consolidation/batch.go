@@ -64,7 +64,7 @@ func (r *run) recall(ctx context.Context, facts []Fact) ([]Candidate, map[string
 	var lex map[string][]Candidate
 	var lexErr error
 	lexical := func() {
-		lex, lexErr = r.Store.Recall(ctx, r.Settings.Bank, facts, r.Settings.RecallPerFact*4)
+		lex, lexErr = r.Store.Recall(ctx, r.key, facts, r.Settings.RecallPerFact*4)
 	}
 	var sem map[string][]Candidate
 	var err error
@@ -124,7 +124,7 @@ func (r *run) recall(ctx context.Context, facts []Fact) ([]Candidate, map[string
 		for i, c := range out {
 			poolIDs[i] = c.ID
 		}
-		srcIDs, srcFacts, err := r.Store.CandidateSources(ctx, r.Settings.Bank, poolIDs)
+		srcIDs, srcFacts, err := r.Store.CandidateSources(ctx, r.key, poolIDs)
 		if err != nil {
 			return nil, nil, fmt.Errorf("store: %w", err)
 		}
@@ -152,6 +152,7 @@ func (r *run) prepare(ctx context.Context, facts []Fact, correction string) (cal
 	if err != nil {
 		return call{}, false, err
 	}
+	pool = r.redactPool(pool)
 	note, remaining := r.capacity()
 	build := func(pool []Candidate) string {
 		u := UserPrompt(note, facts, pool)

@@ -4,11 +4,12 @@ import (
 	"time"
 
 	promptopsv1 "github.com/promptops/promptops/api/v1"
+	"github.com/promptops/promptops/internal/redact"
 )
 
 // Engine runs consolidation for one bank.
 type Engine struct {
-	Store    Store
+	Store    RunStore
 	LLM      LLM
 	Settings Settings
 	// Now is the clock; nil is time.Now.
@@ -19,6 +20,10 @@ type Engine struct {
 	// Embedder turns on hybrid recall and the duplicate guard; nil keeps
 	// recall lexical.
 	Embedder Embedder
+	// Redactor redacts the facts and observations a run sends to the LLM
+	// and the texts it sends to the embeddings API, in case facts were
+	// written straight into the store; nil sends them as stored.
+	Redactor *redact.Redactor
 }
 
 // Defaults of the settings a run leaves zero: a MemoryBank's, defined in

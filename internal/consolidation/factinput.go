@@ -127,15 +127,15 @@ func parseFactTime(field, s string) (*time.Time, error) {
 var factIDSpace = uuid.MustParse("7b0f3c2e-5d1a-4e8b-9c6f-2a4d8e1b3f50")
 
 // DerivedFactID is the id of a fact given without one: a UUID (version 8)
-// from the SHA-256 of the bank's scope (BankKey), the text and the three
+// from the SHA-256 of the fact's scope's key (BankID.Scope), the text and the three
 // times (RFC 3339, UTC; empty when unset), so importing or posting the same
 // fact again adds nothing, and two users who say the same sentence keep a
 // fact each. Entities and tags do not count: the same statement at the
 // same times is one fact. A fact of the shared scope keeps the id it had
 // before scopes existed.
-func DerivedFactID(bank string, f Fact) string {
+func DerivedFactID(bank BankID, f Fact) string {
 	var b strings.Builder
-	for _, s := range []string{BankKey(bank, f.Scope), f.Text, timeKey(f.OccurredStart), timeKey(f.OccurredEnd), timeKey(f.MentionedAt)} {
+	for _, s := range []string{string(bank.Scope(f.Scope)), f.Text, timeKey(f.OccurredStart), timeKey(f.OccurredEnd), timeKey(f.MentionedAt)} {
 		// A length prefix keeps ("ab", "c") apart from ("a", "bc").
 		fmt.Fprintf(&b, "%d:%s\n", len(s), s)
 	}

@@ -70,7 +70,7 @@ func TestDerivedFactID(t *testing.T) {
 	}
 	seen := map[string]string{id: "base"}
 	for name, f := range map[string]struct {
-		bank string
+		bank BankID
 		f    Fact
 	}{
 		"bank":      {"ns/other", base},

@@ -11,22 +11,22 @@ import (
 	"unicode"
 )
 
-// QueryStore is what recall for a query reads from a store: the bank's
-// generation (moved by every applied batch), its observations and their
-// vectors once per generation, and its pending facts.
+// QueryStore is what recall for a query reads from a store, all of one
+// scope: its generation (moved by every applied batch), its observations
+// and their vectors once per generation, and its pending facts.
 type QueryStore interface {
-	// BankGeneration is a key's generation (Applied -1 for a key the
+	// BankGeneration is a scope's generation (Applied -1 for a scope the
 	// store does not know) and its bank's erasures.
-	BankGeneration(ctx context.Context, key string) (Generation, error)
-	// LoadRecallable reads what a Recaller holds of a key, as of one
-	// generation, which it answers (Applied -1 for a key the store does
-	// not know): the key's observations with their source fact ids and
+	BankGeneration(ctx context.Context, key ScopeKey) (Generation, error)
+	// LoadRecallable reads what a Recaller holds of a scope, as of one
+	// generation, which it answers (Applied -1 for a scope the store does
+	// not know): the scope's observations with their source fact ids and
 	// those facts' distinct tags, and their vectors in sp (none when
 	// sp.Dims is 0), into into.
-	LoadRecallable(ctx context.Context, key string, sp Space, into RecallableSink) (Generation, error)
-	// PendingFacts returns up to limit facts not consolidated yet, created
-	// at or after since, oldest first.
-	PendingFacts(ctx context.Context, bank string, since time.Time, limit int) ([]Fact, error)
+	LoadRecallable(ctx context.Context, key ScopeKey, sp Space, into RecallableSink) (Generation, error)
+	// PendingFacts returns up to limit facts of the scope not consolidated
+	// yet, created at or after since, oldest first.
+	PendingFacts(ctx context.Context, key ScopeKey, since time.Time, limit int) ([]Fact, error)
 }
 
 // RecallableSink receives what QueryStore.LoadRecallable reads; the
@@ -84,9 +84,9 @@ const (
 // meanwhile the previous ones keep answering. Safe for concurrent use.
 type Recaller struct {
 	Store QueryStore
-	// Bank is the key (BankKey) of the bank's scope the Recaller answers
-	// for: the bank's "namespace/name" for its shared scope.
-	Bank string
+	// Scope is the key of the bank's scope the Recaller answers for
+	// (BankID.Scope; the bank's own id for its shared scope).
+	Scope ScopeKey
 	// Embedder embeds queries with the bank's embeddings settings; nil
 	// recalls by words and entities only.
 	Embedder Embedder
@@ -104,10 +104,10 @@ type Recaller struct {
 	gens    genGate
 }
 
-// ForKey is a new Recaller like r (store, embedder, floor, bounds, error
-// handler) for another key of r's bank: a scope's (BankKey).
-func (r *Recaller) ForKey(key string) *Recaller {
-	return &Recaller{Store: r.Store, Bank: key, Embedder: r.Embedder, Floor: r.Floor, MaxPending: r.MaxPending, OnError: r.OnError}
+// ForScope is a new Recaller like r (store, embedder, floor, bounds, error
+// handler) for another scope of r's bank.
+func (r *Recaller) ForScope(key ScopeKey) *Recaller {
+	return &Recaller{Store: r.Store, Scope: key, Embedder: r.Embedder, Floor: r.Floor, MaxPending: r.MaxPending, OnError: r.OnError}
 }
 
 // genGate coalesces the reads of the bank's generation that concurrent
@@ -164,7 +164,7 @@ func (r *Recaller) readGenerations(c *genCall) {
 	g := &r.gens
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), genReadTimeout)
-		c.gen, c.err = r.Store.BankGeneration(ctx, r.Bank)
+		c.gen, c.err = r.Store.BankGeneration(ctx, r.Scope)
 		cancel()
 		close(c.done)
 		g.mu.Lock()
@@ -364,7 +364,7 @@ func (r *Recaller) loadLocked(ctx context.Context, sp Space) (*bankMemory, error
 	if sp.Dims > 0 {
 		m.vec = NewMemIndex(sp.Dims)
 	}
-	gen, err := r.Store.LoadRecallable(ctx, r.Bank, sp, m)
+	gen, err := r.Store.LoadRecallable(ctx, r.Scope, sp, m)
 	if err != nil {
 		return nil, fmt.Errorf("loading the bank's memory: %w", err)
 	}
@@ -515,7 +515,7 @@ func (r *Recaller) pending(ctx context.Context, gen Generation, f Fact, limit in
 	if maxPending <= 0 {
 		maxPending = 100000
 	}
-	facts, err := r.Store.PendingFacts(ctx, r.Bank, since, maxPending)
+	facts, err := r.Store.PendingFacts(ctx, r.Scope, since, maxPending)
 	if err != nil {
 		return nil, err
 	}

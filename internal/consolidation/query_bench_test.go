@@ -14,10 +14,10 @@ type benchStore struct {
 	vecs map[string][]float32
 }
 
-func (s *benchStore) BankGeneration(context.Context, string) (Generation, error) {
+func (s *benchStore) BankGeneration(context.Context, ScopeKey) (Generation, error) {
 	return Generation{Applied: 1}, nil
 }
-func (s *benchStore) LoadRecallable(_ context.Context, _ string, sp Space, into RecallableSink) (Generation, error) {
+func (s *benchStore) LoadRecallable(_ context.Context, _ ScopeKey, sp Space, into RecallableSink) (Generation, error) {
 	into.Grow(len(s.obs))
 	for _, o := range s.obs {
 		into.Observation(o, []string{"seed"})
@@ -29,7 +29,7 @@ func (s *benchStore) LoadRecallable(_ context.Context, _ string, sp Space, into 
 	}
 	return Generation{Applied: 1}, nil
 }
-func (s *benchStore) PendingFacts(context.Context, string, time.Time, int) ([]Fact, error) {
+func (s *benchStore) PendingFacts(context.Context, ScopeKey, time.Time, int) ([]Fact, error) {
 	return nil, nil
 }
 
@@ -88,7 +88,7 @@ func BenchmarkRecall(b *testing.B) {
 			queries = append(queries, q)
 		}
 	}
-	r := &Recaller{Store: st, Bank: "b", Embedder: emb, Floor: 0.3}
+	r := &Recaller{Store: st, Scope: "b", Embedder: emb, Floor: 0.3}
 	if err := r.Load(context.Background(), Space{Model: "bench", Dims: d}); err != nil {
 		b.Fatal(err)
 	}

@@ -16,7 +16,7 @@ type genStore struct {
 	hold  chan struct{}
 }
 
-func (s *genStore) BankGeneration(context.Context, string) (Generation, error) {
+func (s *genStore) BankGeneration(context.Context, ScopeKey) (Generation, error) {
 	g := s.gen.Load()
 	if s.reads.Add(1) == 1 {
 		<-s.hold
@@ -30,7 +30,7 @@ func (s *genStore) BankGeneration(context.Context, string) (Generation, error) {
 func TestRecallSharesGenerationReads(t *testing.T) {
 	st := &genStore{hold: make(chan struct{})}
 	st.gen.Store(1)
-	r := &Recaller{Store: st, Bank: "b"}
+	r := &Recaller{Store: st, Scope: "b"}
 	first := r.startGeneration()
 	for st.reads.Load() == 0 {
 		time.Sleep(time.Millisecond)

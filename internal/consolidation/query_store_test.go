@@ -36,7 +36,7 @@ type memQueryStore struct {
 	vecScans int
 }
 
-func (s *memQueryStore) BankGeneration(context.Context, string) (Generation, error) {
+func (s *memQueryStore) BankGeneration(context.Context, ScopeKey) (Generation, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return Generation{Applied: s.gen}, s.genErr
@@ -45,7 +45,7 @@ func (s *memQueryStore) BankGeneration(context.Context, string) (Generation, err
 // LoadRecallable answers as one read: the generation and the data as
 // they were when the read began, handed over once scanning (when set) is
 // closed.
-func (s *memQueryStore) LoadRecallable(ctx context.Context, _ string, sp Space, into RecallableSink) (Generation, error) {
+func (s *memQueryStore) LoadRecallable(ctx context.Context, _ ScopeKey, sp Space, into RecallableSink) (Generation, error) {
 	if err := ctx.Err(); err != nil {
 		return Generation{}, err
 	}
@@ -84,7 +84,7 @@ func (s *memQueryStore) LoadRecallable(ctx context.Context, _ string, sp Space, 
 	return Generation{Applied: gen}, nil
 }
 
-func (s *memQueryStore) PendingFacts(_ context.Context, _ string, since time.Time, limit int) ([]Fact, error) {
+func (s *memQueryStore) PendingFacts(_ context.Context, _ ScopeKey, since time.Time, limit int) ([]Fact, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.sinces = append(s.sinces, since)
@@ -158,7 +158,7 @@ func itemIDs(items []Recalled) []string {
 func TestRecallerLoadAndGeneration(t *testing.T) {
 	ctx := context.Background()
 	st := &memQueryStore{gen: 7, obs: []Observation{{ID: "a", Text: "alpha beta"}}}
-	r := &Recaller{Store: st, Bank: "b"}
+	r := &Recaller{Store: st, Scope: "b"}
 	if g := r.Generation(); g != -1 {
 		t.Fatalf("generation before a load: %d", g)
 	}
@@ -186,7 +186,7 @@ func TestRecallerLoadAndGeneration(t *testing.T) {
 // an embedder never reads vectors.
 func TestRecallNewBankByWords(t *testing.T) {
 	st := &memQueryStore{gen: 0, obs: []Observation{{ID: "a", Text: "alpha beta"}}, vecs: map[string][]float32{"a": axis(4, 0, 0)}}
-	r := &Recaller{Store: st, Bank: "b"}
+	r := &Recaller{Store: st, Scope: "b"}
 	items, semantic, err := r.Recall(context.Background(), Query{Text: "alpha beta", Limit: 5})
 	if err != nil || semantic || !slices.Equal(itemIDs(items), []string{"a"}) {
 		t.Fatalf("items %v, semantic %v, err %v", itemIDs(items), semantic, err)
@@ -210,7 +210,7 @@ func TestRecallSpaces(t *testing.T) {
 		vecs: map[string][]float32{"eight": axis(8, 0, 0), "nine": axis(9, 0, 0)},
 	}
 	emb := &scriptedEmbedder{vecs: map[string][]float32{"q8": axis(8, 0, 0.05), "q9": axis(9, 0, 0.05)}}
-	r := &Recaller{Store: st, Bank: "b", Embedder: emb, Floor: 0.5}
+	r := &Recaller{Store: st, Scope: "b", Embedder: emb, Floor: 0.5}
 	first := func(q string) (string, bool) {
 		t.Helper()
 		items, semantic, err := r.Recall(ctx, Query{Text: q, Limit: 5})
@@ -257,7 +257,7 @@ func TestRecallConcurrentLoadsShareOne(t *testing.T) {
 	release := make(chan struct{})
 	st := &memQueryStore{gen: 1, obs: []Observation{{ID: "a", Text: "alpha beta"}}, vecs: map[string][]float32{"a": axis(8, 0, 0)}, scanning: release}
 	emb := &scriptedEmbedder{vecs: map[string][]float32{"alpha beta": axis(8, 0, 0)}}
-	r := &Recaller{Store: st, Bank: "b", Embedder: emb}
+	r := &Recaller{Store: st, Scope: "b", Embedder: emb}
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
 	for i := range 2 {
@@ -288,7 +288,7 @@ func TestRecallConcurrentLoadsShareOne(t *testing.T) {
 func TestRecallUnknownBank(t *testing.T) {
 	st := &memQueryStore{gen: -1, obs: []Observation{{ID: "a", Text: "alpha beta"}}}
 	emb := &scriptedEmbedder{vecs: map[string][]float32{"alpha beta": axis(4, 0, 0)}}
-	r := &Recaller{Store: st, Bank: "b", Embedder: emb}
+	r := &Recaller{Store: st, Scope: "b", Embedder: emb}
 	for range 2 {
 		items, _, err := r.Recall(context.Background(), Query{Text: "alpha beta", Limit: 5})
 		if err != nil || len(items) != 0 || st.scans != 1 {
@@ -308,7 +308,7 @@ func TestRecallRefreshesInTheBackground(t *testing.T) {
 	st := &memQueryStore{gen: 1, obs: []Observation{{ID: "old", Text: "green tea every morning"}}}
 	var mu sync.Mutex
 	var reported []string
-	r := &Recaller{Store: st, Bank: "b", OnError: func(what string, err error) {
+	r := &Recaller{Store: st, Scope: "b", OnError: func(what string, err error) {
 		mu.Lock()
 		reported = append(reported, what+": "+err.Error())
 		mu.Unlock()
@@ -371,7 +371,7 @@ func TestRecallReadsOfTheStore(t *testing.T) {
 	ctx := context.Background()
 	st := &memQueryStore{gen: 1, obs: []Observation{{ID: "old", Text: "alpha beta gamma"}}}
 	gens := 0
-	r := &Recaller{Store: countingGens{st, &gens}, Bank: "b"}
+	r := &Recaller{Store: countingGens{st, &gens}, Scope: "b"}
 	q := Query{Text: "alpha beta gamma", Limit: 5}
 	if _, _, err := r.Recall(ctx, q); err != nil {
 		t.Fatal(err)
@@ -388,7 +388,7 @@ func TestRecallReadsOfTheStore(t *testing.T) {
 
 	release := make(chan struct{})
 	st2 := &memQueryStore{gen: 1, obs: []Observation{{ID: "old", Text: "alpha beta gamma"}}, scanning: release}
-	r = &Recaller{Store: st2, Bank: "b"}
+	r = &Recaller{Store: st2, Scope: "b"}
 	first := make(chan []Recalled)
 	go func() {
 		items, _, _ := r.Recall(ctx, q)
@@ -423,7 +423,7 @@ type countingGens struct {
 	n *int
 }
 
-func (c countingGens) BankGeneration(ctx context.Context, key string) (Generation, error) {
+func (c countingGens) BankGeneration(ctx context.Context, key ScopeKey) (Generation, error) {
 	c.mu.Lock()
 	*c.n++
 	c.mu.Unlock()
@@ -444,7 +444,7 @@ func TestRecallByMeaning(t *testing.T) {
 		vecs: map[string][]float32{"twin": axis(d, 0, 0.1), "far": axis(d, 4, 0), "words": axis(d, 2, 0)},
 	}
 	emb := &scriptedEmbedder{vecs: map[string][]float32{"what does the feline do": axis(d, 0, 0)}}
-	r := &Recaller{Store: st, Bank: "b", Embedder: emb, Floor: 0.5}
+	r := &Recaller{Store: st, Scope: "b", Embedder: emb, Floor: 0.5}
 	items, semantic, err := r.Recall(ctx, Query{Text: "what does the feline do", Limit: 5})
 	if err != nil || !semantic {
 		t.Fatal(err, semantic)
@@ -483,7 +483,7 @@ func TestRecallEmbeddingFailures(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string
-			r := &Recaller{Store: st, Bank: "b", Embedder: tc.emb, OnError: func(what string, err error) { got = append(got, what+": "+err.Error()) }}
+			r := &Recaller{Store: st, Scope: "b", Embedder: tc.emb, OnError: func(what string, err error) { got = append(got, what+": "+err.Error()) }}
 			items, semantic, err := r.Recall(ctx, Query{Text: "alpha beta gamma", Limit: 5})
 			if err != nil || semantic || !slices.Equal(itemIDs(items), []string{"a"}) {
 				t.Fatalf("%v %v %v", itemIDs(items), semantic, err)
@@ -506,7 +506,7 @@ func TestRecallCancelledWhileEmbedding(t *testing.T) {
 	st := &memQueryStore{gen: 1, obs: []Observation{{ID: "a", Text: "alpha beta gamma"}}}
 	ctx, cancel := context.WithCancel(context.Background())
 	emb := &scriptedEmbedder{block: make(chan struct{})}
-	r := &Recaller{Store: st, Bank: "b", Embedder: emb}
+	r := &Recaller{Store: st, Scope: "b", Embedder: emb}
 	go func() {
 		for emb.calls.Load() == 0 {
 			runtime.Gosched()
@@ -521,7 +521,7 @@ func TestRecallCancelledWhileEmbedding(t *testing.T) {
 // Loading the vectors fails the recall with the reason.
 func TestRecallVectorLoadFails(t *testing.T) {
 	st := &memQueryStore{gen: 1, obs: []Observation{{ID: "a", Text: "alpha"}}, vecErr: errors.New("vectors unreadable")}
-	r := &Recaller{Store: st, Bank: "b", Embedder: &scriptedEmbedder{vecs: map[string][]float32{"alpha": axis(4, 0, 0)}}}
+	r := &Recaller{Store: st, Scope: "b", Embedder: &scriptedEmbedder{vecs: map[string][]float32{"alpha": axis(4, 0, 0)}}}
 	if _, _, err := r.Recall(context.Background(), Query{Text: "alpha", Limit: 5}); err == nil || err.Error() != "loading the bank's memory: vectors unreadable" {
 		t.Fatalf("err %v", err)
 	}
@@ -543,7 +543,7 @@ func TestRecallTagsLookDeep(t *testing.T) {
 	}
 	st.tags["o200"] = []string{"wanted", "other"}
 	st.tags["o290"] = []string{"deep"}
-	r := &Recaller{Store: st, Bank: "b"}
+	r := &Recaller{Store: st, Scope: "b"}
 	items, _, err := r.Recall(context.Background(), Query{Text: "amber basil cedar dune ember fjord grove heath", Limit: 1, Tags: []string{"wanted"}})
 	if err != nil || !slices.Equal(itemIDs(items), []string{"o200"}) {
 		t.Fatalf("items %v, err %v: the tagged observation must be found", itemIDs(items), err)
@@ -588,7 +588,7 @@ func TestRecallPendingFacts(t *testing.T) {
 			{ID: "f2", Text: "bob drinks coffee", CreatedAt: t0.Add(time.Minute)},
 		},
 	}
-	r := &Recaller{Store: st, Bank: "b"}
+	r := &Recaller{Store: st, Scope: "b"}
 	q := Query{Text: "alice green tea", Limit: 10, IncludePending: true}
 	items, _, err := r.Recall(ctx, q)
 	if err != nil {
@@ -631,7 +631,7 @@ func TestRecallPendingFacts(t *testing.T) {
 	}
 	// A moved generation reads them all again; MaxPending bounds what is held.
 	st.set(func(s *memQueryStore) { s.gen = 2 })
-	r2 := &Recaller{Store: st, Bank: "b", MaxPending: 2}
+	r2 := &Recaller{Store: st, Scope: "b", MaxPending: 2}
 	items, _, err = r2.Recall(ctx, Query{Text: "alice green tea", Limit: 10, IncludePending: true, MinScore: 0.01})
 	if err != nil {
 		t.Fatal(err)
@@ -677,7 +677,7 @@ func TestRecallPendingEntities(t *testing.T) {
 	ctx := context.Background()
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	st := &memQueryStore{gen: 0, pending: []Fact{{ID: "f", Text: "drinks green tea", Entities: []string{"Alice", "Bob", "Carol"}, CreatedAt: t0}}}
-	r := &Recaller{Store: st, Bank: "b"}
+	r := &Recaller{Store: st, Scope: "b"}
 	q := Query{Text: "do alice and bob drink tea", Limit: 5, IncludePending: true}
 	for range 2 {
 		items, _, err := r.Recall(ctx, q)
@@ -716,7 +716,7 @@ func TestQueryEntities(t *testing.T) {
 // holds them. The index cache of serve is bounded by this estimate, so a
 // change that makes a loaded bank larger without counting it fails here.
 func TestRecallerBytes(t *testing.T) {
-	if r := (&Recaller{Store: &memQueryStore{}, Bank: "b"}); r.Bytes() != 0 {
+	if r := (&Recaller{Store: &memQueryStore{}, Scope: "b"}); r.Bytes() != 0 {
 		t.Fatalf("before a load: %d", r.Bytes())
 	}
 	for _, dims := range []int{0, 384} {
@@ -750,7 +750,7 @@ func TestRecallerBytes(t *testing.T) {
 		rs := make([]*Recaller, scopes)
 		var estimate int64
 		for s := range rs {
-			rs[s] = &Recaller{Store: stores[s], Bank: "b"}
+			rs[s] = &Recaller{Store: stores[s], Scope: "b"}
 			if err := rs[s].Load(context.Background(), Space{Model: "m", Dims: dims}); err != nil {
 				t.Fatal(err)
 			}

@@ -13,7 +13,7 @@ func TestRecallScoresSharedEntities(t *testing.T) {
 		{ID: "a", Text: "likes green tea in the morning", Entities: []string{"Alice", "Tea"}},
 		{ID: "b", Text: "likes green tea in the evening", Entities: []string{"Bruno"}},
 	}}
-	r := &Recaller{Store: st, Bank: "b"}
+	r := &Recaller{Store: st, Scope: "b"}
 	const query = "What does alice drink, tea?"
 	items, semantic, err := r.Recall(context.Background(), Query{Text: query, Limit: 5})
 	if err != nil || semantic {

@@ -26,11 +26,12 @@ import (
 
 // run is a run's work on one scope.
 type run struct {
-	// *Engine is the run's engine with Settings.Bank set to the scope's
-	// key, so that everything per bank works per scope.
 	*Engine
-	st           *runState
-	bank, scope  string
+	st *runState
+	// key is the scope's: every read and write of the run's work on the
+	// scope is of its rows. scope is its name, "" the shared scope.
+	key          ScopeKey
+	scope        string
 	id           string
 	enc          *tokens.Encoder
 	system       string
@@ -184,6 +185,12 @@ func (st *runState) add(s *Summary) {
 	t.EmbeddingCalls += s.EmbeddingCalls
 	t.EmbeddingTokens += s.EmbeddingTokens
 	t.Reembedded += s.Reembedded
+	for k, v := range s.Redacted {
+		if t.Redacted == nil {
+			t.Redacted = map[string]int64{}
+		}
+		t.Redacted[k] += v
+	}
 	for k, v := range s.DroppedItems {
 		if t.DroppedItems == nil {
 			t.DroppedItems = map[string]int64{}
@@ -207,8 +214,8 @@ func (e *Engine) Run(ctx context.Context) (sum Summary, err error) {
 	s := e.Settings
 	// The run's span, the parent of its batches' and of their LLM and
 	// embeddings calls; the bank is its memory store, no scope is named.
-	ctx, span := telemetry.Tracer().Start(ctx, "consolidate "+s.Bank, trace.WithAttributes(
-		telemetry.OperationName.String(telemetry.OpUpdateMemory), telemetry.MemoryStoreID.String(s.Bank)))
+	ctx, span := telemetry.Tracer().Start(ctx, "consolidate "+string(s.Bank), trace.WithAttributes(
+		telemetry.OperationName.String(telemetry.OpUpdateMemory), telemetry.MemoryStoreID.String(string(s.Bank))))
 	defer func() {
 		span.SetAttributes(telemetry.FactsConsolidated.Int64(sum.FactsConsolidated),
 			telemetry.InputTokens.Int64(sum.PromptTokens), telemetry.OutputTokens.Int64(sum.CompletionTokens))
@@ -232,6 +239,15 @@ func (e *Engine) Run(ctx context.Context) (sum Summary, err error) {
 	if err := e.Store.EnsureBank(ctx, s.Bank); err != nil {
 		return st.sum, fmt.Errorf("store: %w", err)
 	}
+	// What has expired goes first, before the run counts, claims or
+	// recalls anything.
+	st.sum.ExpiredFacts, err = e.expire(ctx)
+	if st.sum.ExpiredFacts > 0 {
+		e.progressLine(st, fmt.Sprintf("erased %d facts stored more than %s ago", st.sum.ExpiredFacts, s.RetentionMaxAge))
+	}
+	if err != nil {
+		return st.sum, fmt.Errorf("store: erasing expired facts: %w", err)
+	}
 	if st.bankCount, err = e.Store.CountObservations(ctx, s.Bank); err != nil {
 		return st.sum, fmt.Errorf("store: %w", err)
 	}
@@ -251,12 +267,9 @@ func (e *Engine) Run(ctx context.Context) (sum Summary, err error) {
 	}
 	system := SystemPrompt(s.Mission)
 	systemTokens := enc.Count(system) + messageOverhead
-	newRun := func(key string) *run {
-		eng := *e
-		eng.Settings.Bank = key
-		r := &run{Engine: &eng, st: st, bank: s.Bank, id: id, enc: enc, system: system, systemTokens: systemTokens,
+	newRun := func(key ScopeKey) *run {
+		r := &run{Engine: e, st: st, key: key, scope: key.Name(), id: id, enc: enc, system: system, systemTokens: systemTokens,
 			alone: map[string]bool{}, seen: map[string]bool{}}
-		_, r.scope = SplitBankKey(key)
 		if e.Embedder != nil {
 			r.vec = &vectors{store: e.Store, facts: map[string][]float32{}, unstored: map[string][]float32{}}
 		}
@@ -270,12 +283,12 @@ func (e *Engine) Run(ctx context.Context) (sum Summary, err error) {
 // work runs the scopes of keys in turns, Parallelism at a time, until
 // they have no pending facts, the run has taken MaxFacts, the budget is
 // reached or a scope fails (the first error is returned).
-func (e *Engine) work(ctx context.Context, st *runState, keys []string, newRun func(string) *run) error {
+func (e *Engine) work(ctx context.Context, st *runState, keys []ScopeKey, newRun func(ScopeKey) *run) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// A scope's turn: its run is made when the scope is first worked on.
 	type turn struct {
-		key string
+		key ScopeKey
 		r   *run
 	}
 	var mu sync.Mutex // guards queue and firstErr
@@ -348,7 +361,7 @@ func (r *run) step(ctx context.Context, othersWaiting func() bool) (more bool, e
 		return false, nil
 	}
 	if !r.counted {
-		if r.count, err = r.Store.CountScopeObservations(ctx, s.Bank); err != nil {
+		if r.count, err = r.Store.CountScopeObservations(ctx, r.key); err != nil {
 			return false, fmt.Errorf("store: %w", err)
 		}
 		r.counted = true
@@ -364,7 +377,7 @@ func (r *run) step(ctx context.Context, othersWaiting func() bool) (more bool, e
 			return false, nil
 		}
 		now := r.now()
-		facts, err = r.Store.ClaimFacts(ctx, s.Bank, r.id, limit, now, now.Add(s.ClaimLease))
+		facts, err = r.Store.ClaimFacts(ctx, r.key, r.id, limit, now, now.Add(s.ClaimLease))
 		r.st.claimed(limit, len(facts))
 	}
 	if err != nil {
@@ -382,6 +395,7 @@ func (r *run) step(ctx context.Context, othersWaiting func() bool) (more bool, e
 		r.seen[f.ID] = true
 		facts[i].Scope = r.scope
 	}
+	r.redactFacts(facts)
 	more = len(facts) == limit
 	if more && !othersWaiting() {
 		// No other scope waits: the scope's next batch is claimed while
@@ -412,7 +426,7 @@ func (r *run) done(ctx context.Context) {
 	r.st.add(&r.sum)
 	if r.scope != "" {
 		// A run over many scopes holds one scope's index at a time.
-		r.Store.ReleaseKey(r.Settings.Bank)
+		r.Store.ReleaseRecall(r.key)
 	}
 }
 
@@ -425,7 +439,7 @@ type nextClaim struct {
 }
 
 // claimNext starts claiming the scope's next batch in its own goroutine
-// (the Store is safe for concurrent use); nil when the run may take no
+// (the RunStore is safe for concurrent use); nil when the run may take no
 // more facts.
 func (r *run) claimNext(ctx context.Context) *nextClaim {
 	s := r.Settings
@@ -437,7 +451,7 @@ func (r *run) claimNext(ctx context.Context) *nextClaim {
 	now := r.now()
 	go func() {
 		defer close(c.done)
-		c.facts, c.err = r.Store.ClaimFacts(ctx, s.Bank, r.id, limit, now, now.Add(s.ClaimLease))
+		c.facts, c.err = r.Store.ClaimFacts(ctx, r.key, r.id, limit, now, now.Add(s.ClaimLease))
 		r.st.claimed(limit, len(c.facts))
 	}()
 	return c

@@ -12,31 +12,52 @@ import (
 // one scope (and, when asked, the bank's shared scope). The empty scope
 // is the bank's shared scope.
 //
-// In the store a scope is addressed by its key: the bank's
-// "namespace/name" for the shared scope, "namespace/name/scope" for the
-// others. Every per-bank mechanism of a store (its rows, its generation,
-// its indexes) works per key, so scopes never meet.
+// In the store a scope is addressed by its key (ScopeKey): the bank's
+// "namespace/name" (BankID) for the shared scope, "namespace/name/scope"
+// for the others. Every per-scope mechanism of a store (its rows, its
+// generation, its indexes) works per key, so scopes never meet. A store
+// method that takes a ScopeKey touches that scope's rows only; one that
+// takes a BankID works over every scope of the bank.
 
-// BankKey is the store key of a bank's scope: the bank itself for the
-// shared scope.
-func BankKey(bank, scope string) string {
-	if scope == "" {
-		return bank
+// BankID names a bank: its "namespace/name".
+type BankID string
+
+// ScopeKey is the store key of one scope of a bank (BankID.Scope).
+type ScopeKey string
+
+// Scope is the key of the bank's scope name; "" is the shared scope,
+// whose key is the bank's own id.
+func (b BankID) Scope(name string) ScopeKey {
+	if name == "" {
+		return ScopeKey(b)
 	}
-	return bank + "/" + scope
+	return ScopeKey(string(b) + "/" + name)
 }
 
-// SplitBankKey splits a key made by BankKey. A bank is "namespace/name",
-// so a key's third segment is its scope.
-func SplitBankKey(key string) (bank, scope string) {
-	i := strings.IndexByte(key, '/')
+// Split is the bank and the scope name of a key. A bank is
+// "namespace/name", so a key's third segment is its scope.
+func (k ScopeKey) Split() (bank BankID, scope string) {
+	s := string(k)
+	i := strings.IndexByte(s, '/')
 	if i < 0 {
-		return key, ""
+		return BankID(s), ""
 	}
-	if j := strings.IndexByte(key[i+1:], '/'); j >= 0 {
-		return key[:i+1+j], key[i+2+j:]
+	if j := strings.IndexByte(s[i+1:], '/'); j >= 0 {
+		return BankID(s[:i+1+j]), s[i+2+j:]
 	}
-	return key, ""
+	return BankID(s), ""
+}
+
+// Bank is the bank the key is a scope of.
+func (k ScopeKey) Bank() BankID {
+	b, _ := k.Split()
+	return b
+}
+
+// Name is the key's scope name; "" for the bank's shared scope.
+func (k ScopeKey) Name() string {
+	_, n := k.Split()
+	return n
 }
 
 // Generation is how far a bank key's observations have moved: Applied

@@ -10,7 +10,7 @@ import (
 // the index of its observations in that space, and the batch facts'
 // vectors already fetched or embedded.
 type vectors struct {
-	store Store
+	store RunStore
 	sp    Space
 	index *MemIndex
 	facts map[string][]float32
@@ -35,7 +35,7 @@ func (r *run) embed(ctx context.Context, texts []string, budget bool) (Embedding
 		}
 		defer r.st.release(est)
 	}
-	emb, err := r.Embedder.Embed(ctx, texts)
+	emb, err := r.Embedder.Embed(ctx, r.redactTexts(texts))
 	r.sum.EmbeddingCalls++
 	if err != nil {
 		return emb, fmt.Errorf("embeddings: %w", err)
@@ -77,7 +77,7 @@ func (r *run) factVectors(ctx context.Context, facts []Fact) (map[string][]float
 		}
 	}
 	if len(need) > 0 && v.ready {
-		stored, err := v.store.FactVectors(ctx, r.Settings.Bank, v.sp, ids(need))
+		stored, err := v.store.FactVectors(ctx, r.key, v.sp, ids(need))
 		if err != nil {
 			return nil, fmt.Errorf("store: %w", err)
 		}
@@ -135,7 +135,7 @@ func (r *run) storeFactVectors(ctx context.Context) {
 	if r.vec == nil || len(r.vec.unstored) == 0 {
 		return
 	}
-	if err := r.vec.store.PutFactVectors(ctx, r.Settings.Bank, r.vec.sp, r.vec.unstored); err != nil {
+	if err := r.vec.store.PutFactVectors(ctx, r.key, r.vec.sp, r.vec.unstored); err != nil {
 		r.progress("storing %d fact vectors: %v (a later run embeds them again)", len(r.vec.unstored), err)
 		return
 	}
@@ -154,7 +154,7 @@ func (r *run) initVectors(ctx context.Context, dims int) error {
 		idx.Grow(r.count)
 		v.index = idx
 	}
-	if err := v.store.ScanObservationQuantized(ctx, r.Settings.Bank, v.sp, v.index.PutQuantized, v.index.Put); err != nil {
+	if err := v.store.ScanObservationQuantized(ctx, r.key, v.sp, v.index.PutQuantized, v.index.Put); err != nil {
 		return fmt.Errorf("store: loading vectors: %w", err)
 	}
 	v.ready = true
@@ -165,7 +165,7 @@ func (r *run) initVectors(ctx context.Context, dims int) error {
 	}
 	after := ""
 	for left := r.Settings.MaxReembedPerRun; left > 0; {
-		obs, err := v.store.ObservationsWithoutVector(ctx, r.Settings.Bank, v.sp, after, min(left, r.Settings.EmbedBatchSize))
+		obs, err := v.store.ObservationsWithoutVector(ctx, r.key, v.sp, after, min(left, r.Settings.EmbedBatchSize))
 		if err != nil {
 			return fmt.Errorf("store: %w", err)
 		}
@@ -194,7 +194,7 @@ func (r *run) initVectors(ctx context.Context, dims int) error {
 				r.progress("observation %s (id hash) not embedded: %v", LogID(o.ID), emb.Errs[i])
 			}
 		}
-		if err := v.store.PutObservationVectors(ctx, r.Settings.Bank, v.sp, put); err != nil {
+		if err := v.store.PutObservationVectors(ctx, r.key, v.sp, put); err != nil {
 			return fmt.Errorf("store: %w", err)
 		}
 		for id, vec := range put {
@@ -239,7 +239,7 @@ func (r *run) semanticNear(ctx context.Context, facts []Fact, fv map[string][]fl
 			}
 		}
 	}
-	cands, err := r.Store.Candidates(ctx, r.Settings.Bank, want)
+	cands, err := r.Store.Candidates(ctx, r.key, want)
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}

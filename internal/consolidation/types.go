@@ -102,93 +102,121 @@ type Ops struct {
 	FactVectors map[string][]float32
 }
 
-// Store is what the engine needs of the store a bank lives in
-// (sqlstore's PostgreSQL and SQLite). Banks are keyed "namespace/name"; a scope
-// of a bank by BankKey. The methods that take a key work within that one
-// scope (the bank's own key is its shared scope); those that take a bank
-// work over all its scopes. A Store is safe for concurrent use: a run
-// claims its next batch, and renews its claims, while it works on the
-// current one.
+// RunStore is what a run (the Engine) needs of the store a bank lives in
+// (sqlstore's PostgreSQL and SQLite). A method that takes a ScopeKey
+// reads and writes that one scope's rows only (the bank's shared scope is
+// BankID.Scope("")); one that takes a BankID works over every scope of
+// the bank. A RunStore is safe for concurrent use: a run claims its next
+// batch, and renews its claims, while it works on the current one.
 //
 // Runs that overlap (a Job's old pod beside its replacement, a run by hand)
 // share a bank safely through claims: a run claims the facts it is about to
 // send to the LLM, and only the claim's holder may consolidate or fail them.
 // A claim expires at its lease, so a killed run's facts are taken up again.
-type Store interface {
-	// EnsureBank registers a bank or a scope's key.
-	EnsureBank(ctx context.Context, key string) error
+type RunStore interface {
+	// EnsureBank registers a bank.
+	EnsureBank(ctx context.Context, bank BankID) error
 	// PendingScopes lists the keys of the bank's scopes that have pending
 	// facts no live claim holds at now, the scope with the oldest such
 	// fact first.
-	PendingScopes(ctx context.Context, bank string, now time.Time) ([]string, error)
-	// ClaimFacts atomically claims up to limit pending facts of the key
+	PendingScopes(ctx context.Context, bank BankID, now time.Time) ([]ScopeKey, error)
+	// ClaimFacts atomically claims up to limit pending facts of the scope
 	// that no live claim holds, oldest first, for run until until. Two
 	// runs never receive the same fact while its claim lasts.
-	ClaimFacts(ctx context.Context, key, run string, limit int, now, until time.Time) ([]Fact, error)
-	// ExtendClaims moves the lease of run's claimed pending facts, in
-	// every scope of the bank, to until.
-	ExtendClaims(ctx context.Context, bank, run string, until time.Time) error
+	ClaimFacts(ctx context.Context, key ScopeKey, run string, limit int, now, until time.Time) ([]Fact, error)
+	// ExtendClaims moves the lease of run's claimed pending facts of the
+	// scope to until.
+	ExtendClaims(ctx context.Context, key ScopeKey, run string, until time.Time) error
 	// ReleaseClaims gives up run's claims on facts still pending, in every
 	// scope of the bank.
-	ReleaseClaims(ctx context.Context, bank, run string) error
+	ReleaseClaims(ctx context.Context, bank BankID, run string) error
 	// CountFacts counts the bank's facts per status, all scopes together.
-	CountFacts(ctx context.Context, bank string) (map[string]int64, error)
+	CountFacts(ctx context.Context, bank BankID) (map[string]int64, error)
 	// CountObservations counts the bank's observations, all scopes
 	// together.
-	CountObservations(ctx context.Context, bank string) (int, error)
-	// CountScopeObservations counts the observations of one key.
-	CountScopeObservations(ctx context.Context, key string) (int, error)
-	// Recall returns, per fact id, up to limit observations of the key
+	CountObservations(ctx context.Context, bank BankID) (int, error)
+	// CountScopeObservations counts the observations of one scope.
+	CountScopeObservations(ctx context.Context, key ScopeKey) (int, error)
+	// Recall returns, per fact id, up to limit observations of the scope
 	// related to the fact by text similarity and up to limit more by
 	// shared entities, best first as Rank ranks them, for a batch's facts
 	// at once; without the candidates' sources (CandidateSources loads
 	// them for the observations that reach the pool). It is safe to call
 	// beside the other methods: the engine runs it alongside the semantic
 	// recall.
-	Recall(ctx context.Context, key string, facts []Fact, limit int) (map[string][]Candidate, error)
-	// Candidates loads observations by id, in the order given, without
-	// their sources; ids that are gone are left out.
-	Candidates(ctx context.Context, bank string, ids []string) ([]Candidate, error)
-	// CandidateSources returns, per observation, all its source fact ids
-	// and up to the same number of source facts, newest first.
-	CandidateSources(ctx context.Context, bank string, ids []string) (map[string][]string, map[string][]Fact, error)
+	Recall(ctx context.Context, key ScopeKey, facts []Fact, limit int) (map[string][]Candidate, error)
+	// Candidates loads observations of the scope by id, in the order
+	// given, without their sources; ids that are gone (or of another
+	// scope) are left out.
+	Candidates(ctx context.Context, key ScopeKey, ids []string) ([]Candidate, error)
+	// CandidateSources returns, per observation of the scope, all its
+	// source fact ids and up to the same number of source facts, newest
+	// first.
+	CandidateSources(ctx context.Context, key ScopeKey, ids []string) (map[string][]string, map[string][]Fact, error)
 	// HasObservationTexts tells, for many normalised texts at once, which
-	// are the text of an observation of the key.
-	HasObservationTexts(ctx context.Context, key string, norms []string) (map[string]bool, error)
-	// WarmRecall loads what Recall needs for a key, so that the first
-	// batch's recall does not wait for it; ReleaseKey drops it again when
-	// a run is done with the key (a run over many scopes holds one at a
-	// time).
-	WarmRecall(ctx context.Context, key string) error
-	ReleaseKey(key string)
+	// are the text of an observation of the scope.
+	HasObservationTexts(ctx context.Context, key ScopeKey, norms []string) (map[string]bool, error)
+	// WarmRecall loads what Recall needs for a scope, so that the first
+	// batch's recall does not wait for it; ReleaseRecall drops it again
+	// when a run is done with the scope (a run over many scopes holds one
+	// at a time).
+	WarmRecall(ctx context.Context, key ScopeKey) error
+	ReleaseRecall(key ScopeKey)
 
 	// The vectors of recall by meaning, in an embedding space sp; the
 	// engine asks for them only with an Embedder.
 
-	// FactVectors returns the vectors in sp of the given facts that have one.
-	FactVectors(ctx context.Context, bank string, sp Space, ids []string) (map[string][]float32, error)
-	// PutFactVectors stores facts' vectors in sp, replacing older ones.
-	PutFactVectors(ctx context.Context, bank string, sp Space, vecs map[string][]float32) error
+	// FactVectors returns the vectors in sp of the given facts of the
+	// scope that have one.
+	FactVectors(ctx context.Context, key ScopeKey, sp Space, ids []string) (map[string][]float32, error)
+	// PutFactVectors stores vectors in sp of facts of the scope,
+	// replacing older ones.
+	PutFactVectors(ctx context.Context, key ScopeKey, sp Space, vecs map[string][]float32) error
 	// ScanObservationQuantized calls q with every observation vector of
-	// the bank in sp as Quantize makes it (the store keeps them so), and
+	// the scope in sp as Quantize makes it (the store keeps them so), and
 	// vec with any the store holds only as floats, streaming; the slices
 	// are valid only during the call.
-	ScanObservationQuantized(ctx context.Context, bank string, sp Space, q func(id string, q []int8, scale float32), vec func(id string, vec []float32)) error
+	ScanObservationQuantized(ctx context.Context, key ScopeKey, sp Space, q func(id string, q []int8, scale float32), vec func(id string, vec []float32)) error
 	// ObservationsWithoutVector returns up to limit observations (id and
-	// text) that have no vector in sp, with ids after after, by id.
-	ObservationsWithoutVector(ctx context.Context, bank string, sp Space, after string, limit int) ([]Observation, error)
-	// PutObservationVectors stores observations' vectors in sp.
-	PutObservationVectors(ctx context.Context, bank string, sp Space, vecs map[string][]float32) error
-	// Apply applies ops to the key and marks the facts consolidated, all
-	// in one transaction: all of it happens or none. The facts must be
+	// text) of the scope that have no vector in sp, with ids after after,
+	// by id.
+	ObservationsWithoutVector(ctx context.Context, key ScopeKey, sp Space, after string, limit int) ([]Observation, error)
+	// PutObservationVectors stores vectors in sp of observations of the
+	// scope.
+	PutObservationVectors(ctx context.Context, key ScopeKey, sp Space, vecs map[string][]float32) error
+	// Apply applies ops to the scope and marks the facts consolidated,
+	// all in one transaction: all of it happens or none. The facts must be
 	// pending and claimed by run; otherwise nothing is applied and the
 	// error is ErrClaimLost, or *GoneError when facts or observations it
 	// names were erased meanwhile. It returns the ids created.
-	Apply(ctx context.Context, key, run string, ops Ops, consolidated []string, now time.Time) ([]string, error)
-	// MarkFailed marks run's claimed pending facts of the key failed with
-	// a reason.
-	MarkFailed(ctx context.Context, key, run string, ids []string, reason string, now time.Time) error
-	Close() error
+	Apply(ctx context.Context, key ScopeKey, run string, ops Ops, consolidated []string, now time.Time) ([]string, error)
+	// MarkFailed marks run's claimed pending facts of the scope failed
+	// with a reason.
+	MarkFailed(ctx context.Context, key ScopeKey, run string, ids []string, reason string, now time.Time) error
+
+	// Retention (Settings.RetentionMaxAge).
+
+	// ExpiredFacts returns up to limit of the bank's facts, of any scope
+	// and status, stored (created_at) before before and after after in
+	// (key, created_at, id) order: their ids by scope, and the position
+	// of the last one, from which the next call goes on. A zero after
+	// starts at the first.
+	ExpiredFacts(ctx context.Context, bank BankID, before time.Time, after FactCursor, limit int) (map[ScopeKey][]string, FactCursor, error)
+	// DeleteScopeFacts erases facts of the scope by id as the bank API's
+	// DELETE of a fact does: each with every observation citing it, the
+	// other sources of those observations put back to pending, in one
+	// transaction.
+	DeleteScopeFacts(ctx context.Context, key ScopeKey, ids []string) (Erasure, error)
+}
+
+// FactCursor is a fact's position in the order ExpiredFacts lists facts:
+// its scope's key, its created_at as the store holds it (opaque: passed
+// back unchanged, so the store compares it exactly) and its id. The zero
+// FactCursor is before every fact.
+type FactCursor struct {
+	Key       ScopeKey
+	CreatedAt any
+	ID        string
 }
 
 // GoneError is an Apply refused because facts of the batch, or
@@ -243,7 +271,7 @@ type LLM interface {
 
 // Settings of a run.
 type Settings struct {
-	Bank            string
+	Bank            BankID
 	Mission         string
 	MaxObservations int // 0: no cap
 	// MaxObservationsPerScope caps each scope's observations as
@@ -282,6 +310,10 @@ type Settings struct {
 	// EmbedBatchSize is the most texts per embeddings call when
 	// re-embedding; 0 is DefaultEmbedBatchSize.
 	EmbedBatchSize int
+	// RetentionMaxAge is how long a fact is kept after it was stored: a
+	// run first erases the facts stored longer ago than that, as their
+	// erasure by id does. 0 keeps facts until they are erased.
+	RetentionMaxAge time.Duration
 }
 
 // Summary is what a run reports; its JSON is the Job's termination message.
@@ -322,8 +354,16 @@ type Summary struct {
 	EmbeddingTokens int64 `json:"embeddingTokens,omitempty"`
 	// Reembedded counts observations embedded because they had no vector
 	// in the run's space.
-	Reembedded int64  `json:"reembedded,omitempty"`
-	Error      string `json:"error,omitempty"`
+	Reembedded int64 `json:"reembedded,omitempty"`
+	// Redacted counts the secrets and personal data the run redacted from
+	// what it sent to the LLM and the embeddings API, by kind (a text sent
+	// again is counted again); never their text.
+	Redacted map[string]int64 `json:"redacted,omitempty"`
+	// ExpiredFacts counts the facts the run erased because they were
+	// stored longer ago than RetentionMaxAge (the observations citing them
+	// went with them).
+	ExpiredFacts int64  `json:"expiredFacts,omitempty"`
+	Error        string `json:"error,omitempty"`
 }
 
 // Reasons an answer item is dropped, as keys of Summary.DroppedItems.

@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -25,7 +26,7 @@ type AssembleRequest struct {
 	// request.
 	Query string `json:"query"`
 	// Scope is the bank scope of memory sections that take it from the
-	// request (one user's memory, say); see plan.ScopeProblem.
+	// request (one user's memory, say); see plan.ValidateScope.
 	Scope string `json:"scope"`
 }
 
@@ -64,35 +65,31 @@ type TemplateSummary struct {
 // assemble answers POST /v1/assemble: the template's intent assembled
 // with the request's runtime contents and recalled memory; 200 within the
 // budget, 422 over it.
-func (s *Server) assemble(w http.ResponseWriter, r *http.Request) {
+func (s *Server) assemble(w http.ResponseWriter, r *http.Request) error {
 	snap := s.store.Load()
 	if snap == nil {
-		writeError(w, http.StatusServiceUnavailable, CodeNotReady, "no plans loaded yet")
-		return
+		return problem(http.StatusServiceUnavailable, CodeNotReady, "no plans loaded yet")
 	}
-	body, release, ok := s.body(w, r, s.maxBodyBytes, "--max-body-bytes", "")
+	body, release, err := s.body(w, r, s.maxBodyBytes, "--max-body-bytes", "")
 	defer release()
-	if !ok {
-		return
+	if err != nil {
+		return err
 	}
-	req, code, msg := decodeAssemble(body)
+	req, err := decodeAssemble(body)
 	body = nil // the decoded request holds its own copy
-	if code != "" {
-		writeError(w, http.StatusBadRequest, code, msg)
-		return
+	if err != nil {
+		return err
 	}
-	if msg := plan.ScopeProblem(req.Scope); msg != "" {
-		writeError(w, http.StatusBadRequest, CodeInvalidScope, "scope: "+msg)
-		return
+	if err := plan.ValidateScope(req.Scope); err != nil {
+		return problem(http.StatusBadRequest, CodeInvalidScope, err.Error())
 	}
 	k := Key{req.Namespace, req.Name}
-	if !s.authorize(w, r, templateAttributes(k)) {
-		return
+	if err := s.authorize(r, templateAttributes(k)); err != nil {
+		return err
 	}
 	p := snap.Plan(k)
 	if p == nil {
-		writeError(w, http.StatusNotFound, CodeTemplateNotFound, fmt.Sprintf("no template %s is loaded", k))
-		return
+		return problem(http.StatusNotFound, CodeTemplateNotFound, fmt.Sprintf("no template %s is loaded", k))
 	}
 	span := trace.SpanFromContext(r.Context())
 	span.SetName("assemble " + p.Name)
@@ -100,27 +97,7 @@ func (s *Server) assemble(w http.ResponseWriter, r *http.Request) {
 		telemetry.PromptVersion.String(p.Revision), telemetry.Intent.String(req.Intent))
 	a, err := p.Assemble(r.Context(), req.Intent, req.Runtime, plan.WithRecall(s.recallFunc()), plan.WithQuery(req.Query), plan.WithScope(req.Scope), plan.WithMemoryTimeout(s.memTimeout))
 	if err != nil {
-		var ui *plan.UnknownIntentError
-		var us *plan.UnknownSectionError
-		var st *plan.SpecialTokenError
-		switch {
-		case r.Context().Err() != nil:
-			// The deadline passed or the client went away: nobody may read this.
-			writeError(w, http.StatusServiceUnavailable, CodeTimeout, "the request took longer than the server's request timeout")
-			return
-		case errors.As(err, &ui):
-			writeError(w, http.StatusNotFound, CodeIntentNotFound, fmt.Sprintf("template %s has no intent %q (intents: %s)", k, ui.Intent, strings.Join(ui.Intents, ", ")))
-			return
-		case errors.As(err, &us):
-			writeError(w, http.StatusBadRequest, CodeUnknownSection, fmt.Sprintf("template %s has no runtime section %q (runtime sections: %s)", k, us.Section, strings.Join(p.RuntimeSections(), ", ")))
-			return
-		case errors.As(err, &st):
-			writeError(w, http.StatusUnprocessableEntity, CodeSpecialToken, fmt.Sprintf("runtime.%s: %v", st.Section, st))
-			return
-		}
-		s.log.Error(err, "Assembly failed", "template", k, "intent", req.Intent)
-		writeError(w, http.StatusInternalServerError, "Internal", "assembly failed")
-		return
+		return assembleFailed(r.Context(), err, k, p, req.Intent)
 	}
 	span.SetAttributes(telemetry.PromptTokens.Int(a.Tokens), telemetry.CacheableTokens.Int(a.CacheableTokens))
 	resp := AssembleResponse{Prompt: a.Text, Tokens: a.Tokens, MaxTokens: a.MaxTokens, WithinBudget: a.WithinBudget, CacheableTokens: a.CacheableTokens, Revision: p.Revision, Sections: make([]SectionSummary, len(a.Sections)),
@@ -140,22 +117,44 @@ func (s *Server) assemble(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusUnprocessableEntity
 	}
 	writeJSON(w, status, &resp)
+	return nil
 }
 
-// decodeAssemble decodes the body of POST /v1/assemble; on failure code
-// and msg are the answer's (400).
-func decodeAssemble(body []byte) (req AssembleRequest, code, msg string) {
-	err := strictjson.Unmarshal(body, &req)
+// assembleFailed is the answer to plan's error err. Once the request's
+// context is done nobody may read an answer: every error is then the
+// adapter's 503 RequestTimeout, whatever plan said.
+func assembleFailed(ctx context.Context, err error, k Key, p *plan.Plan, intent string) error {
+	if ctx.Err() != nil {
+		return err
+	}
+	var ui *plan.UnknownIntentError
+	var us *plan.UnknownSectionError
+	var st *plan.SpecialTokenError
+	switch {
+	case errors.As(err, &ui):
+		return problem(http.StatusNotFound, CodeIntentNotFound, fmt.Sprintf("template %s has no intent %q (intents: %s)", k, ui.Intent, strings.Join(ui.Intents, ", ")))
+	case errors.As(err, &us):
+		return problem(http.StatusBadRequest, CodeUnknownSection, fmt.Sprintf("template %s has no runtime section %q (runtime sections: %s)", k, us.Section, strings.Join(p.RuntimeSections(), ", ")))
+	case errors.As(err, &st):
+		return problem(http.StatusUnprocessableEntity, CodeSpecialToken, fmt.Sprintf("runtime.%s: %v", st.Section, st))
+	}
+	return &internalError{err: err, op: "Assembly failed", kv: []any{"template", k, "intent", intent}, msg: "assembly failed"}
+}
+
+// decodeAssemble decodes the body of POST /v1/assemble; its error is the
+// answer (400).
+func decodeAssemble(body []byte) (req AssembleRequest, err error) {
+	err = strictjson.Unmarshal(body, &req)
 	if err == nil {
-		return req, "", ""
+		return req, nil
 	}
 	if p := strictjson.Describe(err); !p.Unknown && !p.Repeated {
 		switch {
 		case strings.HasPrefix(p.Path, "runtime."):
-			return req, CodeInvalidRuntime, fmt.Sprintf("runtime section %q must be a string", strictjson.Name(err))
+			return req, problem(http.StatusBadRequest, CodeInvalidRuntime, fmt.Sprintf("runtime section %q must be a string", strictjson.Name(err)))
 		case p.Path == "runtime":
-			return req, CodeInvalidRuntime, "runtime must be an object of strings"
+			return req, problem(http.StatusBadRequest, CodeInvalidRuntime, "runtime must be an object of strings")
 		}
 	}
-	return req, CodeMalformed, "the body must be one JSON object {namespace, name, intent, runtime, query, scope}: " + jsonProblem(err)
+	return req, problem(http.StatusBadRequest, CodeMalformed, "the body must be one JSON object {namespace, name, intent, runtime, query, scope}: "+jsonProblem(err))
 }

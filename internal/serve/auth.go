@@ -17,12 +17,6 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// Error codes of --auth=kubernetes.
-const (
-	CodeUnauthorized = "Unauthorized"
-	CodeForbidden    = "Forbidden"
-)
-
 // Auth checks callers with the API server: a TokenReview of the bearer
 // token, then a SubjectAccessReview for get on the PromptTemplate a request
 // is about, both cached (as controller-runtime's secure metrics filter and
@@ -73,7 +67,7 @@ func (s *Server) authenticated(h http.Handler) http.Handler {
 	if s.auth == nil {
 		return h
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return s.handle(func(w http.ResponseWriter, r *http.Request) error {
 		res, ok, err := s.auth.authn.AuthenticateRequest(r)
 		if !ok {
 			// A token the API server rejects comes back as an error too
@@ -84,11 +78,11 @@ func (s *Server) authenticated(h http.Handler) http.Handler {
 			}
 			s.metrics.authDenied.WithLabelValues("unauthenticated").Inc()
 			w.Header().Set("WWW-Authenticate", `Bearer realm="promptops"`)
-			writeError(w, http.StatusUnauthorized, CodeUnauthorized, "a valid Kubernetes bearer token is required (Authorization: Bearer <ServiceAccount token>)")
-			return
+			return problem(http.StatusUnauthorized, CodeUnauthorized, "a valid Kubernetes bearer token is required (Authorization: Bearer <ServiceAccount token>)")
 		}
 		r.Header.Del("Authorization") // nothing after this needs it
 		h.ServeHTTP(w, r.WithContext(request.WithUser(r.Context(), res.User)))
+		return nil
 	})
 }
 
@@ -129,25 +123,23 @@ func (s *Server) allowed(ctx context.Context, a authorizer.AttributesRecord) (bo
 	return d == authorizer.DecisionAllow, err
 }
 
-// authorize reports whether the request's user may do a; when it may not
-// it has answered 403, or 500 when the check itself failed (as
-// kube-apiserver and controller-runtime's metrics filter answer). Every
-// endpoint's authorization goes through it.
-func (s *Server) authorize(w http.ResponseWriter, r *http.Request, a authorizer.AttributesRecord) bool {
+// authorize returns nil when the request's user may do a, else the
+// answer: 403, or 500 when the check itself failed (as kube-apiserver and
+// controller-runtime's metrics filter answer). Every endpoint's
+// authorization goes through it.
+func (s *Server) authorize(r *http.Request, a authorizer.AttributesRecord) error {
 	ok, err := s.allowed(r.Context(), a)
 	switch {
 	case err != nil && !ok:
 		// The attributes name the template or bank, never a scope or id.
 		s.log.Error(err, "Authorization check failed", "namespace", a.Namespace, "name", a.Name, "resource", a.Resource, "path", a.Path)
 		s.metrics.authDenied.WithLabelValues("error").Inc()
-		writeError(w, http.StatusInternalServerError, "Internal", "the authorization check failed")
-		return false
+		return problem(http.StatusInternalServerError, CodeInternal, "the authorization check failed")
 	case !ok:
 		s.metrics.authDenied.WithLabelValues("forbidden").Inc()
-		writeError(w, http.StatusForbidden, CodeForbidden, forbidden(a))
-		return false
+		return problem(http.StatusForbidden, CodeForbidden, forbidden(a))
 	}
-	return true
+	return nil
 }
 
 // forbidden says what the caller may not do, as kube-apiserver says it.
@@ -167,10 +159,12 @@ func (s *Server) authorized(attrs func(*http.Request) authorizer.AttributesRecor
 	if s.auth == nil {
 		return h
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.authorize(w, r, attrs(r)) {
-			h.ServeHTTP(w, r)
+	return s.handle(func(w http.ResponseWriter, r *http.Request) error {
+		if err := s.authorize(r, attrs(r)); err != nil {
+			return err
 		}
+		h.ServeHTTP(w, r)
+		return nil
 	})
 }
 

@@ -111,7 +111,7 @@ func TestAuthKubernetes(t *testing.T) {
 	for _, tc := range []struct {
 		name, token, body string
 		want              int
-		code              string
+		code              Code
 	}{
 		{"no token", "", assemble(nsA, "ssa-pro"), http.StatusUnauthorized, CodeUnauthorized},
 		{"a forged token", "bogus", assemble(nsA, "ssa-pro"), http.StatusUnauthorized, CodeUnauthorized},

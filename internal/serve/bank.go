@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"unicode/utf8"
 
@@ -14,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/promptops/promptops/internal/consolidation"
+	"github.com/promptops/promptops/internal/redact"
 	"github.com/promptops/promptops/internal/strictjson"
 	"github.com/promptops/promptops/internal/telemetry"
 )
@@ -47,16 +49,6 @@ const (
 	MaxRecallTags = 32
 )
 
-// Error codes of the bank API.
-const (
-	CodeBankNotFound     = "BankNotFound"
-	CodeInvalidFact      = "InvalidFact"
-	CodeTooManyFacts     = "TooManyFacts"
-	CodeFactConflict     = "FactConflict"
-	CodeInvalidRecall    = "InvalidRecall"
-	CodeStoreUnavailable = "StoreUnavailable"
-)
-
 // memoryBanks is the resource a bank API caller needs create on, with the
 // subresource facts (retain) or recall.
 var memoryBanks = struct{ Group, Version, Resource string }{"promptops.io", "v1", "memorybanks"}
@@ -65,7 +57,7 @@ var memoryBanks = struct{ Group, Version, Resource string }{"promptops.io", "v1"
 type BankStore interface {
 	// RetainFacts stores facts (each with an id) in one transaction; a
 	// *consolidation.FactConflictError stores nothing.
-	RetainFacts(ctx context.Context, bank string, facts []consolidation.Fact) (stored, unchanged int, err error)
+	RetainFacts(ctx context.Context, bank consolidation.BankID, facts []consolidation.Fact) (stored, unchanged int, err error)
 }
 
 // Bank is one bank the server answers for.
@@ -78,9 +70,17 @@ type Bank struct {
 	// IndexCacheBytes bounds the indexes of the bank's scopes held in
 	// memory, beside the shared scope's; DefaultIndexCacheBytes when 0.
 	IndexCacheBytes int64
+	// Redactor redacts each fact retained before it is stored (or, under
+	// Reject, refuses the request); nil stores facts as posted.
+	Redactor *redact.Redactor
 
 	once   sync.Once
 	scoped *scopeRecallers
+}
+
+// id is the bank's id in its store.
+func (b *Bank) id() consolidation.BankID {
+	return consolidation.BankID(b.Namespace + "/" + b.Name)
 }
 
 // BankLimits bound the bank API's requests.
@@ -92,12 +92,17 @@ type BankLimits struct {
 }
 
 type bankAPI struct {
-	banks    map[Key]*Bank
+	banks map[Key]*Bank
+	// served are the same banks as the bank API answers them.
+	served   map[Key]*servedBank
 	limits   BankLimits
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	facts    *prometheus.CounterVec
 	erasures *prometheus.CounterVec
+	// redactions counts what retain redacted, by bank and kind (a
+	// bounded set: the rules' ids and the personal kinds).
+	redactions *prometheus.CounterVec
 }
 
 func (s *Server) initBanks(banks []*Bank, limits BankLimits) {
@@ -107,7 +112,7 @@ func (s *Server) initBanks(banks []*Bank, limits BankLimits) {
 	if limits.MaxRetainBytes <= 0 {
 		limits.MaxRetainBytes = DefaultMaxRetainBytes
 	}
-	b := &bankAPI{banks: map[Key]*Bank{}, limits: limits,
+	b := &bankAPI{banks: map[Key]*Bank{}, served: map[Key]*servedBank{}, limits: limits,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "promptops_serve_bank_requests_total", Help: "Bank API requests by bank, endpoint (facts, recall) and status code.",
 		}, []string{"namespace", "name", "endpoint", "code"}),
@@ -121,11 +126,18 @@ func (s *Server) initBanks(banks []*Bank, limits BankLimits) {
 		erasures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "promptops_serve_bank_erasures_total", Help: "Erasures done through the bank API, by bank and kind (scope, fact).",
 		}, []string{"namespace", "name", "kind"}),
+		redactions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "promptops_serve_bank_redactions_total", Help: "Secrets and personal data redacted from retained facts, by bank and kind (a rule's id or a personal data kind).",
+		}, []string{"namespace", "name", "kind"}),
 	}
 	for _, bk := range banks {
 		b.banks[Key{bk.Namespace, bk.Name}] = bk
+		sb := &servedBank{Bank: bk, s: s}
+		// Erasure and export are optional: resolved here, once.
+		sb.scopeStore, _ = bk.Store.(ScopeStore)
+		b.served[Key{bk.Namespace, bk.Name}] = sb
 	}
-	s.metrics.registry.MustRegister(b.requests, b.latency, b.facts, b.erasures)
+	s.metrics.registry.MustRegister(b.requests, b.latency, b.facts, b.erasures, b.redactions)
 	s.bank = b
 }
 
@@ -137,6 +149,17 @@ func memorySpan(ctx context.Context, op string, k Key) {
 	span.SetAttributes(telemetry.OperationName.String(op), telemetry.MemoryStoreID.String(k.String()))
 }
 
+// servedBank is a Bank as the bank API answers it: its handlers are its
+// methods, and its store's optional capabilities are resolved once, in
+// New.
+type servedBank struct {
+	*Bank
+	s *Server
+	// scopeStore is Store as a ScopeStore; nil when the store neither
+	// erases nor exports (501).
+	scopeStore ScopeStore
+}
+
 // bankRoute is one endpoint of the bank API.
 type bankRoute struct {
 	pattern string
@@ -145,27 +168,21 @@ type bankRoute struct {
 	endpoint, op string
 	// verb and subresource are what the caller needs on the MemoryBank.
 	verb, subresource string
-	// limit, when set, is the body's bound, the flag that sets it and a
-	// hint for a body over it; the body is read before serve is called.
-	limit func(s *Server) (limit int64, flag, hint string)
-	serve func(s *Server, w http.ResponseWriter, r *http.Request, bk *Bank, body []byte)
+	// serve answers the endpoint for one bank.
+	serve func(bk *servedBank, w http.ResponseWriter, r *http.Request) error
 }
 
 var bankRoutes = []bankRoute{
 	{pattern: "POST /v1/banks/{namespace}/{name}/facts", endpoint: "facts", op: telemetry.OpUpdateMemory, verb: "create", subresource: "facts",
-		limit: func(s *Server) (int64, string, string) {
-			return s.bank.limits.MaxRetainBytes, "--max-retain-bytes", "; send fewer facts per request"
-		},
-		serve: (*Server).retain},
+		serve: (*servedBank).retain},
 	{pattern: "POST /v1/banks/{namespace}/{name}/recall", endpoint: "recall", op: telemetry.OpSearchMemory, verb: "create", subresource: "recall",
-		limit: func(s *Server) (int64, string, string) { return s.maxBodyBytes, "--max-body-bytes", "" },
-		serve: (*Server).recall},
+		serve: (*servedBank).recall},
 	{pattern: "DELETE /v1/banks/{namespace}/{name}/scopes/{scope}", endpoint: "erase_scope", op: telemetry.OpDeleteMemory, verb: "delete", subresource: "scopes",
-		serve: (*Server).eraseScope},
+		serve: (*servedBank).eraseScope},
 	{pattern: "GET /v1/banks/{namespace}/{name}/scopes/{scope}/export", endpoint: "export", op: "export_memory", verb: "get", subresource: "scopes",
-		serve: (*Server).exportScope},
+		serve: (*servedBank).exportScope},
 	{pattern: "DELETE /v1/banks/{namespace}/{name}/facts/{id}", endpoint: "delete_fact", op: telemetry.OpDeleteMemory, verb: "delete", subresource: "facts",
-		serve: (*Server).deleteFact},
+		serve: (*servedBank).deleteFact},
 }
 
 // bankRoute serves one endpoint of the bank API: the span names the
@@ -177,37 +194,24 @@ func (s *Server) bankRoute(b bankRoute) http.Handler {
 	// Labels only for banks served: a caller cannot grow the metrics with
 	// names of its own.
 	served := map[Key]http.Handler{}
-	for k, bk := range s.bank.banks {
+	for k, bk := range s.bank.served {
 		labels := prometheus.Labels{"namespace": k.Namespace, "name": k.Name, "endpoint": b.endpoint}
-		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			var body []byte
-			if b.limit != nil {
-				limit, flag, hint := b.limit(s)
-				var release func()
-				var ok bool
-				body, release, ok = s.body(w, r, limit, flag, hint)
-				defer release()
-				if !ok {
-					return
-				}
-			}
-			b.serve(s, w, r, bk, body)
-		})
+		h := s.handle(func(w http.ResponseWriter, r *http.Request) error { return b.serve(bk, w, r) })
 		served[k] = promhttp.InstrumentHandlerDuration(s.bank.latency.MustCurryWith(labels),
 			promhttp.InstrumentHandlerCounter(s.bank.requests.MustCurryWith(labels), h))
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return s.handle(func(w http.ResponseWriter, r *http.Request) error {
 		k := Key{r.PathValue("namespace"), r.PathValue("name")}
 		memorySpan(r.Context(), b.op, k)
-		if !s.authorize(w, r, bankAttributes(k, b.verb, b.subresource)) {
-			return
+		if err := s.authorize(r, bankAttributes(k, b.verb, b.subresource)); err != nil {
+			return err
 		}
 		h := served[k]
 		if h == nil {
-			writeError(w, http.StatusNotFound, CodeBankNotFound, fmt.Sprintf("bank %s is not served here", k))
-			return
+			return problem(http.StatusNotFound, CodeBankNotFound, fmt.Sprintf("bank %s is not served here", k))
 		}
 		h.ServeHTTP(w, r)
+		return nil
 	})
 }
 
@@ -219,47 +223,61 @@ type RetainResponse struct {
 	Unchanged int `json:"unchanged"`
 	// IDs are the facts' ids in the order posted, assigned ones included.
 	IDs []string `json:"ids"`
+	// Redacted counts the secrets and personal data replaced by
+	// [REDACTED:<kind>] in the facts, by kind; absent when none were.
+	Redacted redact.Counts `json:"redacted,omitempty"`
 }
 
 // retain answers POST .../facts: the facts stored in one transaction.
-func (s *Server) retain(w http.ResponseWriter, r *http.Request, bk *Bank, body []byte) {
-	bad := func(msg string) { writeError(w, http.StatusBadRequest, CodeInvalidFact, msg) }
+func (bk *servedBank) retain(w http.ResponseWriter, r *http.Request) error {
+	s := bk.s
+	body, release, err := s.body(w, r, s.bank.limits.MaxRetainBytes, "--max-retain-bytes", "; send fewer facts per request")
+	defer release()
+	if err != nil {
+		return err
+	}
+	bad := func(msg string) error { return problem(http.StatusBadRequest, CodeInvalidFact, msg) }
 	if !utf8.Valid(body) {
-		bad("the body is not valid UTF-8")
-		return
+		return bad("the body is not valid UTF-8")
 	}
 	var req struct {
 		Facts []jsontext.Value `json:"facts"`
 	}
 	if err := strictjson.Unmarshal(body, &req); err != nil {
-		writeError(w, http.StatusBadRequest, CodeMalformed, `the body must be one JSON object {"facts": [...]}: `+jsonProblem(err))
-		return
+		return problem(http.StatusBadRequest, CodeMalformed, `the body must be one JSON object {"facts": [...]}: `+jsonProblem(err))
 	}
 	if n, most := len(req.Facts), s.bank.limits.MaxFactsPerRequest; n > most {
-		writeError(w, http.StatusRequestEntityTooLarge, CodeTooManyFacts, fmt.Sprintf("facts: %d items, at most %d per request (--max-facts-per-request)", n, most))
-		return
+		return problem(http.StatusRequestEntityTooLarge, CodeTooManyFacts, fmt.Sprintf("facts: %d items, at most %d per request (--max-facts-per-request)", n, most))
 	}
 	if len(req.Facts) == 0 {
-		bad("facts: at least one fact is required")
-		return
+		return bad("facts: at least one fact is required")
 	}
-	bankID := bk.Namespace + "/" + bk.Name
+	bankID := bk.id()
 	facts := make([]consolidation.Fact, len(req.Facts))
+	redacted := redact.Counts{}
 	ids := make([]string, len(req.Facts))
 	for i, raw := range req.Facts {
 		f, err := consolidation.ParseFact(raw)
 		if err != nil {
 			var fe *consolidation.FieldError
 			if errors.As(err, &fe) {
-				bad(fmt.Sprintf("facts[%d].%s: %s", i, fe.Field, fe.Detail))
-				return
+				return bad(fmt.Sprintf("facts[%d].%s: %s", i, fe.Field, fe.Detail))
 			}
-			bad(fmt.Sprintf("facts[%d]: %v", i, err))
-			return
+			return bad(fmt.Sprintf("facts[%d]: %v", i, err))
 		}
 		if msg := factBounds(f); msg != "" {
-			bad(fmt.Sprintf("facts[%d].%s", i, msg))
-			return
+			return bad(fmt.Sprintf("facts[%d].%s", i, msg))
+		}
+		// Redacted before its id is derived: posting the same text again
+		// finds the same fact.
+		if err := consolidation.RedactFact(bk.Redactor, &f, redacted); err != nil {
+			var se *consolidation.FactSecretError
+			if !errors.As(err, &se) {
+				return err
+			}
+			return problem(http.StatusUnprocessableEntity, CodeSecretInFact, fmt.Sprintf(
+				"facts[%d].%s%s holds a secret (%s) and bank %s refuses secrets (secrets: Reject); nothing of the request was stored",
+				i, se.Field, idNote(f.ID), strings.Join(se.Kinds, ", "), bankID))
 		}
 		if f.ID == "" {
 			f.ID = consolidation.DerivedFactID(bankID, f)
@@ -269,22 +287,32 @@ func (s *Server) retain(w http.ResponseWriter, r *http.Request, bk *Bank, body [
 	stored, unchanged, err := bk.Store.RetainFacts(r.Context(), bankID, facts)
 	if err != nil {
 		var conflict *consolidation.FactConflictError
-		switch {
-		case errors.As(err, &conflict):
-			writeError(w, http.StatusConflict, CodeFactConflict, fmt.Sprintf("fact %q is already in bank %s with other text; nothing of the request was stored", conflict.ID, bankID))
-			return
-		case r.Context().Err() != nil:
-			writeError(w, http.StatusServiceUnavailable, CodeTimeout, "the request took longer than the server's request timeout; nothing of it was stored")
-			return
+		if errors.As(err, &conflict) {
+			return problem(http.StatusConflict, CodeFactConflict, fmt.Sprintf("fact %q is already in bank %s with other text; nothing of the request was stored", conflict.ID, bankID))
 		}
-		s.log.Error(err, "Storing facts failed", "bank", bankID)
-		writeError(w, http.StatusServiceUnavailable, CodeStoreUnavailable, "the store did not take the facts; nothing of the request was stored")
-		return
+		se := storeFailed(err, bk.Bank, "Storing facts failed", "the store did not take the facts; nothing of the request was stored")
+		se.note = "; nothing of it was stored"
+		return se
 	}
 	s.bank.facts.WithLabelValues(bk.Namespace, bk.Name, "stored").Add(float64(stored))
 	s.bank.facts.WithLabelValues(bk.Namespace, bk.Name, "unchanged").Add(float64(unchanged))
-	writeJSON(w, http.StatusOK, &RetainResponse{Stored: stored, Unchanged: unchanged, IDs: ids})
-	return
+	for kind, n := range redacted {
+		s.bank.redactions.WithLabelValues(bk.Namespace, bk.Name, kind).Add(float64(n))
+	}
+	if len(redacted) == 0 {
+		redacted = nil
+	}
+	writeJSON(w, http.StatusOK, &RetainResponse{Stored: stored, Unchanged: unchanged, IDs: ids, Redacted: redacted})
+	return nil
+}
+
+// idNote is " of id X" for a fact posted with an id, "" for one without
+// (whose id would be derived from the text).
+func idNote(id string) string {
+	if id == "" {
+		return ""
+	}
+	return fmt.Sprintf(" of id %q", id)
 }
 
 // factBounds checks what facts import leaves to the line limit; it

@@ -68,7 +68,7 @@ func TestBankAuthKubernetes(t *testing.T) {
 		who, token, endpoint string
 		body                 []byte
 		want                 int
-		code                 string
+		code                 Code
 	}{
 		{"anonymous", "", "facts", retain, http.StatusUnauthorized, CodeUnauthorized},
 		{"anonymous", "", "recall", recall, http.StatusUnauthorized, CodeUnauthorized},

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/promptops/promptops/internal/assembler"
 	"github.com/promptops/promptops/internal/consolidation"
 	"github.com/promptops/promptops/internal/consolidation/sqlstore"
 	"github.com/promptops/promptops/plan"
@@ -48,7 +50,7 @@ func TestBankFillsOwnMemorySectionsInProcess(t *testing.T) {
 			name = "elsewhere"
 		}
 		stub := &countingRecaller{}
-		rec := &consolidation.Recaller{Store: store, Bank: "shop/" + name}
+		rec := &consolidation.Recaller{Store: store, Scope: consolidation.ScopeKey("shop/" + name)}
 		s := New(Options{Log: logr.Discard(), MemoryRecaller: stub, Banks: []*Bank{{Namespace: "shop", Name: name, Store: store, Recaller: rec, Encoding: "cl100k_base"}}})
 		s.Apply(map[string][]byte{"support": memoryPlanJSON(t, "http://127.0.0.1:1", true)})
 		ts := newServer(t, s.Handler())
@@ -81,7 +83,7 @@ func TestLocalRecallerPassesMaxItemsAndMinScore(t *testing.T) {
 	texts := []string{"The customer prefers email for invoices", "The customer prefers phone calls"}
 	seedObservations(t, store, bank, consolidation.Fact{ID: "f0", Text: texts[0]}, consolidation.Fact{ID: "f1", Text: texts[1]})
 	s := New(Options{Log: logr.Discard(), Banks: []*Bank{{Namespace: "shop", Name: "customers", Store: store,
-		Recaller: &consolidation.Recaller{Store: store, Bank: bank}, Encoding: "cl100k_base"}}})
+		Recaller: &consolidation.Recaller{Store: store, Scope: bank}, Encoding: "cl100k_base"}}})
 	recall := func(maxItems int, minScore float64) []plan.MemoryItem {
 		t.Helper()
 		items, err := s.recaller.Recall(ctx, plan.MemoryRequest{Section: "memory", Bank: plan.BankRef{Namespace: "shop", Name: "customers"},
@@ -105,14 +107,14 @@ func TestLocalRecallerPassesMaxItemsAndMinScore(t *testing.T) {
 
 // seedObservations stores facts in bank and consolidates each into an
 // observation of its own text, as a run would.
-func seedObservations(t *testing.T, store *sqlstore.Store, bank string, facts ...consolidation.Fact) {
+func seedObservations(t *testing.T, store *sqlstore.Store, bank consolidation.BankID, facts ...consolidation.Fact) {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := store.ImportFacts(ctx, bank, facts); err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	claimed, err := store.ClaimFacts(ctx, bank, "t", len(facts), now, now.Add(time.Hour))
+	claimed, err := store.ClaimFacts(ctx, bank.Scope(""), "t", len(facts), now, now.Add(time.Hour))
 	if err != nil || len(claimed) != len(facts) {
 		t.Fatal(len(claimed), err)
 	}
@@ -122,7 +124,7 @@ func seedObservations(t *testing.T, store *sqlstore.Store, bank string, facts ..
 		ops.Creates = append(ops.Creates, consolidation.Create{Text: f.Text, SourceFactIDs: []string{f.ID}})
 		consolidated = append(consolidated, f.ID)
 	}
-	if _, err := store.Apply(ctx, bank, "t", ops, consolidated, now); err != nil {
+	if _, err := store.Apply(ctx, bank.Scope(""), "t", ops, consolidated, now); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -139,7 +141,7 @@ func TestLocalRecallerReportsTheEndedContext(t *testing.T) {
 	const bank = "shop/customers"
 	seedObservations(t, store, bank, consolidation.Fact{ID: "f0", Text: "The customer prefers email"})
 	s := New(Options{Log: logr.Discard(), Banks: []*Bank{{Namespace: "shop", Name: "customers", Store: store,
-		Recaller: &consolidation.Recaller{Store: store, Bank: bank}, Encoding: "cl100k_base"}}})
+		Recaller: &consolidation.Recaller{Store: store, Scope: bank}, Encoding: "cl100k_base"}}})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	req := plan.MemoryRequest{Bank: plan.BankRef{Namespace: "shop", Name: "customers"}, Query: "email", MaxTokens: 100}
@@ -161,7 +163,7 @@ func scopedMemoryPlanJSON(t *testing.T, endpoint string, sc plan.MemoryScope) []
 		t.Fatal(err)
 	}
 	p.Sections[2].Memory.Scope = &sc
-	if _, err := p.Seal(context.Background()); err != nil {
+	if _, err := assembler.Seal(context.Background(), p, false); err != nil {
 		t.Fatal(err)
 	}
 	data, err := json.Marshal(p)
@@ -188,7 +190,7 @@ func TestAssembleScopedMemory(t *testing.T) {
 	const ask = `{"namespace":"shop","name":"support","intent":"chat","runtime":{"question":"Hi"},"query":"How does the customer like to be reached by email?","scope":%q}`
 	for _, shared := range []bool{false, true} {
 		s := New(Options{Log: logr.Discard(), Banks: []*Bank{{Namespace: "shop", Name: "customers", Store: store,
-			Recaller: &consolidation.Recaller{Store: store, Bank: bank}, Encoding: "cl100k_base"}}})
+			Recaller: &consolidation.Recaller{Store: store, Scope: bank}, Encoding: "cl100k_base"}}})
 		s.Apply(map[string][]byte{"support": scopedMemoryPlanJSON(t, "http://127.0.0.1:1", plan.MemoryScope{FromRequest: true, IncludeShared: shared})})
 		ts := newServer(t, s.Handler())
 		defer ts.Close()
@@ -199,7 +201,7 @@ func TestAssembleScopedMemory(t *testing.T) {
 		if !strings.Contains(a.Prompt, "prefers email") || strings.Contains(a.Prompt, "phone") || strings.Contains(a.Prompt, "until six") != shared {
 			t.Errorf("shared %v: prompt %q", shared, a.Prompt)
 		}
-		if code, a = assembleMemory(t, ts.URL, fmt.Sprintf(ask, "")); code != 200 || a.Memory[0].Error != plan.MemoryNoScope || strings.Contains(a.Prompt, "customer") {
+		if code, a = assembleMemory(t, ts.URL, fmt.Sprintf(ask, "")); code != 200 || a.Memory[0].Error != string(plan.MemoryNoScope) || strings.Contains(a.Prompt, "customer") {
 			t.Errorf("no scope: %d %+v", code, a)
 		}
 		code, out := post(t, ts.URL, fmt.Sprintf(ask, "user/ana"))
@@ -222,10 +224,10 @@ func TestAssembleScopedMemory(t *testing.T) {
 
 // seedScope stores a fact in a scope of bank and an observation of its
 // text, as a run would.
-func seedScope(t *testing.T, store *sqlstore.Store, bank, scope, text string) {
+func seedScope(t *testing.T, store *sqlstore.Store, bank consolidation.BankID, scope, text string) {
 	t.Helper()
 	ctx := context.Background()
-	key := consolidation.BankKey(bank, scope)
+	key := bank.Scope(scope)
 	if _, err := store.ImportFacts(ctx, bank, []consolidation.Fact{{ID: "f-" + scope, Scope: scope, Text: text}}); err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +265,7 @@ func TestScopeIndexCacheIsBoundedInBytes(t *testing.T) {
 		}
 	}
 	// One scope's size, measured alone.
-	one := &Bank{Namespace: "shop", Name: "customers", Store: store, Recaller: &consolidation.Recaller{Store: store, Bank: bank}, IndexCacheBytes: 1}
+	one := &Bank{Namespace: "shop", Name: "customers", Store: store, Recaller: &consolidation.Recaller{Store: store, Scope: bank}, IndexCacheBytes: 1}
 	recall(one, "u1")
 	size := one.scopes().bytes
 	if size <= 0 || one.scopes().lru.Len() != 1 {
@@ -273,7 +275,7 @@ func TestScopeIndexCacheIsBoundedInBytes(t *testing.T) {
 	if one.scopes().lru.Len() != 1 || one.scopes().byName["u2"] == nil {
 		t.Fatalf("a bound below one scope keeps the most recent only: %d held", one.scopes().lru.Len())
 	}
-	two := &Bank{Namespace: "shop", Name: "customers", Store: store, Recaller: &consolidation.Recaller{Store: store, Bank: bank}, IndexCacheBytes: 2*size + size/2}
+	two := &Bank{Namespace: "shop", Name: "customers", Store: store, Recaller: &consolidation.Recaller{Store: store, Scope: bank}, IndexCacheBytes: 2*size + size/2}
 	for _, u := range []string{"u1", "u2", "u3", "u1", "u4"} {
 		recall(two, u)
 	}
@@ -291,5 +293,39 @@ func TestScopeIndexCacheIsBoundedInBytes(t *testing.T) {
 	sc.drop("u1")
 	if sc.lru.Len() != 1 || sc.bytes != size {
 		t.Errorf("after dropping u1: %d held, %d bytes", sc.lru.Len(), sc.bytes)
+	}
+}
+
+// Erasing or exporting a scope whose name is not one is the request's
+// error, naming the field, before the store is asked.
+func TestScopeRoutesRefuseABadScope(t *testing.T) {
+	ctx := context.Background()
+	store, err := sqlstore.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "bank.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	s := New(Options{Log: logr.Discard(), Banks: []*Bank{{Namespace: "shop", Name: "customers", Store: store,
+		Recaller: &consolidation.Recaller{Store: store, Scope: "shop/customers"}, Encoding: "cl100k_base"}}})
+	ts := newServer(t, s.Handler())
+	defer ts.Close()
+	for _, method := range []string{http.MethodDelete, http.MethodGet} {
+		url := ts.URL + "/v1/banks/shop/customers/scopes/user%2Fana"
+		if method == http.MethodGet {
+			url += "/export"
+		}
+		req, err := http.NewRequest(method, url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 400 || !strings.Contains(string(out), `"code":"InvalidScope"`) || !strings.Contains(string(out), `"message":"scope: byte 5`) {
+			t.Errorf("%s %s: %d %s", method, url, resp.StatusCode, out)
+		}
 	}
 }

@@ -50,37 +50,35 @@ type RecallResponse struct {
 }
 
 // recall answers POST .../recall: the items that fit in maxTokens.
-func (s *Server) recall(w http.ResponseWriter, r *http.Request, bk *Bank, body []byte) {
+func (bk *servedBank) recall(w http.ResponseWriter, r *http.Request) error {
+	s := bk.s
+	body, release, err := s.body(w, r, s.maxBodyBytes, "--max-body-bytes", "")
+	defer release()
+	if err != nil {
+		return err
+	}
 	var req RecallRequest
 	if err := strictjson.Unmarshal(body, &req); err != nil {
-		writeError(w, http.StatusBadRequest, CodeMalformed, `the body must be one JSON object {"query", "maxTokens", "maxItems", "minScore", "tags", "includePending", "scope", "includeShared"}: `+err.Error())
-		return
+		return problem(http.StatusBadRequest, CodeMalformed, `the body must be one JSON object {"query", "maxTokens", "maxItems", "minScore", "tags", "includePending", "scope", "includeShared"}: `+jsonProblem(err))
 	}
 	q, msg := recallQuery(&req)
 	if msg != "" {
-		writeError(w, http.StatusBadRequest, CodeInvalidRecall, msg)
-		return
+		return problem(http.StatusBadRequest, CodeInvalidRecall, msg)
 	}
-	fit, err := recallFit(r.Context(), bk, req.Scope, req.IncludeShared, q, *req.MaxTokens)
+	fit, err := recallFit(r.Context(), bk.Bank, req.Scope, req.IncludeShared, q, *req.MaxTokens)
 	var fe *fitError
 	switch {
 	case errors.As(err, &fe):
 		s.log.Error(fe.err, "Fitting recalled memory failed", "bank", Key{bk.Namespace, bk.Name})
-		writeError(w, http.StatusInternalServerError, "Internal", "counting the recalled memory's tokens failed")
-		return
-	case err != nil && r.Context().Err() != nil:
-		writeError(w, http.StatusServiceUnavailable, CodeTimeout, "the request took longer than the server's request timeout")
-		return
+		return problem(http.StatusInternalServerError, CodeInternal, "counting the recalled memory's tokens failed")
 	case err != nil:
-		s.log.Error(err, "Recall failed", "bank", Key{bk.Namespace, bk.Name})
-		writeError(w, http.StatusServiceUnavailable, CodeStoreUnavailable, "the bank's store could not be read")
-		return
+		return storeFailed(err, bk.Bank, "Recall failed", "the bank's store could not be read")
 	}
 	if fit.Items == nil {
 		fit.Items = []plan.MemoryItem{}
 	}
 	writeJSON(w, http.StatusOK, &RecallResponse{Items: fit.Items, Text: fit.Text, Tokens: fit.Tokens, MaxTokens: *req.MaxTokens, Omitted: fit.Omitted})
-	return
+	return nil
 }
 
 // fitError is a failure to count the recalled items' tokens.
@@ -98,7 +96,7 @@ func recallFit(ctx context.Context, bk *Bank, scope string, includeShared bool, 
 	}
 	items := make([]plan.MemoryItem, len(recalled))
 	for i, it := range recalled {
-		items[i] = plan.MemoryItem{ID: it.ID, Kind: it.Kind, Text: it.Text, Score: it.Score, ProofCount: it.ProofCount,
+		items[i] = plan.MemoryItem{ID: it.ID, Kind: plan.MemoryKind(it.Kind), Text: it.Text, Score: it.Score, ProofCount: it.ProofCount,
 			OccurredStart: it.OccurredStart, OccurredEnd: it.OccurredEnd, SourceFactIDs: it.SourceFactIDs}
 	}
 	fit, err := plan.FitMemory(bk.Encoding, items, maxTokens)
@@ -127,7 +125,7 @@ func (l *localRecaller) Recall(ctx context.Context, r plan.MemoryRequest) ([]pla
 	req := recallRequestOf(r)
 	q, msg := recallQuery(&req)
 	if msg != "" {
-		return nil, &plan.RecallError{Code: CodeInvalidRecall, Message: fmt.Sprintf("bank %s: %s", r.Bank, msg)}
+		return nil, &plan.RecallError{Code: plan.MemoryCode(CodeInvalidRecall), Message: fmt.Sprintf("bank %s: %s", r.Bank, msg)}
 	}
 	fit, err := recallFit(ctx, bk, req.Scope, req.IncludeShared, q, r.MaxTokens)
 	var fe *fitError
@@ -137,7 +135,7 @@ func (l *localRecaller) Recall(ctx context.Context, r plan.MemoryRequest) ([]pla
 	case errors.As(err, &fe):
 		return nil, &plan.RecallError{Code: plan.MemoryRecallFailed, Message: fmt.Sprintf("bank %s: counting the recalled memory's tokens failed", r.Bank)}
 	case err != nil:
-		return nil, &plan.RecallError{Code: CodeStoreUnavailable, Message: fmt.Sprintf("bank %s: the store could not be read", r.Bank)}
+		return nil, &plan.RecallError{Code: plan.MemoryCode(CodeStoreUnavailable), Message: fmt.Sprintf("bank %s: the store could not be read", r.Bank)}
 	}
 	return fit.Items, nil
 }

@@ -18,17 +18,16 @@ import (
 // (DELETE .../scopes/{scope}, DELETE .../facts/{id}, GET
 // .../scopes/{scope}/export).
 
-// Error codes of the scope endpoints.
-const (
-	CodeInvalidScope = "InvalidScope"
-	CodeFactNotFound = "FactNotFound"
-)
-
 // ScopeStore is what erasure and export need of a bank's store.
 type ScopeStore interface {
-	EraseScope(ctx context.Context, bank, scope string) (consolidation.Erasure, error)
-	DeleteFacts(ctx context.Context, bank string, scope *string, ids []string) (consolidation.Erasure, error)
-	ExportScope(ctx context.Context, bank, scope string, fn func(consolidation.Exported) error) error
+	// EraseScope removes every row of a scope other than the shared one.
+	EraseScope(ctx context.Context, key consolidation.ScopeKey) (consolidation.Erasure, error)
+	// DeleteFacts removes facts by id in whichever scope of the bank
+	// holds them, DeleteScopeFacts in one scope only.
+	DeleteFacts(ctx context.Context, bank consolidation.BankID, ids []string) (consolidation.Erasure, error)
+	DeleteScopeFacts(ctx context.Context, key consolidation.ScopeKey, ids []string) (consolidation.Erasure, error)
+	// ExportScope streams a scope's facts and observations.
+	ExportScope(ctx context.Context, key consolidation.ScopeKey, fn func(consolidation.Exported) error) error
 }
 
 // DefaultIndexCacheBytes bounds, when Bank.IndexCacheBytes is 0, the
@@ -57,7 +56,7 @@ type scopeRecaller struct {
 }
 
 // get returns the recaller of scope ("" the shared one).
-func (s *scopeRecallers) get(bank, scope string) *consolidation.Recaller {
+func (s *scopeRecallers) get(bank consolidation.BankID, scope string) *consolidation.Recaller {
 	if scope == "" {
 		return s.shared
 	}
@@ -70,7 +69,7 @@ func (s *scopeRecallers) get(bank, scope string) *consolidation.Recaller {
 		s.lru.MoveToFront(e)
 		return e.Value.(*scopeRecaller).r
 	}
-	sr := &scopeRecaller{name: scope, r: s.shared.ForKey(consolidation.BankKey(bank, scope))}
+	sr := &scopeRecaller{name: scope, r: s.shared.ForScope(bank.Scope(scope))}
 	s.byName[scope] = s.lru.PushFront(sr)
 	return sr.r
 }
@@ -117,8 +116,7 @@ func (s *scopeRecallers) drop(scope string) {
 // recallScoped recalls q from the request's scope, and also from the
 // shared scope when includeShared is set (the two merged by score).
 func recallScoped(ctx context.Context, bk *Bank, scope string, includeShared bool, q consolidation.Query) ([]consolidation.Recalled, error) {
-	bank := bk.Namespace + "/" + bk.Name
-	items, _, err := bk.scopes().get(bank, scope).Recall(ctx, q)
+	items, _, err := bk.scopes().get(bk.id(), scope).Recall(ctx, q)
 	if scope != "" {
 		bk.scopes().loaded(scope)
 	}
@@ -148,82 +146,81 @@ func (b *Bank) scopes() *scopeRecallers {
 }
 
 // eraseScope answers DELETE /v1/banks/{namespace}/{name}/scopes/{scope}.
-func (s *Server) eraseScope(w http.ResponseWriter, r *http.Request, bk *Bank, _ []byte) {
+func (bk *servedBank) eraseScope(w http.ResponseWriter, r *http.Request) error {
 	scope := r.PathValue("scope")
 	if msg := memscope.Problem(scope); msg != "" || scope == "" {
-		writeError(w, http.StatusBadRequest, CodeInvalidScope, "scope: "+msg)
-		return
+		return problem(http.StatusBadRequest, CodeInvalidScope, "scope: "+msg)
 	}
-	st, ok := bk.Store.(ScopeStore)
-	if !ok {
-		writeError(w, http.StatusNotImplemented, "NotImplemented", "this bank's store does not erase")
-		return
+	st := bk.scopeStore
+	if st == nil {
+		return problem(http.StatusNotImplemented, CodeNotImplemented, "this bank's store does not erase")
 	}
-	erased, err := st.EraseScope(r.Context(), bk.Namespace+"/"+bk.Name, scope)
+	erased, err := st.EraseScope(r.Context(), bk.id().Scope(scope))
 	if err != nil {
-		s.storeFailed(w, r, bk, "Erasing a scope failed", err)
-		return
+		return storeFailed(err, bk.Bank, "Erasing a scope failed", storeUnreachable)
 	}
 	bk.scopes().drop(scope)
-	s.bank.erasures.WithLabelValues(bk.Namespace, bk.Name, "scope").Inc()
+	bk.s.bank.erasures.WithLabelValues(bk.Namespace, bk.Name, "scope").Inc()
 	writeJSON(w, http.StatusOK, &erased)
-	return
+	return nil
 }
+
+// storeUnreachable is the answer to a failed erasure or export.
+const storeUnreachable = "the bank's store could not be reached"
 
 // deleteFact answers DELETE /v1/banks/{namespace}/{name}/facts/{id}: in
 // the scope of ?scope= ("" for the shared scope) when given, else in
 // every scope that holds a fact of this id.
-func (s *Server) deleteFact(w http.ResponseWriter, r *http.Request, bk *Bank, _ []byte) {
+func (bk *servedBank) deleteFact(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	if id == "" || len(id) > MaxFactIDBytes {
-		writeError(w, http.StatusBadRequest, CodeInvalidFact, fmt.Sprintf("id: %d bytes, want 1..%d", len(id), MaxFactIDBytes))
-		return
+		return problem(http.StatusBadRequest, CodeInvalidFact, fmt.Sprintf("id: %d bytes, want 1..%d", len(id), MaxFactIDBytes))
 	}
 	var scope *string
 	if q := r.URL.Query(); q.Has("scope") {
 		sc := q.Get("scope")
 		if msg := memscope.Problem(sc); msg != "" {
-			writeError(w, http.StatusBadRequest, CodeInvalidScope, "scope: "+msg)
-			return
+			return problem(http.StatusBadRequest, CodeInvalidScope, "scope: "+msg)
 		}
 		scope = &sc
 	}
-	st, ok := bk.Store.(ScopeStore)
-	if !ok {
-		writeError(w, http.StatusNotImplemented, "NotImplemented", "this bank's store does not erase")
-		return
+	st := bk.scopeStore
+	if st == nil {
+		return problem(http.StatusNotImplemented, CodeNotImplemented, "this bank's store does not erase")
 	}
-	erased, err := st.DeleteFacts(r.Context(), bk.Namespace+"/"+bk.Name, scope, []string{id})
+	var erased consolidation.Erasure
+	var err error
+	if scope != nil {
+		erased, err = st.DeleteScopeFacts(r.Context(), bk.id().Scope(*scope), []string{id})
+	} else {
+		erased, err = st.DeleteFacts(r.Context(), bk.id(), []string{id})
+	}
 	if err != nil {
-		s.storeFailed(w, r, bk, "Deleting a fact failed", err)
-		return
+		return storeFailed(err, bk.Bank, "Deleting a fact failed", storeUnreachable)
 	}
 	if erased.Facts == 0 {
-		writeError(w, http.StatusNotFound, CodeFactNotFound, "the bank holds no fact with this id")
-		return
+		return problem(http.StatusNotFound, CodeFactNotFound, "the bank holds no fact with this id")
 	}
-	s.bank.erasures.WithLabelValues(bk.Namespace, bk.Name, "fact").Inc()
+	bk.s.bank.erasures.WithLabelValues(bk.Namespace, bk.Name, "fact").Inc()
 	writeJSON(w, http.StatusOK, &erased)
-	return
+	return nil
 }
 
 // exportScope answers GET /v1/banks/{namespace}/{name}/scopes/{scope}/export
 // with the scope's facts and observations as JSON lines.
-func (s *Server) exportScope(w http.ResponseWriter, r *http.Request, bk *Bank, _ []byte) {
+func (bk *servedBank) exportScope(w http.ResponseWriter, r *http.Request) error {
 	scope := r.PathValue("scope")
 	if msg := memscope.Problem(scope); msg != "" || scope == "" {
-		writeError(w, http.StatusBadRequest, CodeInvalidScope, "scope: "+msg)
-		return
+		return problem(http.StatusBadRequest, CodeInvalidScope, "scope: "+msg)
 	}
-	st, ok := bk.Store.(ScopeStore)
-	if !ok {
-		writeError(w, http.StatusNotImplemented, "NotImplemented", "this bank's store does not export")
-		return
+	st := bk.scopeStore
+	if st == nil {
+		return problem(http.StatusNotImplemented, CodeNotImplemented, "this bank's store does not export")
 	}
 	bw := bufio.NewWriterSize(w, 32<<10)
 	enc := json.NewEncoder(bw)
 	started := false
-	err := st.ExportScope(r.Context(), bk.Namespace+"/"+bk.Name, scope, func(e consolidation.Exported) error {
+	err := st.ExportScope(r.Context(), bk.id().Scope(scope), func(e consolidation.Exported) error {
 		if !started {
 			w.Header().Set("Content-Type", "application/x-ndjson")
 			w.WriteHeader(http.StatusOK)
@@ -237,25 +234,12 @@ func (s *Server) exportScope(w http.ResponseWriter, r *http.Request, bk *Bank, _
 			w.WriteHeader(http.StatusOK)
 		}
 		_ = bw.Flush()
-		return
+		return nil
 	}
 	if started {
 		// The status is sent: the client sees the stream cut short.
-		s.log.Error(err, "Exporting a scope failed", "bank", Key{bk.Namespace, bk.Name})
+		bk.s.log.Error(err, "Exporting a scope failed", "bank", Key{bk.Namespace, bk.Name})
 		panic(http.ErrAbortHandler)
 	}
-	s.storeFailed(w, r, bk, "Exporting a scope failed", err)
-	return
-}
-
-// storeFailed answers a store's failure: 503, logged without the scope
-// or id.
-func (s *Server) storeFailed(w http.ResponseWriter, r *http.Request, bk *Bank, what string, err error) {
-	if r.Context().Err() != nil {
-		writeError(w, http.StatusServiceUnavailable, CodeTimeout, "the request took longer than the server's request timeout")
-		return
-	}
-	s.log.Error(err, what, "bank", Key{bk.Namespace, bk.Name})
-	writeError(w, http.StatusServiceUnavailable, CodeStoreUnavailable, "the bank's store could not be reached")
-	return
+	return storeFailed(err, bk.Bank, "Exporting a scope failed", storeUnreachable)
 }

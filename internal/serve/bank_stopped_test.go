@@ -43,7 +43,7 @@ func TestAssembleWithTheStoreStopped(t *testing.T) {
 	// The bank's process serves the template too (in-process recall); a
 	// sidecar serve reaches the bank over HTTP.
 	const timeout = 250 * time.Millisecond
-	rec := &consolidation.Recaller{Store: store, Bank: bank}
+	rec := &consolidation.Recaller{Store: store, Scope: bank}
 	bankSrv := New(Options{Log: logr.Discard(), MemoryTimeout: timeout, RequestTimeout: time.Second, Banks: []*Bank{{Namespace: "shop", Name: "customers", Store: store, Recaller: rec, Encoding: "cl100k_base"}}})
 	bankTS := newServer(t, bankSrv.Handler())
 	defer bankTS.Close()
@@ -76,7 +76,7 @@ func TestAssembleWithTheStoreStopped(t *testing.T) {
 	}
 	check("store up", true)
 	// POST .../recall itself: 503, with why.
-	recallCode := func(when string, status int, code string) {
+	recallCode := func(when string, status int, code Code) {
 		t.Helper()
 		resp, err := http.Post(bankTS.URL+"/v1/banks/shop/customers/recall", "application/json", strings.NewReader(`{"query": "email", "maxTokens": 50}`))
 		if err != nil {
@@ -85,7 +85,7 @@ func TestAssembleWithTheStoreStopped(t *testing.T) {
 		out, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		got := resp.StatusCode
-		if got != status || (code != "" && !strings.Contains(string(out), `"code":"`+code+`"`)) {
+		if got != status || (code != "" && !strings.Contains(string(out), `"code":"`+string(code)+`"`)) {
 			t.Fatalf("%s: recall answered %d %s, want %d %s", when, got, out, status, code)
 		}
 	}

@@ -79,7 +79,7 @@ func newBankServer(t *testing.T, url string, emb *llmtest.EmbedServer, limits Ba
 	if err := store.EnsureBank(context.Background(), testBank); err != nil {
 		t.Fatal(err)
 	}
-	rec := &consolidation.Recaller{Store: store, Bank: testBank, Floor: 0.3}
+	rec := &consolidation.Recaller{Store: store, Scope: testBank, Floor: 0.3}
 	if emb != nil {
 		rec.Embedder = embedder(emb)
 	}
@@ -116,7 +116,7 @@ func (b *bankServer) do(t *testing.T, method, endpoint, token string, body []byt
 
 func (b *bankServer) factCount(t *testing.T) int {
 	t.Helper()
-	facts, err := b.store.ListFacts(context.Background(), testBank, nil, "", 100000)
+	facts, err := b.store.ListFacts(context.Background(), testBank, "", 100000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,11 @@ func TestBankRetainValidation(t *testing.T) {
 	good := `{"text": "Alice moved to Lisbon", "occurredStart": "2026-03-01"}`
 	eachBankStore(t, func(t *testing.T, url string) {
 		b := newBankServer(t, url, nil, BankLimits{}, nil)
-		for _, tc := range []struct{ name, body, code, msg string }{
+		for _, tc := range []struct {
+			name, body string
+			code       Code
+			msg        string
+		}{
 			{"end before start", `{"facts": [` + good + `, {"text": "a trip", "occurredStart": "2024-02-01", "occurredEnd": "2024-01-31"}]}`, CodeInvalidFact, `facts[1].occurredEnd: "2024-01-31" is before occurredStart "2024-02-01"`},
 			{"a bad time", `{"facts": [` + good + `, ` + good + `, {"text": "x", "mentionedAt": "soon"}]}`, CodeInvalidFact, `facts[2].mentionedAt: "soon" is neither RFC 3339 nor YYYY-MM-DD`},
 			{"no text", `{"facts": [{"id": "a"}]}`, CodeInvalidFact, "facts[0].text: is required"},

@@ -99,8 +99,8 @@ func BenchmarkDecodeAssemble(b *testing.B) {
 		b.Run(fmt.Sprintf("%dKB", size>>10), func(b *testing.B) {
 			b.SetBytes(int64(len(body)))
 			for b.Loop() {
-				if _, code, _ := decodeAssemble(body); code != "" {
-					b.Fatal(code)
+				if _, err := decodeAssemble(body); err != nil {
+					b.Fatal(err)
 				}
 			}
 		})

@@ -12,30 +12,31 @@ import (
 
 // body reads the request's body, at most limit bytes, holding its buffer
 // in the server's in-flight budget until release is called (release is
-// never nil). When it cannot, it has answered: 413 over the limit (flag
-// names the option that sets it, hint what to do), 503 Busy with Retry-After when the
-// budget is spent, 408 when the body is late, 400 otherwise.
-func (s *Server) body(w http.ResponseWriter, r *http.Request, limit int64, flag, hint string) (body []byte, release func(), ok bool) {
+// never nil). When it cannot, the error is the answer: 413 over the limit
+// (flag names the option that sets it, hint what to do), 503 Busy with
+// Retry-After when the budget is spent, 408 when the body is late, 400
+// otherwise.
+func (s *Server) body(w http.ResponseWriter, r *http.Request, limit int64, flag, hint string) (body []byte, release func(), err error) {
 	held := &reservation{budget: s.inflight}
-	body, err := readBody(w, r, limit, held)
+	body, err = readBody(w, r, limit, held)
 	if err == nil {
-		return body, held.release, true
+		return body, held.release, nil
 	}
 	held.release()
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
-		writeError(w, http.StatusRequestEntityTooLarge, CodeTooLarge, fmt.Sprintf("the request body is over %d bytes (%s)%s", limit, flag, hint))
+		err = problem(http.StatusRequestEntityTooLarge, CodeTooLarge, fmt.Sprintf("the request body is over %d bytes (%s)%s", limit, flag, hint))
 	case errors.Is(err, errBusy):
 		w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
 		w.Header().Set("Connection", "close") // the rest of the body is not read
-		writeError(w, http.StatusServiceUnavailable, CodeBusy, "too many request bytes in flight; retry later")
+		err = problem(http.StatusServiceUnavailable, CodeBusy, "too many request bytes in flight; retry later")
 	case errors.Is(err, os.ErrDeadlineExceeded), r.Context().Err() != nil:
-		writeError(w, http.StatusRequestTimeout, CodeTimeout, "the request body did not arrive in time")
+		err = problem(http.StatusRequestTimeout, CodeTimeout, "the request body did not arrive in time")
 	default:
-		writeError(w, http.StatusBadRequest, CodeMalformed, "reading the request body failed")
+		err = problem(http.StatusBadRequest, CodeMalformed, "reading the request body failed")
 	}
-	return nil, func() {}, false
+	return nil, func() {}, err
 }
 
 // firstBodyChunk is the buffer a body is first read into.

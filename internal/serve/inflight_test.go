@@ -136,7 +136,7 @@ func TestRequestTimeoutStopsBodyReading(t *testing.T) {
 }
 
 // answer reads the response on conn: its status, error code and body.
-func answer(t *testing.T, conn net.Conn) (int, string, []byte) {
+func answer(t *testing.T, conn net.Conn) (int, Code, []byte) {
 	t.Helper()
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {

@@ -26,24 +26,12 @@ func jsonProblem(err error) string {
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	data, err := stdjson.Marshal(v)
 	if err != nil {
-		status, data = http.StatusInternalServerError, []byte(`{"error":{"code":"Internal","message":"encoding the answer failed"}}`)
+		// An error body always encodes: this does not come back here.
+		writeError(w, http.StatusInternalServerError, CodeInternal, "encoding the answer failed")
+		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", fmt.Sprint(len(data)+1))
 	w.WriteHeader(status)
 	w.Write(append(data, '\n'))
-}
-
-type errorBody struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
-// writeError writes the JSON error body {"error": {"code", "message"}}.
-func writeError(w http.ResponseWriter, status int, code, msg string) {
-	var b errorBody
-	b.Error.Code, b.Error.Message = code, msg
-	writeJSON(w, status, &b)
 }

@@ -42,16 +42,6 @@ const DefaultMaxRecallBytes = 4 << 20
 // maxErrorBytes bounds the error body of a recall that is read.
 const maxErrorBytes = 64 << 10
 
-// Memory error codes of a memory section's "error" in an assemble answer,
-// besides plan's (NoQuery, NoRecall, TimedOut, RecallFailed) and the
-// bank's own error codes.
-const (
-	CodeNotServed       = "NotServed"
-	CodeRecallTooLarge  = "RecallTooLarge"
-	CodeRecallMalformed = "RecallMalformed"
-	CodeRecallHTTP      = "RecallHTTPError"
-)
-
 // HTTPRecaller calls POST {endpoint}/v1/banks/{namespace}/{name}/recall
 // of a served bank with a bearer token read from a file (re-read when the
 // file changes, as projected tokens are rotated).
@@ -126,7 +116,7 @@ func (h *HTTPRecaller) Recall(ctx context.Context, r plan.MemoryRequest) ([]plan
 	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(req.Header))
 	token, err := h.bearer()
 	if err != nil {
-		return nil, &plan.RecallError{Code: "TokenUnreadable", Message: err.Error()}
+		return nil, &plan.RecallError{Code: CodeTokenUnreadable, Message: err.Error()}
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -148,7 +138,7 @@ func (h *HTTPRecaller) Recall(ctx context.Context, r plan.MemoryRequest) ([]plan
 		if code == "" || len(code) > 64 {
 			code = fmt.Sprintf("%s%d", CodeRecallHTTP, resp.StatusCode)
 		}
-		return nil, &plan.RecallError{Code: code, Message: fmt.Sprintf("bank %s answered %d", r.Bank, resp.StatusCode)}
+		return nil, &plan.RecallError{Code: plan.MemoryCode(code), Message: fmt.Sprintf("bank %s answered %d", r.Bank, resp.StatusCode)}
 	}
 	limit := h.MaxBytes
 	if limit <= 0 {
@@ -211,7 +201,7 @@ func (s *Server) recallFunc() plan.RecallFunc {
 			code := result
 			var re *plan.RecallError
 			if errors.As(err, &re) {
-				code = re.Code
+				code = string(re.Code)
 			}
 			span.SetAttributes(telemetry.ErrorType.String(code))
 			span.SetStatus(codes.Error, code)
@@ -233,7 +223,7 @@ func (s *Server) memorySummaries(a *plan.Assembly) []MemorySummary {
 		if items == nil {
 			items = []plan.MemoryItem{}
 		}
-		out[i] = MemorySummary{Section: m.Section, Bank: m.Bank, Items: items, Recalled: m.Recalled, Omitted: m.Omitted, TimedOut: m.TimedOut, Error: m.Code}
+		out[i] = MemorySummary{Section: m.Section, Bank: m.Bank, Items: items, Recalled: m.Recalled, Omitted: m.Omitted, TimedOut: m.TimedOut, Error: string(m.Code)}
 		if m.TimedOut {
 			s.metrics.memoryTimeouts.WithLabelValues(m.Bank.Namespace, m.Bank.Name).Inc()
 		}

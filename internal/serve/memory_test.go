@@ -16,6 +16,8 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/promptops/promptops/internal/assembler"
+	"github.com/promptops/promptops/internal/promptfit"
 	"github.com/promptops/promptops/plan"
 )
 
@@ -38,9 +40,9 @@ func memoryPlanJSON(t testing.TB, endpoint string, fromRequest bool) []byte {
 			{Name: "task", Kind: plan.KindIntent, Heading: "## Task", Policy: plan.PolicyNever},
 		},
 		Intents: []plan.Intent{{Name: "chat", Instruction: "Answer briefly."}},
-		Runtime: plan.RuntimeSummary{Placeholder: plan.Placeholder("NAME"), MemoryPlaceholder: plan.MemoryPlaceholder("NAME")},
+		Runtime: plan.RuntimeSummary{Placeholder: promptfit.Placeholder("NAME"), MemoryPlaceholder: promptfit.MemoryPlaceholder("NAME")},
 	}
-	if _, err := p.Seal(context.Background()); err != nil {
+	if _, err := assembler.Seal(context.Background(), p, false); err != nil {
 		t.Fatal(err)
 	}
 	data, err := json.Marshal(p)
@@ -145,7 +147,7 @@ func TestAssembleMemoryTimesOut(t *testing.T) {
 		t.Fatalf("status %d", code)
 	}
 	m := a.Memory[0]
-	if !m.TimedOut || m.Error != plan.MemoryTimedOut || len(m.Items) != 0 || strings.Contains(a.Prompt, "## What we know") {
+	if !m.TimedOut || m.Error != string(plan.MemoryTimedOut) || len(m.Items) != 0 || strings.Contains(a.Prompt, "## What we know") {
 		t.Errorf("memory %+v, prompt %q", m, a.Prompt)
 	}
 }
@@ -161,7 +163,7 @@ func TestAssembleMemoryErrors(t *testing.T) {
 			w.WriteHeader(401)
 			fmt.Fprint(w, `{"error":{"code":"Unauthorized","message":"no token"}}`)
 		}, "Unauthorized"},
-		{"not JSON", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "<html>") }, CodeRecallMalformed},
+		{"not JSON", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "<html>") }, string(CodeRecallMalformed)},
 		{"endless answer", func(w http.ResponseWriter, r *http.Request) {
 			// A 300 MB answer is never read whole: the recaller stops
 			// past its bound and drops the connection.
@@ -172,7 +174,7 @@ func TestAssembleMemoryErrors(t *testing.T) {
 					return
 				}
 			}
-		}, CodeRecallTooLarge},
+		}, string(CodeRecallTooLarge)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bank := httptest.NewServer(tc.handler)
@@ -187,10 +189,10 @@ func TestAssembleMemoryErrors(t *testing.T) {
 	}
 	// No endpoint (the bank is not served) and no query.
 	ts := memoryServer(t, memoryPlanJSON(t, "", false), "", 0)
-	if _, a := assembleMemory(t, ts.URL, `{"namespace":"shop","name":"support","intent":"chat","runtime":{"question":"q"}}`); a.Memory[0].Error != CodeNotServed {
+	if _, a := assembleMemory(t, ts.URL, `{"namespace":"shop","name":"support","intent":"chat","runtime":{"question":"q"}}`); a.Memory[0].Error != string(CodeNotServed) {
 		t.Errorf("memory %+v", a.Memory[0])
 	}
-	if _, a := assembleMemory(t, ts.URL, `{"namespace":"shop","name":"support","intent":"chat","runtime":{}}`); a.Memory[0].Error != plan.MemoryNoQuery {
+	if _, a := assembleMemory(t, ts.URL, `{"namespace":"shop","name":"support","intent":"chat","runtime":{}}`); a.Memory[0].Error != string(plan.MemoryNoQuery) {
 		t.Errorf("memory %+v", a.Memory[0])
 	}
 }
@@ -245,17 +247,17 @@ func TestHTTPRecallerEdges(t *testing.T) {
 	wantCode := func(what string, err error, want string) {
 		t.Helper()
 		var re *plan.RecallError
-		if !errors.As(err, &re) || re.Code != want {
+		if !errors.As(err, &re) || string(re.Code) != want {
 			t.Errorf("%s: %v, want code %s", what, err, want)
 		}
 	}
 	_, err := rc.Recall(context.Background(), req("ftp://"+tlsBank.Listener.Addr().String()))
-	wantCode("ftp", err, CodeNotServed)
+	wantCode("ftp", err, string(CodeNotServed))
 
 	closed := httptest.NewServer(http.HandlerFunc(handler))
 	closed.Close()
 	_, err = rc.Recall(context.Background(), req(closed.URL))
-	wantCode("a closed port", err, plan.MemoryRecallFailed)
+	wantCode("a closed port", err, string(plan.MemoryRecallFailed))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := rc.Recall(ctx, req(tlsBank.URL)); !errors.Is(err, context.Canceled) {
@@ -291,5 +293,5 @@ func TestHTTPRecallerEdges(t *testing.T) {
 	}
 	rc.MaxBytes--
 	_, err = rc.Recall(context.Background(), req(tlsBank.URL))
-	wantCode("an answer one byte over MaxBytes", err, CodeRecallTooLarge)
+	wantCode("an answer one byte over MaxBytes", err, string(CodeRecallTooLarge))
 }

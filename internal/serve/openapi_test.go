@@ -4,11 +4,16 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"github.com/promptops/promptops/plan"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -196,13 +201,103 @@ func TestHTTPAPIPage(t *testing.T) {
 			}
 		}
 	}
-	codes := []string{CodeNotReady, CodeMalformed, CodeInvalidRuntime, CodeUnknownSection, CodeSpecialToken, CodeTemplateNotFound,
-		CodeIntentNotFound, CodeTooLarge, CodeBusy, CodeTimeout, CodeMethodNotAllowed, CodeNotFound, CodeUnauthorized, CodeForbidden,
-		CodeBankNotFound, CodeInvalidFact, CodeTooManyFacts, CodeFactConflict, CodeInvalidRecall, CodeStoreUnavailable, CodeInvalidScope,
-		CodeFactNotFound, CodeNotServed, CodeRecallTooLarge, CodeRecallMalformed, CodeRecallHTTP, "Internal", "NotImplemented"}
+	codes := definedCodes(t)
+	for _, c := range []plan.MemoryCode{CodeNotServed, CodeRecallTooLarge, CodeRecallMalformed, CodeRecallHTTP, CodeTokenUnreadable} {
+		codes = append(codes, string(c))
+	}
 	for _, c := range codes {
 		if !bytes.Contains(page, []byte("`"+c)) {
 			t.Errorf("docs/http-api.md does not name the error code %s", c)
+		}
+	}
+}
+
+// definedCodes are the values of the constants of type Code in errors.go,
+// the one file that defines the API's error codes.
+func definedCodes(t *testing.T) []string {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), "errors.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var codes []string
+	for _, d := range f.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.CONST {
+			continue
+		}
+		for _, spec := range g.Specs {
+			v := spec.(*ast.ValueSpec)
+			if id, ok := v.Type.(*ast.Ident); !ok || id.Name != "Code" {
+				continue
+			}
+			for _, val := range v.Values {
+				lit, ok := val.(*ast.BasicLit)
+				if !ok || lit.Kind != token.STRING {
+					t.Fatalf("errors.go: a Code that is not a string literal: %T", val)
+				}
+				c, err := strconv.Unquote(lit.Value)
+				if err != nil {
+					t.Fatal(err)
+				}
+				codes = append(codes, c)
+			}
+		}
+	}
+	if len(codes) == 0 {
+		t.Fatal("errors.go defines no Code")
+	}
+	return codes
+}
+
+// TestErrorCodesMatchOpenAPI: the codes of openapi.json's Error are the
+// codes errors.go defines, no more and no fewer, so that a client
+// generated from the document knows every code the server answers.
+func TestErrorCodesMatchOpenAPI(t *testing.T) {
+	var doc struct {
+		Components struct {
+			Schemas struct {
+				Error struct {
+					Properties struct {
+						Error struct {
+							Properties struct {
+								Code struct {
+									Enum []string `json:"enum"`
+								} `json:"code"`
+							} `json:"properties"`
+						} `json:"error"`
+					} `json:"properties"`
+				} `json:"Error"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(openAPI, &doc); err != nil {
+		t.Fatal(err)
+	}
+	documented := doc.Components.Schemas.Error.Properties.Error.Properties.Code.Enum
+	defined := definedCodes(t)
+	if len(documented) == 0 {
+		t.Fatal("openapi.json: Error has no enum of codes")
+	}
+	inDoc, inCode := map[string]bool{}, map[string]bool{}
+	for _, c := range documented {
+		if inDoc[c] {
+			t.Errorf("openapi.json lists the code %s twice", c)
+		}
+		inDoc[c] = true
+	}
+	for _, c := range defined {
+		if inCode[c] {
+			t.Errorf("errors.go defines the code %s twice", c)
+		}
+		inCode[c] = true
+		if !inDoc[c] {
+			t.Errorf("openapi.json does not list the code %s of errors.go", c)
+		}
+	}
+	for _, c := range documented {
+		if !inCode[c] {
+			t.Errorf("openapi.json lists the code %s, which errors.go does not define", c)
 		}
 	}
 }

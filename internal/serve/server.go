@@ -35,24 +35,6 @@ const DefaultRequestTimeout = 10 * time.Second
 // retryAfter is the Retry-After, in seconds, of a 503 Busy.
 const retryAfter = 1
 
-// Error codes of the JSON error body {"error": {"code", "message"}}.
-const (
-	CodeNotReady       = "NotReady"
-	CodeMalformed      = "MalformedRequest"
-	CodeInvalidRuntime = "InvalidRuntimeValue"
-	CodeUnknownSection = "UnknownSection"
-	// CodeSpecialToken: a runtime value holds a special-token string of
-	// the template's encoding, and its specialTokens is Reject (422).
-	CodeSpecialToken     = "SpecialToken"
-	CodeTemplateNotFound = "TemplateNotFound"
-	CodeIntentNotFound   = "IntentNotFound"
-	CodeTooLarge         = "RequestTooLarge"
-	CodeBusy             = "Busy"
-	CodeTimeout          = "RequestTimeout"
-	CodeMethodNotAllowed = "MethodNotAllowed"
-	CodeNotFound         = "NotFound"
-)
-
 // Server answers /v1/assemble, /v1/templates, /healthz, /readyz and /metrics
 // from the plans of its PlanSet.
 type Server struct {
@@ -146,8 +128,8 @@ var openAPI []byte
 // is a JSON 405 with Allow, an unknown path a JSON 404.
 func (s *Server) Handler() http.Handler {
 	rt := &router{s: s, mux: http.NewServeMux(), allow: map[string][]string{}, names: map[string]string{}}
-	rt.handle("POST /v1/assemble", "assemble", s.authenticated(http.HandlerFunc(s.assemble)))
-	rt.handle("GET /v1/templates", "templates", s.authenticated(http.HandlerFunc(s.templates)))
+	rt.handle("POST /v1/assemble", "assemble", s.authenticated(s.handle(s.assemble)))
+	rt.handle("GET /v1/templates", "templates", s.authenticated(s.handle(s.templates)))
 	for _, b := range bankRoutes {
 		rt.handle(b.pattern, "banks", s.authenticated(s.bankRoute(b)))
 	}
@@ -197,9 +179,9 @@ func (rt *router) done() http.Handler {
 			methods = append(methods, http.MethodHead)
 		}
 		allow := strings.Join(methods, ", ")
-		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := rt.s.handle(func(w http.ResponseWriter, r *http.Request) error {
 			w.Header().Set("Allow", allow)
-			writeError(w, http.StatusMethodNotAllowed, CodeMethodNotAllowed, "use "+allow)
+			return problem(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "use "+allow)
 		})
 		if name := rt.names[path]; name != "" {
 			rt.mux.Handle(path, rt.s.instrument(name, h))
@@ -207,8 +189,8 @@ func (rt *router) done() http.Handler {
 			rt.mux.Handle(path, h)
 		}
 	}
-	rt.mux.Handle("/", rt.s.instrument("other", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, CodeNotFound, "no such endpoint: see GET /openapi.json")
+	rt.mux.Handle("/", rt.s.instrument("other", rt.s.handle(func(w http.ResponseWriter, r *http.Request) error {
+		return problem(http.StatusNotFound, CodeNotFound, "no such endpoint: see GET /openapi.json")
 	})))
 	return rt.mux
 }
@@ -248,11 +230,10 @@ func (s *Server) instrument(name string, h http.Handler) http.Handler {
 
 // templates answers GET /v1/templates: the templates loaded that the
 // caller may get.
-func (s *Server) templates(w http.ResponseWriter, r *http.Request) {
+func (s *Server) templates(w http.ResponseWriter, r *http.Request) error {
 	snap := s.store.Load()
 	if snap == nil {
-		writeError(w, http.StatusServiceUnavailable, CodeNotReady, "no plans loaded yet")
-		return
+		return problem(http.StatusServiceUnavailable, CodeNotReady, "no plans loaded yet")
 	}
 	out := struct {
 		Templates []TemplateSummary `json:"templates"`
@@ -262,6 +243,7 @@ func (s *Server) templates(w http.ResponseWriter, r *http.Request) {
 		out.Templates = append(out.Templates, TemplateSummary{Namespace: p.Namespace, Name: p.Name, Revision: p.Revision, Encoding: p.Encoding, MaxTokens: p.MaxTokens, Intents: p.IntentNames()})
 	}
 	writeJSON(w, http.StatusOK, &out)
+	return nil
 }
 
 func writeText(w http.ResponseWriter, status int, text string) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -72,13 +73,13 @@ func post(t testing.TB, url, body string) (int, []byte) {
 	return resp.StatusCode, out
 }
 
-func errorCode(t testing.TB, body []byte) (string, string) {
+func errorCode(t testing.TB, body []byte) (Code, string) {
 	t.Helper()
 	var e errorBody
 	if err := json.Unmarshal(body, &e); err != nil || e.Error.Code == "" {
 		t.Fatalf("not a JSON error: %s", body)
 	}
-	return e.Error.Code, e.Error.Message
+	return Code(e.Error.Code), e.Error.Message
 }
 
 func TestNotReadyUntilFirstLoad(t *testing.T) {
@@ -111,7 +112,7 @@ func TestAssembleStatusCodes(t *testing.T) {
 	cases := []struct {
 		name, body string
 		status     int
-		code       string // error code, or "" for an assembly
+		code       Code // error code, or "" for an assembly
 		mention    string
 	}{
 		{"ok", `{"namespace":"default","name":"ssa-pro","intent":"analyze","runtime":{"data_context":"数据概览：共 200 行。"}}`, 200, "", ""},
@@ -283,7 +284,11 @@ func TestBadPlanKeepsPreviousVersion(t *testing.T) {
 // through (a repeated name keeping the last value, invalid UTF-8, a lone
 // surrogate, another case of a name), and every message says where.
 func TestDecodeAssemble(t *testing.T) {
-	for _, c := range []struct{ body, code, mention string }{
+	for _, c := range []struct {
+		body    string
+		code    Code
+		mention string
+	}{
 		{`{"namespace":"a","name":"b","intent":"c","runtime":{"x":"}\"]"}}`, "", ""},
 		{` {"namespace" : "a" , "runtime" : { "k" : null } } `, "", ""},
 		{`{"\u006eame":"b"}`, "", ""},
@@ -302,9 +307,23 @@ func TestDecodeAssemble(t *testing.T) {
 		{`{"runtime":{"k":1}}`, CodeInvalidRuntime, `runtime section "k" must be a string`},
 		{`{"runtime":[]}`, CodeInvalidRuntime, "runtime must be an object of strings"},
 	} {
-		_, code, msg := decodeAssemble([]byte(c.body))
+		_, err := decodeAssemble([]byte(c.body))
+		code, msg := problemOf(err)
 		if code != c.code || !strings.Contains(msg, c.mention) {
 			t.Errorf("%s: %s %q, want %s mentioning %q", c.body, code, msg, c.code, c.mention)
 		}
 	}
+}
+
+// problemOf is the code and message of an answer from a handler's helper,
+// "" for nil.
+func problemOf(err error) (Code, string) {
+	if err == nil {
+		return "", ""
+	}
+	var ae *APIError
+	if !errors.As(err, &ae) {
+		return "", err.Error()
+	}
+	return ae.Code, ae.Message
 }

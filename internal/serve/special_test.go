@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/promptops/promptops/internal/assembler"
 	"github.com/promptops/promptops/internal/tokens"
 	"github.com/promptops/promptops/internal/tokens/tokenstest"
 	"github.com/promptops/promptops/plan"
@@ -18,13 +19,13 @@ import (
 func TestAssembleRefusesSpecialTokens(t *testing.T) {
 	enc := tokenstest.Encoder(t, tokens.Llama3)
 	s, ts := newTestServer(t, 0)
-	llama := func(name, policy string) []byte {
+	llama := func(name string, policy plan.SpecialTokens) []byte {
 		p, err := plan.Load(fixture(t, "support-assistant"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		p.Name, p.Encoding, p.SpecialTokens = name, tokens.Llama3, policy
-		if _, err := p.Seal(context.Background()); err != nil {
+		if _, err := assembler.Seal(context.Background(), p, false); err != nil {
 			t.Fatal(err)
 		}
 		p.Revision = p.Digest()

@@ -1,6 +1,3 @@
-// Package serve is the HTTP server of `promptops serve`: it holds the
-// rendered plans of a directory or of the cluster's ConfigMaps as one
-// immutable snapshot, and assembles prompts from them per request.
 package serve
 
 import (

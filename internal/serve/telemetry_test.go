@@ -137,7 +137,7 @@ func TestBankSpans(t *testing.T) {
 	if len(ended) != 1 || ended[0].Name() != "search_memory team-a/gone" || ended[0].SpanKind() != trace.SpanKindClient {
 		t.Fatalf("recall spans %v", ended)
 	}
-	if v, _ := spanAttr(ended[0], "error.type"); v.AsString() != CodeNotServed {
+	if v, _ := spanAttr(ended[0], "error.type"); v.AsString() != string(CodeNotServed) {
 		t.Errorf("error.type %q", v.AsString())
 	}
 }

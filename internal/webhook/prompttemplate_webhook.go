@@ -9,17 +9,14 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	promptopsv1 "github.com/promptops/promptops/api/v1"
+	"github.com/promptops/promptops/controllers"
 	"github.com/promptops/promptops/internal/assembler"
 )
 
@@ -61,7 +58,7 @@ func (v *PromptTemplateValidator) ValidateCreate(ctx context.Context, pt *prompt
 func (v *PromptTemplateValidator) ValidateUpdate(ctx context.Context, old, pt *promptopsv1.PromptTemplate) (admission.Warnings, error) {
 	warnings, err := v.Review(ctx, pt)
 	if err != nil && (equality.Semantic.DeepEqual(old.Spec, pt.Spec) || !pt.DeletionTimestamp.IsZero()) {
-		return append(warnings, capitalize(err.Error())), nil
+		return append(warnings, err.Error()), nil // Review's errors are sentences already
 	}
 	return warnings, err
 }
@@ -77,10 +74,16 @@ func (v *PromptTemplateValidator) ValidateDelete(context.Context, *promptopsv1.P
 func (v *PromptTemplateValidator) Review(ctx context.Context, pt *promptopsv1.PromptTemplate) (admission.Warnings, error) {
 	ctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
-	sources, warnings := v.readSources(ctx, pt)
+	// A ConfigMap it cannot read counts as missing and is named in a
+	// warning.
+	var warnings admission.Warnings
+	sources, _ := controllers.ReadSources(ctx, v.Reader, pt, func(name string, err error) error {
+		warnings = append(warnings, fmt.Sprintf("ConfigMap %s could not be read (%v); its keys count as missing here", name, err))
+		return nil
+	})
 	res, err := assembler.RenderContext(ctx, assembler.Input{Namespace: pt.Namespace, Name: pt.Name, Spec: &pt.Spec, Sources: sources})
 	if err != nil {
-		msg := capitalize(err.Error()) + "."
+		msg := controllers.RenderErrorMessage(err)
 		if neverRenders(err) {
 			return warnings, errors.New(msg)
 		}
@@ -92,13 +95,12 @@ func (v *PromptTemplateValidator) Review(ctx context.Context, pt *promptopsv1.Pr
 	}
 	// As the reconciler: the ConfigMap's size matters only when it is
 	// written (within budget, or over it under onExceed: Warn).
-	over := res.OverBudget()
-	if len(over) == 0 || res.Plan.OnExceed == string(promptopsv1.OnExceedWarn) {
+	if res.Applies() {
 		if _, err := assembler.ConfigMapData(res); err != nil && neverRenders(err) {
-			return warnings, errors.New(capitalize(err.Error()) + ".")
+			return warnings, errors.New(controllers.RenderErrorMessage(err))
 		}
 	}
-	for _, a := range over {
+	for _, a := range res.OverBudget() {
 		warnings = append(warnings, a.Message())
 	}
 	for _, a := range res.Truncated() {
@@ -123,41 +125,4 @@ func neverRenders(err error) bool {
 		tooLarge *assembler.TooLargeError
 	)
 	return errors.As(err, &invalid) || errors.As(err, &unknown) || errors.As(err, &tooLarge)
-}
-
-// readSources reads the referenced keys, in the template's namespace. A
-// ConfigMap it cannot read counts as missing and is named in a warning.
-func (v *PromptTemplateValidator) readSources(ctx context.Context, pt *promptopsv1.PromptTemplate) (map[assembler.SourceKey]string, admission.Warnings) {
-	var warnings admission.Warnings
-	refs := assembler.References(&pt.Spec)
-	out := make(map[assembler.SourceKey]string, len(refs))
-	cms := map[string]*corev1.ConfigMap{}
-	for _, ref := range refs {
-		cm, read := cms[ref.ConfigMap]
-		if !read {
-			cm = &corev1.ConfigMap{}
-			err := v.Reader.Get(ctx, types.NamespacedName{Namespace: pt.Namespace, Name: ref.ConfigMap}, cm)
-			if err != nil {
-				if !apierrors.IsNotFound(err) {
-					warnings = append(warnings, fmt.Sprintf("ConfigMap %s could not be read (%v); its keys count as missing here", ref.ConfigMap, err))
-				}
-				cm = nil
-			}
-			cms[ref.ConfigMap] = cm
-		}
-		if cm == nil {
-			continue
-		}
-		if val, ok := cm.Data[ref.Key]; ok {
-			out[ref] = val
-		}
-	}
-	return out, warnings
-}
-
-func capitalize(s string) string {
-	for i, r := range s {
-		return string(unicode.ToUpper(r)) + s[i+len(string(r)):]
-	}
-	return s
 }

@@ -57,7 +57,7 @@ export interface paths {
         put?: never;
         /**
          * Retain facts
-         * @description Stores facts for the next consolidation run. A fact posted again with the same id and text is unchanged; the same id with another text is a conflict (409).
+         * @description Stores facts for the next consolidation run. A fact posted again with the same id and text is unchanged; the same id with another text is a conflict (409). Secrets, and the personal data kinds the bank names, are replaced by [REDACTED:<kind>] before a fact is stored and counted in redacted; a bank whose secrets policy is Reject refuses a request holding a secret (422 SecretInFact) and stores nothing of it.
          */
         post: operations["retainFacts"];
         delete?: never;
@@ -247,7 +247,7 @@ export interface components {
         Error: {
             error: {
                 /** @enum {string} */
-                code: "NotReady" | "MalformedRequest" | "InvalidRuntimeValue" | "UnknownSection" | "SpecialToken" | "TemplateNotFound" | "IntentNotFound" | "RequestTooLarge" | "Busy" | "RequestTimeout" | "MethodNotAllowed" | "NotFound" | "Unauthorized" | "Forbidden" | "BankNotFound" | "InvalidFact" | "TooManyFacts" | "FactConflict" | "InvalidRecall" | "StoreUnavailable" | "InvalidScope" | "FactNotFound" | "NotImplemented" | "Internal";
+                code: "NotReady" | "MalformedRequest" | "InvalidRuntimeValue" | "UnknownSection" | "SpecialToken" | "TemplateNotFound" | "IntentNotFound" | "RequestTooLarge" | "Busy" | "RequestTimeout" | "MethodNotAllowed" | "NotFound" | "Unauthorized" | "Forbidden" | "BankNotFound" | "InvalidFact" | "TooManyFacts" | "FactConflict" | "InvalidRecall" | "StoreUnavailable" | "InvalidScope" | "FactNotFound" | "SecretInFact" | "NotImplemented" | "Internal";
                 message: string;
             };
         };
@@ -343,6 +343,10 @@ export interface components {
             stored: number;
             unchanged: number;
             ids: string[];
+            /** @description Secrets and personal data replaced by [REDACTED:<kind>] in the facts, by kind (a gitleaks rule id, connection-string-password, credential-in-sentence, or a personal data kind such as email); absent when none were. */
+            redacted?: {
+                [key: string]: number;
+            };
         };
         RecallRequest: {
             query: string;
@@ -494,6 +498,7 @@ export interface operations {
             408: components["responses"]["Error"];
             409: components["responses"]["Error"];
             413: components["responses"]["Error"];
+            422: components["responses"]["Error"];
             500: components["responses"]["Error"];
             503: components["responses"]["Error"];
         };

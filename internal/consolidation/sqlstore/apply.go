@@ -20,7 +20,7 @@ import (
 // by run (ErrClaimLost otherwise, and nothing is applied); that also locks
 // them against a run whose claim would start meanwhile. Then deletes,
 // updates and creates.
-func (s *Store) Apply(ctx context.Context, bank, run string, ops consolidation.Ops, consolidated []string, now time.Time) ([]string, error) {
+func (s *Store) Apply(ctx context.Context, key consolidation.ScopeKey, run string, ops consolidation.Ops, consolidated []string, now time.Time) ([]string, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err
@@ -29,7 +29,7 @@ func (s *Store) Apply(ctx context.Context, bank, run string, ops consolidation.O
 
 	// The batch's facts marked consolidated and read back in one statement,
 	// for the dates and entities of new sources.
-	facts, err := s.consolidateFacts(ctx, tx, bank, run, consolidated, now)
+	facts, err := s.consolidateFacts(ctx, tx, string(key), run, consolidated, now)
 	if err != nil {
 		return nil, err
 	}
@@ -38,7 +38,7 @@ func (s *Store) Apply(ctx context.Context, bank, run string, ops consolidation.O
 	// missing), not read back.
 	lex := lexChanges{}
 	for _, d := range ops.Deletes {
-		if err := s.deleteObservation(ctx, tx, bank, d.ObservationID, now); err != nil {
+		if err := s.deleteObservation(ctx, tx, string(key), d.ObservationID, now); err != nil {
 			return nil, err
 		}
 		lex.touch(d.ObservationID)
@@ -48,17 +48,17 @@ func (s *Store) Apply(ctx context.Context, bank, run string, ops consolidation.O
 	// statement. Merges (which keep an observation's text) write neither
 	// history nor vectors, so none of theirs comes before an update's.
 	var last []insert
-	if err := s.updateObservations(ctx, tx, bank, ops.Updates, ops.Space, facts, now, lex, &last); err != nil {
+	if err := s.updateObservations(ctx, tx, string(key), ops.Updates, ops.Space, facts, now, lex, &last); err != nil {
 		return nil, err
 	}
 	for _, m := range ops.Merges {
-		if err := s.mergeObservation(ctx, tx, bank, m, facts, now, lex); err != nil {
+		if err := s.mergeObservation(ctx, tx, string(key), m, facts, now, lex); err != nil {
 			return nil, err
 		}
 	}
-	created := s.createObservations(bank, ops.Creates, ops.Space, facts, now, lex, &last)
-	s.insertFactVectors(bank, ops.Space, ops.FactVectors, facts, &last)
-	gen, err := s.finishApply(ctx, tx, bank, last)
+	created := s.createObservations(string(key), ops.Creates, ops.Space, facts, now, lex, &last)
+	s.insertFactVectors(string(key), ops.Space, ops.FactVectors, facts, &last)
+	gen, err := s.finishApply(ctx, tx, string(key), last)
 	if err != nil {
 		return nil, err
 	}
@@ -66,7 +66,7 @@ func (s *Store) Apply(ctx context.Context, bank, run string, ops consolidation.O
 		return nil, err
 	}
 	s.mu.Lock()
-	s.lexApplied(bank, gen, lex)
+	s.lexApplied(string(key), gen, lex)
 	s.mu.Unlock()
 	return created, nil
 }
@@ -688,11 +688,11 @@ func (s *Store) insertRows(ctx context.Context, tx *sql.Tx, head, tail string, r
 
 // MarkFailed marks run's claimed pending facts failed with a reason; they
 // are skipped until RetryFacts.
-func (s *Store) MarkFailed(ctx context.Context, bank, run string, ids []string, reason string, now time.Time) error {
+func (s *Store) MarkFailed(ctx context.Context, key consolidation.ScopeKey, run string, ids []string, reason string, now time.Time) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	args := []any{bank, reason, run}
+	args := []any{string(key), reason, run}
 	for _, id := range ids {
 		args = append(args, id)
 	}
@@ -700,10 +700,10 @@ func (s *Store) MarkFailed(ctx context.Context, bank, run string, ids []string, 
 	return err
 }
 
-// ListObservations lists the observations of a key (a bank's shared scope,
-// or a scope's BankKey) with their sources, oldest first.
-func (s *Store) ListObservations(ctx context.Context, bank string) ([]consolidation.Observation, error) {
-	rows, err := s.db.QueryContext(ctx, s.rebind("SELECT id FROM promptops_observations WHERE bank = $1 ORDER BY created_at, id"), bank)
+// ListObservations lists the observations of a scope with their sources,
+// oldest first.
+func (s *Store) ListObservations(ctx context.Context, key consolidation.ScopeKey) ([]consolidation.Observation, error) {
+	rows, err := s.db.QueryContext(ctx, s.rebind("SELECT id FROM promptops_observations WHERE bank = $1 ORDER BY created_at, id"), string(key))
 	if err != nil {
 		return nil, err
 	}
@@ -723,14 +723,14 @@ func (s *Store) ListObservations(ctx context.Context, bank string) ([]consolidat
 	var out []consolidation.Observation
 	for start := 0; start < len(ids); start += 500 {
 		chunk := ids[start:min(start+500, len(ids))]
-		obs, err := s.observations(ctx, s.db, bank, chunk)
+		obs, err := s.observations(ctx, s.db, string(key), chunk)
 		if err != nil {
 			return nil, err
 		}
 		for i := range obs {
-			_, obs[i].Scope = consolidation.SplitBankKey(bank)
+			obs[i].Scope = key.Name()
 		}
-		srcIDs, _, err := s.sourcesOf(ctx, s.db, bank, chunk, 0)
+		srcIDs, _, err := s.sourcesOf(ctx, s.db, string(key), chunk, 0)
 		if err != nil {
 			return nil, err
 		}
@@ -743,8 +743,8 @@ func (s *Store) ListObservations(ctx context.Context, bank string) ([]consolidat
 }
 
 // History returns an observation's previous texts, newest first.
-func (s *Store) History(ctx context.Context, bank, obsID string) ([]string, error) {
-	rows, err := s.db.QueryContext(ctx, s.rebind("SELECT previous_text FROM promptops_observation_history WHERE bank = $1 AND observation_id = $2 ORDER BY seq DESC"), bank, obsID)
+func (s *Store) History(ctx context.Context, key consolidation.ScopeKey, obsID string) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, s.rebind("SELECT previous_text FROM promptops_observation_history WHERE bank = $1 AND observation_id = $2 ORDER BY seq DESC"), string(key), obsID)
 	if err != nil {
 		return nil, err
 	}

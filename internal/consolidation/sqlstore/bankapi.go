@@ -21,8 +21,8 @@ var _ consolidation.QueryStore = (*Store)(nil)
 // BankGeneration is a key's generation, moved by every batch applied to
 // it, and its bank's erasures; Applied is -1 for a key the store does not
 // know.
-func (s *Store) BankGeneration(ctx context.Context, key string) (consolidation.Generation, error) {
-	return s.generation(ctx, key)
+func (s *Store) BankGeneration(ctx context.Context, key consolidation.ScopeKey) (consolidation.Generation, error) {
+	return s.generation(ctx, string(key))
 }
 
 // recallableQuery reads, in one statement and so in one snapshot of the
@@ -52,10 +52,10 @@ SELECT 's', s.observation_id, s.fact_id, NULL, NULL, NULL, NULL, f.tags, f.creat
 // key). into hears the count of observations when it comes first, and
 // each vector as it is read; each observation, with its source fact ids
 // (newest fact first) and their distinct tags, once all is read.
-func (s *Store) LoadRecallable(ctx context.Context, key string, sp consolidation.Space, into consolidation.RecallableSink) (consolidation.Generation, error) {
+func (s *Store) LoadRecallable(ctx context.Context, key consolidation.ScopeKey, sp consolidation.Space, into consolidation.RecallableSink) (consolidation.Generation, error) {
 	gen := consolidation.Generation{Applied: -1}
-	bank, scope := consolidation.SplitBankKey(key)
-	rows, err := s.scan.QueryContext(ctx, s.rebind(recallableQuery), key, sp.Model, sp.Dims, bank)
+	bank, scope := key.Split()
+	rows, err := s.scan.QueryContext(ctx, s.rebind(recallableQuery), string(key), sp.Model, sp.Dims, string(bank))
 	if err != nil {
 		return gen, err
 	}
@@ -153,8 +153,8 @@ func contains(list []string, s string) bool {
 
 // PendingFacts returns up to limit of the bank's pending facts created at
 // or after since, oldest first.
-func (s *Store) PendingFacts(ctx context.Context, bank string, since time.Time, limit int) ([]consolidation.Fact, error) {
-	return s.queryFacts(ctx, "SELECT "+factColumns+" FROM promptops_facts WHERE bank = $1 AND status = 'pending' AND created_at >= $2 ORDER BY created_at, id LIMIT $3", bank, s.timeArg(&since), limit)
+func (s *Store) PendingFacts(ctx context.Context, key consolidation.ScopeKey, since time.Time, limit int) ([]consolidation.Fact, error) {
+	return s.queryFacts(ctx, "SELECT "+factColumns+" FROM promptops_facts WHERE bank = $1 AND status = 'pending' AND created_at >= $2 ORDER BY created_at, id LIMIT $3", string(key), s.timeArg(&since), limit)
 }
 
 // RetainFacts stores facts, each with its id, in one transaction, each in
@@ -162,7 +162,7 @@ func (s *Store) PendingFacts(ctx context.Context, bank string, since time.Time, 
 // it is and counted in unchanged; one with other text fails the whole call
 // with *consolidation.FactConflictError and stores nothing. created_at
 // keeps the order given.
-func (s *Store) RetainFacts(ctx context.Context, bank string, facts []consolidation.Fact) (stored, unchanged int, err error) {
+func (s *Store) RetainFacts(ctx context.Context, bank consolidation.BankID, facts []consolidation.Fact) (stored, unchanged int, err error) {
 	if len(facts) == 0 {
 		return 0, 0, nil
 	}
@@ -170,7 +170,7 @@ func (s *Store) RetainFacts(ctx context.Context, bank string, facts []consolidat
 		return 0, 0, err
 	}
 	keys := factKeys(bank, facts)
-	byKey := map[string][]string{}
+	byKey := map[consolidation.ScopeKey][]string{}
 	for i, f := range facts {
 		byKey[keys[i]] = append(byKey[keys[i]], f.ID)
 	}
@@ -182,12 +182,12 @@ func (s *Store) RetainFacts(ctx context.Context, bank string, facts []consolidat
 	held := func() (map[[2]string]string, error) {
 		out := map[[2]string]string{}
 		for key, ids := range byKey {
-			texts, err := s.factTexts(ctx, tx, key, ids)
+			texts, err := s.factTexts(ctx, tx, string(key), ids)
 			if err != nil {
 				return nil, err
 			}
 			for id, text := range texts {
-				out[[2]string{key, id}] = text
+				out[[2]string{string(key), id}] = text
 			}
 		}
 		return out, nil
@@ -199,7 +199,7 @@ func (s *Store) RetainFacts(ctx context.Context, bank string, facts []consolidat
 	base := time.Now().UTC()
 	var rows [][]any
 	for i, f := range facts {
-		k := [2]string{keys[i], f.ID}
+		k := [2]string{string(keys[i]), f.ID}
 		if text, ok := before[k]; ok {
 			if text != f.Text {
 				return 0, 0, &consolidation.FactConflictError{ID: f.ID}
@@ -208,7 +208,7 @@ func (s *Store) RetainFacts(ctx context.Context, bank string, facts []consolidat
 			continue
 		}
 		created := base.Add(time.Duration(i) * time.Microsecond)
-		rows = append(rows, []any{keys[i], f.ID, f.Text, toJSON(f.Entities), toJSON(f.Tags), s.timeArg(f.OccurredStart), s.timeArg(f.OccurredEnd), s.timeArg(f.MentionedAt), s.timeArg(&created)})
+		rows = append(rows, []any{string(keys[i]), f.ID, f.Text, toJSON(f.Entities), toJSON(f.Tags), s.timeArg(f.OccurredStart), s.timeArg(f.OccurredEnd), s.timeArg(f.MentionedAt), s.timeArg(&created)})
 		before[k] = f.Text
 	}
 	// ON CONFLICT DO NOTHING: a concurrent request may store one of these
@@ -222,7 +222,7 @@ func (s *Store) RetainFacts(ctx context.Context, bank string, facts []consolidat
 			return 0, 0, err
 		}
 		for i, f := range facts {
-			if now[[2]string{keys[i], f.ID}] != f.Text {
+			if now[[2]string{string(keys[i]), f.ID}] != f.Text {
 				return 0, 0, &consolidation.FactConflictError{ID: f.ID}
 			}
 		}

@@ -45,11 +45,9 @@ func (l *loaded) Vector(id string, vec []float32) {
 func TestLoadRecallable(t *testing.T) {
 	eachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
-		key, other := consolidation.BankKey(bank, "user-1"), consolidation.BankKey(bank, "user-2")
-		for _, k := range []string{bank, key, other} {
-			if err := s.EnsureBank(ctx, k); err != nil {
-				t.Fatal(err)
-			}
+		key, other := consolidation.BankID(bank).Scope("user-1"), consolidation.BankID(bank).Scope("user-2")
+		for _, k := range []consolidation.ScopeKey{bank, key, other} {
+			ensureScope(t, s, k)
 		}
 		exec := func(q string, args ...any) {
 			t.Helper()
@@ -57,20 +55,24 @@ func TestLoadRecallable(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		exec("UPDATE promptops_banks SET generation = 5 WHERE id = $1", key)
+		exec("UPDATE promptops_banks SET generation = 5 WHERE id = $1", string(key))
 		exec("UPDATE promptops_banks SET erasures = 2 WHERE id = $1", bank)
 		d1, d2, d3 := day("2026-01-01"), day("2026-01-02"), day("2026-01-03")
 		for _, f := range []struct {
-			k, id, tags string
-			at          *time.Time
+			k        consolidation.ScopeKey
+			id, tags string
+			at       *time.Time
 		}{{key, "f1", `["a","b"]`, d1}, {key, "f2", `["b","c"]`, d2}, {key, "f3", `[]`, d3}, {other, "f9", `["x"]`, d1}} {
-			exec("INSERT INTO promptops_facts (bank, id, text, tags, created_at) VALUES ($1, $2, $2, $3, $4)", f.k, f.id, f.tags, s.timeArg(f.at))
+			exec("INSERT INTO promptops_facts (bank, id, text, tags, created_at) VALUES ($1, $2, $2, $3, $4)", string(f.k), f.id, f.tags, s.timeArg(f.at))
 		}
-		for _, o := range []struct{ k, id string }{{key, "o0"}, {key, "o1"}, {key, "o2"}, {other, "o9"}} {
+		for _, o := range []struct {
+			k  consolidation.ScopeKey
+			id string
+		}{{key, "o0"}, {key, "o1"}, {key, "o2"}, {other, "o9"}} {
 			exec(`INSERT INTO promptops_observations (bank, id, text, text_norm, proof_count, occurred_start, entities_norm, created_at, updated_at)
-				VALUES ($1, $2, $3, $3, 2, $4, '["Ana"]', $5, $6)`, o.k, o.id, "text of "+o.id, s.timeArg(d1), s.timeArg(d2), s.timeArg(d3))
+				VALUES ($1, $2, $3, $3, 2, $4, '["Ana"]', $5, $6)`, string(o.k), o.id, "text of "+o.id, s.timeArg(d1), s.timeArg(d2), s.timeArg(d3))
 		}
-		for _, src := range [][3]string{{key, "o0", "f1"}, {key, "o0", "f2"}, {key, "o1", "f3"}, {other, "o9", "f9"}} {
+		for _, src := range [][3]string{{string(key), "o0", "f1"}, {string(key), "o0", "f2"}, {string(key), "o1", "f3"}, {string(other), "o9", "f9"}} {
 			exec("INSERT INTO promptops_observation_sources (bank, observation_id, fact_id) VALUES ($1, $2, $3)", src[0], src[1], src[2])
 		}
 		sp := consolidation.Space{Model: "m", Dims: 4}
@@ -84,9 +86,9 @@ func TestLoadRecallable(t *testing.T) {
 		if err := s.PutObservationVectors(ctx, other, sp, map[string][]float32{"o9": {0, 1, 0, 0}}); err != nil {
 			t.Fatal(err)
 		}
-		exec("UPDATE promptops_observation_vectors SET qvec = NULL, vec = $3 WHERE bank = $1 AND observation_id = $2", key, "o1", floatBytes(vecs["o1"]))
+		exec("UPDATE promptops_observation_vectors SET qvec = NULL, vec = $3 WHERE bank = $1 AND observation_id = $2", string(key), "o1", floatBytes(vecs["o1"]))
 
-		load := func(k string, sp consolidation.Space) (consolidation.Generation, *loaded) {
+		load := func(k consolidation.ScopeKey, sp consolidation.Space) (consolidation.Generation, *loaded) {
 			t.Helper()
 			l := &loaded{obs: map[string]consolidation.Observation{}, tags: map[string][]string{}, vectors: map[string][]float32{}}
 			gen, err := s.LoadRecallable(ctx, k, sp, l)
@@ -128,7 +130,7 @@ func TestLoadRecallable(t *testing.T) {
 			t.Errorf("by words only: %d vectors, %d observations", len(l.vectors), len(l.obs))
 		}
 		// A key the store does not know.
-		if gen, l := load(consolidation.BankKey(bank, "nobody"), sp); gen.Applied != -1 || len(l.obs) != 0 || len(l.grow) != 0 {
+		if gen, l := load(consolidation.BankID(bank).Scope("nobody"), sp); gen.Applied != -1 || len(l.obs) != 0 || len(l.grow) != 0 {
 			t.Errorf("unknown key: %+v %d", gen, len(l.obs))
 		}
 	})

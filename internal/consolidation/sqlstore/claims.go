@@ -24,7 +24,7 @@ func (s *Store) claimTime(t time.Time) any {
 // first, in one statement. PostgreSQL skips rows another transaction is
 // claiming (FOR UPDATE SKIP LOCKED); on SQLite a writing statement takes
 // the database's write lock before it reads, which serialises claims.
-func (s *Store) ClaimFacts(ctx context.Context, bank, run string, limit int, now, until time.Time) ([]consolidation.Fact, error) {
+func (s *Store) ClaimFacts(ctx context.Context, key consolidation.ScopeKey, run string, limit int, now, until time.Time) ([]consolidation.Fact, error) {
 	var query string
 	switch s.dialect {
 	case postgres:
@@ -45,7 +45,7 @@ func (s *Store) ClaimFacts(ctx context.Context, bank, run string, limit int, now
 	}
 	// Atomic on its own: no transaction around it (on PostgreSQL a BEGIN
 	// and a COMMIT would be two more round trips per batch).
-	rows, err := s.db.QueryContext(ctx, query, bank, limit, run, s.claimTime(now), s.claimTime(until))
+	rows, err := s.db.QueryContext(ctx, query, string(key), limit, run, s.claimTime(now), s.claimTime(until))
 	if err != nil {
 		return nil, err
 	}
@@ -72,7 +72,7 @@ func (s *Store) ClaimFacts(ctx context.Context, bank, run string, limit int, now
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	s.claimedWithoutVector(bank, noVector)
+	s.claimedWithoutVector(string(key), noVector)
 	sort.Slice(out, func(i, j int) bool {
 		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
 			return out[i].CreatedAt.Before(out[j].CreatedAt)
@@ -82,43 +82,43 @@ func (s *Store) ClaimFacts(ctx context.Context, bank, run string, limit int, now
 	return out, nil
 }
 
-// ExtendClaims renews the lease of run's claimed pending facts, in every
-// scope of the bank.
-func (s *Store) ExtendClaims(ctx context.Context, bank, run string, until time.Time) error {
-	_, err := s.db.ExecContext(ctx, s.rebind("UPDATE promptops_facts SET claimed_until = $4 WHERE "+inBank+" AND claimed_by = $5 AND status = 'pending'"), bankArgs(bank, s.claimTime(until), run)...)
+// ExtendClaims renews the lease of run's claimed pending facts of the
+// scope.
+func (s *Store) ExtendClaims(ctx context.Context, key consolidation.ScopeKey, run string, until time.Time) error {
+	_, err := s.db.ExecContext(ctx, s.rebind("UPDATE promptops_facts SET claimed_until = $2 WHERE bank = $1 AND claimed_by = $3 AND status = 'pending'"), string(key), s.claimTime(until), run)
 	return err
 }
 
 // ReleaseClaims gives up run's claims on facts still pending, in every
 // scope of the bank.
-func (s *Store) ReleaseClaims(ctx context.Context, bank, run string) error {
+func (s *Store) ReleaseClaims(ctx context.Context, bank consolidation.BankID, run string) error {
 	_, err := s.db.ExecContext(ctx, s.rebind("UPDATE promptops_facts SET claimed_by = NULL, claimed_until = NULL WHERE "+inBank+" AND claimed_by = $4 AND status = 'pending'"), bankArgs(bank, run)...)
 	return err
 }
 
 // PendingScopes lists the keys of the bank's scopes with pending facts
 // that no live claim holds, the one with the oldest such fact first.
-func (s *Store) PendingScopes(ctx context.Context, bank string, now time.Time) ([]string, error) {
+func (s *Store) PendingScopes(ctx context.Context, bank consolidation.BankID, now time.Time) ([]consolidation.ScopeKey, error) {
 	rows, err := s.db.QueryContext(ctx, s.rebind("SELECT bank, min(created_at) AS oldest FROM promptops_facts WHERE "+inBank+
 		" AND status = 'pending' AND (claimed_until IS NULL OR claimed_until <= $4) GROUP BY bank ORDER BY oldest, bank"), bankArgs(bank, s.claimTime(now))...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []string
+	var out []consolidation.ScopeKey
 	for rows.Next() {
 		var key string
 		var oldest scanTime
 		if err := rows.Scan(&key, &oldest); err != nil {
 			return nil, err
 		}
-		out = append(out, key)
+		out = append(out, consolidation.ScopeKey(key))
 	}
 	return out, rows.Err()
 }
 
 // CountFacts counts a bank's facts per status, all scopes together.
-func (s *Store) CountFacts(ctx context.Context, bank string) (map[string]int64, error) {
+func (s *Store) CountFacts(ctx context.Context, bank consolidation.BankID) (map[string]int64, error) {
 	rows, err := s.db.QueryContext(ctx, s.rebind("SELECT status, count(*) FROM promptops_facts WHERE "+inBank+" GROUP BY status"), bankArgs(bank)...)
 	if err != nil {
 		return nil, err

@@ -417,7 +417,7 @@ func TestImportRetryAndMigrationsIdempotent(t *testing.T) {
 			t.Fatal(err)
 		}
 		importFacts(t, s, consolidation.Fact{ID: fid(1), Text: "x"}, consolidation.Fact{Text: "no id given"})
-		facts, _ := s.ListFacts(ctx, bank, nil, "", 10)
+		facts, _ := s.ListFacts(ctx, bank, "", 10)
 		if len(facts) != 2 || facts[1].ID == "" || facts[0].ID != fid(1) {
 			t.Fatalf("%+v", facts)
 		}
@@ -431,7 +431,7 @@ func TestImportRetryAndMigrationsIdempotent(t *testing.T) {
 			t.Fatalf("retry %d %v", n, err)
 		}
 		// Another bank in the same database sees nothing of this one.
-		if other, _ := s.ListFacts(ctx, "agents/other", nil, "", 10); len(other) != 0 {
+		if other, _ := s.ListFacts(ctx, "agents/other", "", 10); len(other) != 0 {
 			t.Fatal("banks must not see each other's facts")
 		}
 	})

@@ -20,11 +20,11 @@ import (
 // move in the same transaction, so no served copy of the scope is used
 // again. A run working on the scope meanwhile finds its facts gone and
 // writes nothing of them.
-func (s *Store) EraseScope(ctx context.Context, bank, scope string) (consolidation.Erasure, error) {
+func (s *Store) EraseScope(ctx context.Context, key consolidation.ScopeKey) (consolidation.Erasure, error) {
+	bank, scope := key.Split()
 	if scope == "" {
 		return consolidation.Erasure{}, errors.New("the shared scope is not erased as a scope; delete its facts by id")
 	}
-	key := consolidation.BankKey(bank, scope)
 	var out consolidation.Erasure
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		for _, st := range []struct {
@@ -39,7 +39,7 @@ func (s *Store) EraseScope(ctx context.Context, bank, scope string) (consolidati
 			{"DELETE FROM promptops_facts WHERE bank = $1", &out.Facts},
 			{"DELETE FROM promptops_banks WHERE id = $1", nil},
 		} {
-			res, err := tx.ExecContext(ctx, s.rebind(st.query), key)
+			res, err := tx.ExecContext(ctx, s.rebind(st.query), string(key))
 			if err != nil {
 				return err
 			}
@@ -54,30 +54,75 @@ func (s *Store) EraseScope(ctx context.Context, bank, scope string) (consolidati
 	if err != nil {
 		return consolidation.Erasure{}, err
 	}
-	s.forget(key)
+	s.forget(string(key))
 	return out, nil
 }
 
-// DeleteFacts removes facts of the bank by id, in the scope given or, when
-// scope is nil, in whichever scope holds them, in one transaction: each fact with its vector, every observation
+// DeleteFacts removes facts of the bank by id, in whichever scope holds
+// them, in one transaction: each fact with its vector, every observation
 // that cites one of them (with its vectors, sources and history: an
 // observation may say what the fact said), and it puts the other source
 // facts of those observations back to pending, so the next run rebuilds
 // what they alone support.
-func (s *Store) DeleteFacts(ctx context.Context, bank string, scope *string, ids []string) (consolidation.Erasure, error) {
+func (s *Store) DeleteFacts(ctx context.Context, bank consolidation.BankID, ids []string) (consolidation.Erasure, error) {
+	return s.deleteFacts(ctx, bank, nil, ids)
+}
+
+// ExpiredFacts returns up to limit of the bank's facts, of every scope and
+// status, stored before before and after after, by scope (a run's
+// retention erases them with DeleteScopeFacts: a fact's id may be
+// another's in another scope), and the position of the last. The facts
+// come in the order of the index promptops_facts_created, from after on
+// (a row value comparison both databases serve from it), so a run that
+// carries the position reads each fact once.
+func (s *Store) ExpiredFacts(ctx context.Context, bank consolidation.BankID, before time.Time, after consolidation.FactCursor, limit int) (map[consolidation.ScopeKey][]string, consolidation.FactCursor, error) {
+	// bank < $3 bounds the scan to the bank's keys; inBank leaves out
+	// the other banks' keys between them.
+	query := "SELECT bank, created_at, id FROM promptops_facts WHERE " + inBank + " AND bank < $3 AND created_at < $4"
+	args := bankArgs(bank, s.timeArg(&before), limit)
+	if after.Key == "" {
+		query += " AND bank >= $1"
+	} else {
+		query += " AND (bank, created_at, id) > ($6, $7, $8)"
+		args = append(args, string(after.Key), after.CreatedAt, after.ID)
+	}
+	rows, err := s.db.QueryContext(ctx, s.rebind(query+" ORDER BY bank, created_at, id LIMIT $5"), args...)
+	if err != nil {
+		return nil, after, err
+	}
+	defer rows.Close()
+	out := map[consolidation.ScopeKey][]string{}
+	last := after
+	for rows.Next() {
+		var key, id string
+		var created any
+		if err := rows.Scan(&key, &created, &id); err != nil {
+			return nil, after, err
+		}
+		out[consolidation.ScopeKey(key)] = append(out[consolidation.ScopeKey(key)], id)
+		last = consolidation.FactCursor{Key: consolidation.ScopeKey(key), CreatedAt: created, ID: id}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, after, err
+	}
+	return out, last, nil
+}
+
+// DeleteScopeFacts is DeleteFacts within one scope: facts of ids that
+// other scopes hold are left alone.
+func (s *Store) DeleteScopeFacts(ctx context.Context, key consolidation.ScopeKey, ids []string) (consolidation.Erasure, error) {
+	return s.deleteFacts(ctx, key.Bank(), &key, ids)
+}
+
+// deleteFacts deletes the facts of ids that the bank holds, in the scope
+// of only when it is not nil.
+func (s *Store) deleteFacts(ctx context.Context, bank consolidation.BankID, only *consolidation.ScopeKey, ids []string) (consolidation.Erasure, error) {
 	var out consolidation.Erasure
 	var keys []string
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		byKey, err := s.factKeysOf(ctx, tx, bank, ids)
+		byKey, err := s.factKeysOf(ctx, tx, bank, only, ids)
 		if err != nil {
 			return err
-		}
-		if scope != nil {
-			for key := range byKey {
-				if key != consolidation.BankKey(bank, *scope) {
-					delete(byKey, key)
-				}
-			}
 		}
 		keys = keys[:0]
 		for key := range byKey {
@@ -146,7 +191,7 @@ func (s *Store) DeleteFacts(ctx context.Context, bank string, scope *string, ids
 
 // ListScopes lists the bank's scopes with their facts and observations,
 // the shared scope ("") first when it has any, then by name.
-func (s *Store) ListScopes(ctx context.Context, bank string) ([]consolidation.ScopeCount, error) {
+func (s *Store) ListScopes(ctx context.Context, bank consolidation.BankID) ([]consolidation.ScopeCount, error) {
 	counts := map[string]*consolidation.ScopeCount{}
 	for _, t := range []struct {
 		table string
@@ -163,7 +208,7 @@ func (s *Store) ListScopes(ctx context.Context, bank string) ([]consolidation.Sc
 				rows.Close()
 				return nil, err
 			}
-			_, scope := consolidation.SplitBankKey(key)
+			scope := consolidation.ScopeKey(key).Name()
 			c := counts[scope]
 			if c == nil {
 				c = &consolidation.ScopeCount{Scope: scope}
@@ -191,10 +236,10 @@ func (s *Store) ListScopes(ctx context.Context, bank string) ([]consolidation.Sc
 // ExportScope streams a scope's facts (oldest first) and then its
 // observations (with their source fact ids) to fn, from one snapshot where
 // the store gives one (a read-only transaction).
-func (s *Store) ExportScope(ctx context.Context, bank, scope string, fn func(consolidation.Exported) error) error {
-	key := consolidation.BankKey(bank, scope)
+func (s *Store) ExportScope(ctx context.Context, key consolidation.ScopeKey, fn func(consolidation.Exported) error) error {
+	scope := key.Name()
 	return s.inTx(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, s.rebind("SELECT "+factColumns+" FROM promptops_facts WHERE bank = $1 ORDER BY created_at, id"), key)
+		rows, err := tx.QueryContext(ctx, s.rebind("SELECT "+factColumns+" FROM promptops_facts WHERE bank = $1 ORDER BY created_at, id"), string(key))
 		if err != nil {
 			return err
 		}
@@ -215,7 +260,7 @@ func (s *Store) ExportScope(ctx context.Context, bank, scope string, fn func(con
 			return err
 		}
 		srcs := map[string][]string{}
-		rows, err = tx.QueryContext(ctx, s.rebind("SELECT observation_id, fact_id FROM promptops_observation_sources WHERE bank = $1 ORDER BY observation_id, fact_id"), key)
+		rows, err = tx.QueryContext(ctx, s.rebind("SELECT observation_id, fact_id FROM promptops_observation_sources WHERE bank = $1 ORDER BY observation_id, fact_id"), string(key))
 		if err != nil {
 			return err
 		}
@@ -231,7 +276,7 @@ func (s *Store) ExportScope(ctx context.Context, bank, scope string, fn func(con
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		rows, err = tx.QueryContext(ctx, s.rebind("SELECT "+obsColumns+" FROM promptops_observations WHERE bank = $1 ORDER BY created_at, id"), key)
+		rows, err = tx.QueryContext(ctx, s.rebind("SELECT "+obsColumns+" FROM promptops_observations WHERE bank = $1 ORDER BY created_at, id"), string(key))
 		if err != nil {
 			return err
 		}
@@ -273,15 +318,15 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 }
 
 // erased moves the bank's erasures in tx.
-func (s *Store) erased(ctx context.Context, tx *sql.Tx, bank string) error {
-	_, err := tx.ExecContext(ctx, s.rebind("UPDATE promptops_banks SET erasures = erasures + 1 WHERE id = $1"), bank)
+func (s *Store) erased(ctx context.Context, tx *sql.Tx, bank consolidation.BankID) error {
+	_, err := tx.ExecContext(ctx, s.rebind("UPDATE promptops_banks SET erasures = erasures + 1 WHERE id = $1"), string(bank))
 	return err
 }
 
-// ReleaseKey drops the lexical index this store holds of a key: a run
-// calls it when done with a scope, so that a run over many scopes holds
-// one scope's index at a time, not every scope's it worked on.
-func (s *Store) ReleaseKey(key string) { s.forget(key) }
+// ReleaseRecall drops the lexical index this store holds of a scope: a
+// run calls it when done with a scope, so that a run over many scopes
+// holds one scope's index at a time, not every scope's it worked on.
+func (s *Store) ReleaseRecall(key consolidation.ScopeKey) { s.forget(string(key)) }
 
 // forget drops what this store holds in memory of a key.
 func (s *Store) forget(key string) {
@@ -291,16 +336,19 @@ func (s *Store) forget(key string) {
 }
 
 // factKeysOf finds the keys (scopes) of the bank that hold facts of ids,
-// locking those rows on PostgreSQL.
-func (s *Store) factKeysOf(ctx context.Context, tx *sql.Tx, bank string, ids []string) (map[string][]string, error) {
+// of the scope only when it is not nil, locking those rows on PostgreSQL.
+func (s *Store) factKeysOf(ctx context.Context, tx *sql.Tx, bank consolidation.BankID, only *consolidation.ScopeKey, ids []string) (map[string][]string, error) {
 	out := map[string][]string{}
 	for start := 0; start < len(ids); start += 500 {
 		chunk := ids[start:min(start+500, len(ids))]
-		args := bankArgs(bank)
+		args, where, from := bankArgs(bank), inBank, 4
+		if only != nil {
+			args, where, from = []any{string(*only)}, "bank = $1", 2
+		}
 		for _, id := range chunk {
 			args = append(args, id)
 		}
-		query, args := s.anyOf("SELECT bank, id FROM promptops_facts WHERE "+inBank+" AND id @IN", 4, args)
+		query, args := s.anyOf("SELECT bank, id FROM promptops_facts WHERE "+where+" AND id @IN", from, args)
 		if s.dialect == postgres {
 			query += " FOR UPDATE"
 		}
@@ -325,60 +373,61 @@ func (s *Store) factKeysOf(ctx context.Context, tx *sql.Tx, bank string, ids []s
 }
 
 // column runs a query of one text column whose list parameter (@IN) is
-// ids, 500 at a time, for a key in $1.
+// ids, 500 at a time, for a key in $1, and returns the distinct values.
 func (s *Store) column(ctx context.Context, tx *sql.Tx, query, key string, ids []string) ([]string, error) {
 	var out []string
 	seen := map[string]bool{}
-	for start := 0; start < len(ids); start += 500 {
-		chunk := ids[start:min(start+500, len(ids))]
-		args := []any{key}
-		for _, id := range chunk {
-			args = append(args, id)
-		}
-		q, args := s.anyOf(query, 2, args)
+	err := s.inChunks(query, key, ids, func(q string, args []any) error {
 		rows, err := tx.QueryContext(ctx, q, args...)
 		if err != nil {
-			return nil, err
+			return err
 		}
+		defer rows.Close()
 		for rows.Next() {
 			var v string
 			if err := rows.Scan(&v); err != nil {
-				rows.Close()
-				return nil, err
+				return err
 			}
 			if !seen[v] {
 				seen[v] = true
 				out = append(out, v)
 			}
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+		return rows.Err()
+	})
+	return out, err
 }
 
 // execIn runs a statement whose list parameter (@IN) is ids, 500 at a
 // time, for a key in $1, and returns the rows it affected.
 func (s *Store) execIn(ctx context.Context, tx *sql.Tx, query, key string, ids []string) (int64, error) {
 	var n int64
+	err := s.inChunks(query, key, ids, func(q string, args []any) error {
+		res, err := tx.ExecContext(ctx, q, args...)
+		if err != nil {
+			return fmt.Errorf("erasing: %w", err)
+		}
+		k, err := res.RowsAffected()
+		n += k
+		return err
+	})
+	return n, err
+}
+
+// inChunks calls fn with query, whose list parameter (@IN) is ids, and
+// its arguments, 500 ids at a time, for a key in $1.
+func (s *Store) inChunks(query, key string, ids []string, fn func(q string, args []any) error) error {
 	for start := 0; start < len(ids); start += 500 {
 		chunk := ids[start:min(start+500, len(ids))]
-		args := []any{key}
+		args := make([]any, 0, 1+len(chunk))
+		args = append(args, key)
 		for _, id := range chunk {
 			args = append(args, id)
 		}
 		q, args := s.anyOf(query, 2, args)
-		res, err := tx.ExecContext(ctx, q, args...)
-		if err != nil {
-			return 0, fmt.Errorf("erasing: %w", err)
+		if err := fn(q, args); err != nil {
+			return err
 		}
-		k, err := res.RowsAffected()
-		if err != nil {
-			return 0, err
-		}
-		n += k
 	}
-	return n, nil
+	return nil
 }

@@ -21,12 +21,12 @@ type lexCache struct {
 // the read handle (on SQLite, not behind a write).
 func (s *Store) generation(ctx context.Context, key string) (consolidation.Generation, error) {
 	g := consolidation.Generation{}
-	bank, _ := consolidation.SplitBankKey(key)
+	bank := consolidation.ScopeKey(key).Bank()
 	var err error
 	if st := s.genStmt(ctx); st != nil {
-		err = st.QueryRowContext(ctx, key, bank).Scan(&g.Applied, &g.Erasures)
+		err = st.QueryRowContext(ctx, key, string(bank)).Scan(&g.Applied, &g.Erasures)
 	} else {
-		err = s.scan.QueryRowContext(ctx, s.rebind(generationQuery), key, bank).Scan(&g.Applied, &g.Erasures)
+		err = s.scan.QueryRowContext(ctx, s.rebind(generationQuery), key, string(bank)).Scan(&g.Applied, &g.Erasures)
 	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return consolidation.Generation{Applied: -1}, nil

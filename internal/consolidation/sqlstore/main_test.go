@@ -85,7 +85,7 @@ func engine(s *Store, srv *llmtest.Server, mod func(*consolidation.Settings)) *c
 // factStates counts facts per status and returns failure reasons.
 func factStates(t *testing.T, s *Store) (map[string]int, []string) {
 	t.Helper()
-	facts, err := s.ListFacts(context.Background(), bank, nil, "", 10000)
+	facts, err := s.ListFacts(context.Background(), bank, "", 10000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,4 +110,13 @@ func observations(t *testing.T, s *Store) []consolidation.Observation {
 		t.Fatal(err)
 	}
 	return obs
+}
+
+// ensureScope registers a scope's key, as the first facts of the scope
+// would.
+func ensureScope(t *testing.T, s *Store, key consolidation.ScopeKey) {
+	t.Helper()
+	if _, err := s.db.ExecContext(context.Background(), s.rebind("INSERT INTO promptops_banks (id, created_at) VALUES ($1, $2) ON CONFLICT DO NOTHING"), string(key), s.timeArg(ptrTime(time.Now()))); err != nil {
+		t.Fatal(err)
+	}
 }

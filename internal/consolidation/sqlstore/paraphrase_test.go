@@ -318,7 +318,7 @@ func TestEmbeddingsSpaceChange(t *testing.T) {
 		}
 		count := func(model string) int {
 			n := 0
-			if err := s.ScanObservationVectors(ctx, bank, consolidation.Space{Model: model, Dims: 64}, func(string, []float32) { n++ }); err != nil {
+			if err := scanObservationVectors(ctx, s, bank, consolidation.Space{Model: model, Dims: 64}, func(string, []float32) { n++ }); err != nil {
 				t.Fatal(err)
 			}
 			return n

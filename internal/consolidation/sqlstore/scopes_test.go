@@ -124,7 +124,7 @@ func TestScopesNeverMix(t *testing.T) {
 				t.Fatalf("round %d: %+v", round, sum)
 			}
 		}
-		facts, err := s.ListFacts(ctx, bank, nil, "", 10000)
+		facts, err := s.ListFacts(ctx, bank, "", 10000)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,7 +135,7 @@ func TestScopesNeverMix(t *testing.T) {
 			t.Errorf("%d of %d LLM calls carried several users' facts", mixed, calls)
 		}
 		for u, user := range users {
-			key := consolidation.BankKey(bank, user)
+			key := consolidation.BankID(bank).Scope(user)
 			obs, err := s.ListObservations(ctx, key)
 			if err != nil {
 				t.Fatal(err)
@@ -155,7 +155,7 @@ func TestScopesNeverMix(t *testing.T) {
 			}
 			// Each user's recall gives their own latest state, nothing of
 			// another scope.
-			rec := &consolidation.Recaller{Store: s, Bank: key}
+			rec := &consolidation.Recaller{Store: s, Scope: key}
 			for f, facet := range facets {
 				items, _, err := rec.Recall(ctx, consolidation.Query{Text: "The user's " + facet, Limit: 10})
 				if err != nil {
@@ -182,7 +182,7 @@ func TestScopesNeverMix(t *testing.T) {
 		other := &facetModel{}
 		srv2 := llmtest.New(other.reply)
 		defer srv2.Close()
-		tagged := bank + "-tags"
+		tagged := consolidation.BankID(bank + "-tags")
 		for round := 0; round < 2; round++ {
 			var facts []consolidation.Fact
 			for f := range facets {
@@ -201,7 +201,7 @@ func TestScopesNeverMix(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		obs, err := s.ListObservations(ctx, tagged)
+		obs, err := s.ListObservations(ctx, tagged.Scope(""))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -274,11 +274,11 @@ func TestEraseScope(t *testing.T) {
 			}
 		}
 		gone := "chen"
-		rec := &consolidation.Recaller{Store: s, Bank: consolidation.BankKey(bank, gone)}
+		rec := &consolidation.Recaller{Store: s, Scope: consolidation.BankID(bank).Scope(gone)}
 		if items, _, err := rec.Recall(ctx, consolidation.Query{Text: "The user's city", Limit: 5}); err != nil || len(items) == 0 {
 			t.Fatalf("before the erasure: %v %v", items, err)
 		}
-		obs, err := s.ListObservations(ctx, consolidation.BankKey(bank, gone))
+		obs, err := s.ListObservations(ctx, consolidation.BankID(bank).Scope(gone))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -286,7 +286,7 @@ func TestEraseScope(t *testing.T) {
 		for _, o := range obs {
 			needles = append(needles, o.ID)
 		}
-		facts, _ := s.ListFacts(ctx, bank, &gone, "", 100)
+		facts, _ := s.ListScopeFacts(ctx, consolidation.BankID(bank).Scope(gone), "", 100)
 		for _, f := range facts {
 			needles = append(needles, f.ID)
 		}
@@ -314,7 +314,7 @@ func TestEraseScope(t *testing.T) {
 			done <- sum
 		}()
 		<-hold
-		erased, err := s.EraseScope(ctx, bank, gone)
+		erased, err := s.EraseScope(ctx, consolidation.BankID(bank).Scope(gone))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -356,7 +356,7 @@ func TestEraseScope(t *testing.T) {
 			if user == gone {
 				continue
 			}
-			obs, _ := s.ListObservations(ctx, consolidation.BankKey(bank, user))
+			obs, _ := s.ListObservations(ctx, consolidation.BankID(bank).Scope(user))
 			if len(obs) != len(facets) {
 				t.Errorf("%s: %d observations after another scope's erasure", user, len(obs))
 			}
@@ -386,7 +386,7 @@ func TestDeleteFactRequeuesOtherSources(t *testing.T) {
 		if _, err := engine(s, srv, nil).Run(ctx); err != nil {
 			t.Fatal(err)
 		}
-		erased, err := s.DeleteFacts(ctx, bank, nil, []string{"f1"})
+		erased, err := s.DeleteFacts(ctx, bank, []string{"f1"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -394,7 +394,7 @@ func TestDeleteFactRequeuesOtherSources(t *testing.T) {
 			t.Errorf("erased %+v", erased)
 		}
 		ana := "ana"
-		facts, _ := s.ListFacts(ctx, bank, &ana, "", 10)
+		facts, _ := s.ListScopeFacts(ctx, consolidation.BankID(bank).Scope(ana), "", 10)
 		states := map[string]string{}
 		for _, f := range facts {
 			states[f.ID] = f.Status
@@ -402,7 +402,7 @@ func TestDeleteFactRequeuesOtherSources(t *testing.T) {
 		if want := map[string]string{"f2": "pending", "f3": "consolidated"}; fmt.Sprint(states) != fmt.Sprint(want) {
 			t.Errorf("facts after the delete: %v, want %v", states, want)
 		}
-		obs, _ := s.ListObservations(ctx, consolidation.BankKey(bank, "ana"))
+		obs, _ := s.ListObservations(ctx, consolidation.BankID(bank).Scope("ana"))
 		if len(obs) != 1 || obs[0].Text != "Ana lives in Oslo." {
 			t.Errorf("observations after the delete: %+v", obs)
 		}
@@ -420,10 +420,10 @@ func TestDeleteFactRequeuesOtherSources(t *testing.T) {
 			consolidation.Fact{ID: "same", Scope: "carl", Text: "Carl said so."},
 			consolidation.Fact{ID: "same", Text: "Everyone said so."})
 		bob := "bob"
-		if erased, err := s.DeleteFacts(ctx, bank, &bob, []string{"same"}); err != nil || erased.Facts != 1 {
+		if erased, err := s.DeleteScopeFacts(ctx, consolidation.BankID(bank).Scope(bob), []string{"same"}); err != nil || erased.Facts != 1 {
 			t.Fatalf("scoped delete: %+v %v", erased, err)
 		}
-		left, _ := s.ListFacts(ctx, bank, nil, "", 100)
+		left, _ := s.ListFacts(ctx, bank, "", 100)
 		var scopes []string
 		for _, f := range left {
 			if f.ID == "same" {
@@ -433,7 +433,7 @@ func TestDeleteFactRequeuesOtherSources(t *testing.T) {
 		if fmt.Sprint(scopes) != "[carl ]" && fmt.Sprint(scopes) != "[ carl]" {
 			t.Errorf("after deleting bob's: the id is left in scopes %q", scopes)
 		}
-		if erased, err := s.DeleteFacts(ctx, bank, nil, []string{"same"}); err != nil || erased.Facts != 2 {
+		if erased, err := s.DeleteFacts(ctx, bank, []string{"same"}); err != nil || erased.Facts != 2 {
 			t.Fatalf("unscoped delete: %+v %v", erased, err)
 		}
 	})

@@ -1,6 +1,9 @@
 // Package sqlstore keeps banks in PostgreSQL (pgx) or SQLite (modernc, pure
-// Go) behind consolidation.Store, with embedded versioned migrations. Several
-// banks, keyed "namespace/name", share one database.
+// Go) with embedded versioned migrations, behind what each consumer needs:
+// a run's consolidation.RunStore, a served bank's recall
+// (consolidation.QueryStore), retain, erasure and export (serve's BankStore
+// and ScopeStore) and the CLI. Several banks share one database; every row
+// is of one scope's key (consolidation.ScopeKey).
 package sqlstore
 
 import (
@@ -61,7 +64,7 @@ type Store struct {
 	noVec noVector
 }
 
-var _ consolidation.Store = (*Store)(nil)
+var _ consolidation.RunStore = (*Store)(nil)
 
 // pgIdleConns is how many PostgreSQL connections a Store keeps open
 // while idle: more than a run or a served bank uses at once.
@@ -268,18 +271,17 @@ func (s *Store) migrateTo(ctx context.Context, last int) error {
 }
 
 // EnsureBank registers a bank.
-func (s *Store) EnsureBank(ctx context.Context, bank string) error {
-	_, err := s.db.ExecContext(ctx, s.rebind("INSERT INTO promptops_banks (id, created_at) VALUES ($1, $2) ON CONFLICT DO NOTHING"), bank, s.timeArg(ptrTime(time.Now())))
-	return err
+func (s *Store) EnsureBank(ctx context.Context, bank consolidation.BankID) error {
+	return s.ensureKeys(ctx, bank, nil)
 }
 
 // ensureKeys registers the bank and the keys of the facts' scopes.
-func (s *Store) ensureKeys(ctx context.Context, bank string, facts []consolidation.Fact) error {
-	seen := map[string]bool{}
-	for _, key := range append([]string{bank}, factKeys(bank, facts)...) {
+func (s *Store) ensureKeys(ctx context.Context, bank consolidation.BankID, facts []consolidation.Fact) error {
+	seen := map[consolidation.ScopeKey]bool{}
+	for _, key := range append([]consolidation.ScopeKey{bank.Scope("")}, factKeys(bank, facts)...) {
 		if !seen[key] {
 			seen[key] = true
-			if err := s.EnsureBank(ctx, key); err != nil {
+			if _, err := s.db.ExecContext(ctx, s.rebind("INSERT INTO promptops_banks (id, created_at) VALUES ($1, $2) ON CONFLICT DO NOTHING"), string(key), s.timeArg(ptrTime(time.Now()))); err != nil {
 				return err
 			}
 		}
@@ -288,10 +290,10 @@ func (s *Store) ensureKeys(ctx context.Context, bank string, facts []consolidati
 }
 
 // factKeys are the keys of the facts' scopes, in the facts' order.
-func factKeys(bank string, facts []consolidation.Fact) []string {
-	out := make([]string, len(facts))
+func factKeys(bank consolidation.BankID, facts []consolidation.Fact) []consolidation.ScopeKey {
+	out := make([]consolidation.ScopeKey, len(facts))
 	for i, f := range facts {
-		out[i] = consolidation.BankKey(bank, f.Scope)
+		out[i] = bank.Scope(f.Scope)
 	}
 	return out
 }
@@ -344,16 +346,20 @@ func scanFact(sc interface{ Scan(...any) error }, lead ...any) (consolidation.Fa
 	return f, nil
 }
 
-// ListFacts lists a bank's facts, oldest first, with their scopes: of
-// every scope when scope is nil, else of that one ("" the shared scope);
-// status "" lists all.
-func (s *Store) ListFacts(ctx context.Context, bank string, scope *string, status string, limit int) ([]consolidation.Fact, error) {
-	query := "SELECT bank, " + factColumns + " FROM promptops_facts WHERE " + inBank + " AND ($4 = '' OR status = $4) ORDER BY created_at, id LIMIT $5"
-	args := bankArgs(bank, status, limit)
-	if scope != nil {
-		query = "SELECT bank, " + factColumns + " FROM promptops_facts WHERE bank = $1 AND ($2 = '' OR status = $2) ORDER BY created_at, id LIMIT $3"
-		args = []any{consolidation.BankKey(bank, *scope), status, limit}
-	}
+// ListFacts lists the facts of every scope of the bank, oldest first, with
+// their scopes; status "" lists all.
+func (s *Store) ListFacts(ctx context.Context, bank consolidation.BankID, status string, limit int) ([]consolidation.Fact, error) {
+	return s.listFacts(ctx, "SELECT bank, "+factColumns+" FROM promptops_facts WHERE "+inBank+" AND ($4 = '' OR status = $4) ORDER BY created_at, id LIMIT $5", bankArgs(bank, status, limit)...)
+}
+
+// ListScopeFacts is ListFacts of one scope.
+func (s *Store) ListScopeFacts(ctx context.Context, key consolidation.ScopeKey, status string, limit int) ([]consolidation.Fact, error) {
+	return s.listFacts(ctx, "SELECT bank, "+factColumns+" FROM promptops_facts WHERE bank = $1 AND ($2 = '' OR status = $2) ORDER BY created_at, id LIMIT $3", string(key), status, limit)
+}
+
+// listFacts runs a query whose columns are the bank column and
+// factColumns.
+func (s *Store) listFacts(ctx context.Context, query string, args ...any) ([]consolidation.Fact, error) {
 	rows, err := s.db.QueryContext(ctx, s.rebind(query), args...)
 	if err != nil {
 		return nil, err
@@ -366,7 +372,7 @@ func (s *Store) ListFacts(ctx context.Context, bank string, scope *string, statu
 		if err != nil {
 			return nil, err
 		}
-		_, f.Scope = consolidation.SplitBankKey(key)
+		f.Scope = consolidation.ScopeKey(key).Name()
 		out = append(out, f)
 	}
 	return out, rows.Err()
@@ -392,7 +398,7 @@ func (s *Store) queryFacts(ctx context.Context, query string, args ...any) ([]co
 
 // ImportFacts inserts facts in one transaction: all of them or none. A fact
 // without an id gets a new UUID; created_at keeps the order given.
-func (s *Store) ImportFacts(ctx context.Context, bank string, facts []consolidation.Fact) (int, error) {
+func (s *Store) ImportFacts(ctx context.Context, bank consolidation.BankID, facts []consolidation.Fact) (int, error) {
 	if err := s.ensureKeys(ctx, bank, facts); err != nil {
 		return 0, err
 	}
@@ -410,7 +416,7 @@ func (s *Store) ImportFacts(ctx context.Context, bank string, facts []consolidat
 		created := base.Add(time.Duration(i) * time.Microsecond)
 		res, err := tx.ExecContext(ctx, s.rebind(`INSERT INTO promptops_facts (bank, id, text, entities, tags, occurred_start, occurred_end, mentioned_at, created_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING`),
-			consolidation.BankKey(bank, f.Scope), f.ID, f.Text, toJSON(f.Entities), toJSON(f.Tags), s.timeArg(f.OccurredStart), s.timeArg(f.OccurredEnd), s.timeArg(f.MentionedAt), s.timeArg(&created))
+			string(bank.Scope(f.Scope)), f.ID, f.Text, toJSON(f.Entities), toJSON(f.Tags), s.timeArg(f.OccurredStart), s.timeArg(f.OccurredEnd), s.timeArg(f.MentionedAt), s.timeArg(&created))
 		if err != nil {
 			return 0, fmt.Errorf("fact %d: %w", i+1, err)
 		}
@@ -423,9 +429,9 @@ func (s *Store) ImportFacts(ctx context.Context, bank string, facts []consolidat
 
 // RetryFacts sets failed facts back to pending: the given ids, or all
 // failed facts of the bank when ids is empty.
-func (s *Store) RetryFacts(ctx context.Context, bank string, ids []string) (int64, error) {
+func (s *Store) RetryFacts(ctx context.Context, key consolidation.ScopeKey, ids []string) (int64, error) {
 	query := "UPDATE promptops_facts SET status = 'pending', failure_reason = NULL, claimed_by = NULL, claimed_until = NULL WHERE bank = $1 AND status = 'failed'"
-	args := []any{bank}
+	args := []any{string(key)}
 	if len(ids) > 0 {
 		query += " AND id IN (" + placeholders(2, len(ids)) + ")"
 		for _, id := range ids {
@@ -463,16 +469,16 @@ func placeholders(from, n int) string {
 }
 
 // CountObservations counts a bank's observations, all scopes together.
-func (s *Store) CountObservations(ctx context.Context, bank string) (int, error) {
+func (s *Store) CountObservations(ctx context.Context, bank consolidation.BankID) (int, error) {
 	var n int
 	err := s.db.QueryRowContext(ctx, s.rebind("SELECT count(*) FROM promptops_observations WHERE "+inBank), bankArgs(bank)...).Scan(&n)
 	return n, err
 }
 
 // CountScopeObservations counts the observations of one scope's key.
-func (s *Store) CountScopeObservations(ctx context.Context, key string) (int, error) {
+func (s *Store) CountScopeObservations(ctx context.Context, key consolidation.ScopeKey) (int, error) {
 	var n int
-	err := s.db.QueryRowContext(ctx, s.rebind("SELECT count(*) FROM promptops_observations WHERE bank = $1"), key).Scan(&n)
+	err := s.db.QueryRowContext(ctx, s.rebind("SELECT count(*) FROM promptops_observations WHERE bank = $1"), string(key)).Scan(&n)
 	return n, err
 }
 
@@ -483,17 +489,18 @@ func (s *Store) CountScopeObservations(ctx context.Context, key string) (int, er
 const inBank = "(bank = $1 OR (bank >= $2 AND bank < $3))"
 
 // bankArgs are the arguments of inBank, then more.
-func bankArgs(bank string, more ...any) []any {
-	return append([]any{bank, bank + "/", bank + "0"}, more...)
+func bankArgs(bank consolidation.BankID, more ...any) []any {
+	b := string(bank)
+	return append([]any{b, b + "/", b + "0"}, more...)
 }
 
 // HasObservationTexts tells which of the normalised texts an observation
 // has, in one query per 500.
-func (s *Store) HasObservationTexts(ctx context.Context, bank string, norms []string) (map[string]bool, error) {
+func (s *Store) HasObservationTexts(ctx context.Context, key consolidation.ScopeKey, norms []string) (map[string]bool, error) {
 	out := map[string]bool{}
 	for start := 0; start < len(norms); start += 500 {
 		chunk := norms[start:min(start+500, len(norms))]
-		args := []any{bank}
+		args := []any{string(key)}
 		for _, n := range chunk {
 			args = append(args, n)
 		}
@@ -602,10 +609,10 @@ func (s *Store) sourcesOf(ctx context.Context, db querier, bank string, ids []st
 }
 
 // WarmRecall loads the bank's lexical index, as Recall's first call would.
-func (s *Store) WarmRecall(ctx context.Context, bank string) error {
+func (s *Store) WarmRecall(ctx context.Context, key consolidation.ScopeKey) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, err := s.lexIndex(ctx, bank)
+	_, err := s.lexIndex(ctx, string(key))
 	return err
 }
 
@@ -616,9 +623,9 @@ func (s *Store) WarmRecall(ctx context.Context, bank string) error {
 // store applied a batch): one look at the bank's generation and one load
 // of the candidates for the whole batch. The candidates come without their
 // sources (CandidateSources).
-func (s *Store) Recall(ctx context.Context, bank string, facts []consolidation.Fact, limit int) (map[string][]consolidation.Candidate, error) {
+func (s *Store) Recall(ctx context.Context, key consolidation.ScopeKey, facts []consolidation.Fact, limit int) (map[string][]consolidation.Candidate, error) {
 	s.mu.Lock()
-	idx, err := s.lexIndex(ctx, bank)
+	idx, err := s.lexIndex(ctx, string(key))
 	perFact := make([][]string, len(facts))
 	var union []string
 	if err == nil {
@@ -637,7 +644,7 @@ func (s *Store) Recall(ctx context.Context, bank string, facts []consolidation.F
 	if err != nil {
 		return nil, err
 	}
-	cands, err := s.Candidates(ctx, bank, union)
+	cands, err := s.Candidates(ctx, key, union)
 	if err != nil {
 		return nil, err
 	}

@@ -144,12 +144,12 @@ func (s *Store) withVectorMaybe(bank string, ids []string) []string {
 }
 
 // FactVectors returns the vectors in sp of the given facts that have one.
-func (s *Store) FactVectors(ctx context.Context, bank string, sp consolidation.Space, ids []string) (map[string][]float32, error) {
+func (s *Store) FactVectors(ctx context.Context, key consolidation.ScopeKey, sp consolidation.Space, ids []string) (map[string][]float32, error) {
 	out := map[string][]float32{}
-	if ids = s.withVectorMaybe(bank, ids); len(ids) == 0 {
+	if ids = s.withVectorMaybe(string(key), ids); len(ids) == 0 {
 		return out, nil
 	}
-	args := []any{bank, sp.Model, sp.Dims}
+	args := []any{string(key), sp.Model, sp.Dims}
 	for _, id := range ids {
 		args = append(args, id)
 	}
@@ -175,15 +175,15 @@ func (s *Store) FactVectors(ctx context.Context, bank string, sp consolidation.S
 }
 
 // PutFactVectors stores facts' vectors in sp, replacing older ones.
-func (s *Store) PutFactVectors(ctx context.Context, bank string, sp consolidation.Space, vecs map[string][]float32) error {
-	s.storedVectors(bank, slices.Collect(maps.Keys(vecs)))
-	return s.putVectors(ctx, "promptops_fact_vectors", "fact_id", bank, sp, vecs)
+func (s *Store) PutFactVectors(ctx context.Context, key consolidation.ScopeKey, sp consolidation.Space, vecs map[string][]float32) error {
+	s.storedVectors(string(key), slices.Collect(maps.Keys(vecs)))
+	return s.putVectors(ctx, "promptops_fact_vectors", "fact_id", string(key), sp, vecs)
 }
 
 // PutObservationVectors stores observations' vectors in sp; an observation
 // deleted meanwhile gets none.
-func (s *Store) PutObservationVectors(ctx context.Context, bank string, sp consolidation.Space, vecs map[string][]float32) error {
-	return s.putVectors(ctx, "promptops_observation_vectors", "observation_id", bank, sp, vecs)
+func (s *Store) PutObservationVectors(ctx context.Context, key consolidation.ScopeKey, sp consolidation.Space, vecs map[string][]float32) error {
+	return s.putVectors(ctx, "promptops_observation_vectors", "observation_id", string(key), sp, vecs)
 }
 
 func (s *Store) putVectors(ctx context.Context, table, key, bank string, sp consolidation.Space, vecs map[string][]float32) error {
@@ -246,12 +246,10 @@ func (s *Store) putVectors(ctx context.Context, table, key, bank string, sp cons
 	return tx.Commit()
 }
 
-// upsertVector writes a vector, only while its fact or observation exists
-// (one deleted meanwhile gets none).
+// upsertVector writes one vecRow as putVectors writes many, only while
+// its fact or observation exists (one deleted meanwhile gets none).
 func (s *Store) upsertVector(ctx context.Context, tx *sql.Tx, table, key, bank, id string, sp consolidation.Space, v []float32) error {
-	parent := vectorParent(table)
-	_, err := tx.ExecContext(ctx, s.rebind(fmt.Sprintf(`INSERT INTO %[1]s (bank, %[2]s, model, dims, qvec) SELECT $1, $2, $3, $4, $5 WHERE EXISTS (SELECT 1 FROM %[3]s WHERE bank = $1 AND id = $2)
-		ON CONFLICT (bank, %[2]s) DO UPDATE SET model = excluded.model, dims = excluded.dims, qvec = excluded.qvec, vec = NULL`, table, key, parent)), vecRow(bank, id, sp, v)...)
+	_, err := tx.ExecContext(ctx, s.rebind(fmt.Sprintf("INSERT INTO %s (bank, %s, model, dims, qvec) SELECT $1, $2, $3, $4, $5 WHERE EXISTS (SELECT 1 FROM %s WHERE bank = $1 AND id = $2)", table, key, vectorParent(table))+vecUpsert(key)), vecRow(bank, id, sp, v)...)
 	return err
 }
 
@@ -269,8 +267,8 @@ func encodeQuantized(v []float32) []byte {
 
 // ScanObservationQuantized streams the bank's observation vectors in sp:
 // qvec where a row has it (vec is then not read), vec otherwise.
-func (s *Store) ScanObservationQuantized(ctx context.Context, bank string, sp consolidation.Space, qfn func(id string, q []int8, scale float32), vfn func(id string, vec []float32)) error {
-	rows, err := s.scan.QueryContext(ctx, s.rebind(`SELECT observation_id, qvec, CASE WHEN qvec IS NULL THEN vec END FROM promptops_observation_vectors WHERE bank = $1 AND model = $2 AND dims = $3`), bank, sp.Model, sp.Dims)
+func (s *Store) ScanObservationQuantized(ctx context.Context, key consolidation.ScopeKey, sp consolidation.Space, qfn func(id string, q []int8, scale float32), vfn func(id string, vec []float32)) error {
+	rows, err := s.scan.QueryContext(ctx, s.rebind(`SELECT observation_id, qvec, CASE WHEN qvec IS NULL THEN vec END FROM promptops_observation_vectors WHERE bank = $1 AND model = $2 AND dims = $3`), string(key), sp.Model, sp.Dims)
 	if err != nil {
 		return err
 	}
@@ -302,35 +300,12 @@ func (s *Store) deleteVector(ctx context.Context, tx *sql.Tx, bank, id string) e
 	return err
 }
 
-// ScanObservationVectors streams the bank's observation vectors in sp,
-// decoding each into one reused buffer.
-func (s *Store) ScanObservationVectors(ctx context.Context, bank string, sp consolidation.Space, fn func(id string, vec []float32)) error {
-	rows, err := s.db.QueryContext(ctx, s.rebind("SELECT observation_id, qvec, CASE WHEN qvec IS NULL THEN vec END FROM promptops_observation_vectors WHERE bank = $1 AND model = $2 AND dims = $3"), bank, sp.Model, sp.Dims)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	var buf []float32
-	var rawQ, rawV sql.RawBytes
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id, &rawQ, &rawV); err != nil {
-			return err
-		}
-		var ok bool
-		if buf, ok = decodeStored(rawQ, rawV, sp.Dims, buf); ok {
-			fn(id, buf)
-		}
-	}
-	return rows.Err()
-}
-
 // ObservationsWithoutVector returns up to limit observations, by id after
 // after, that have no vector in sp.
-func (s *Store) ObservationsWithoutVector(ctx context.Context, bank string, sp consolidation.Space, after string, limit int) ([]consolidation.Observation, error) {
+func (s *Store) ObservationsWithoutVector(ctx context.Context, key consolidation.ScopeKey, sp consolidation.Space, after string, limit int) ([]consolidation.Observation, error) {
 	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT o.id, o.text FROM promptops_observations o
 		LEFT JOIN promptops_observation_vectors v ON v.bank = o.bank AND v.observation_id = o.id AND v.model = $2 AND v.dims = $3
-		WHERE o.bank = $1 AND v.observation_id IS NULL AND o.id > $4 ORDER BY o.id LIMIT $5`), bank, sp.Model, sp.Dims, after, limit)
+		WHERE o.bank = $1 AND v.observation_id IS NULL AND o.id > $4 ORDER BY o.id LIMIT $5`), string(key), sp.Model, sp.Dims, after, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -348,8 +323,8 @@ func (s *Store) ObservationsWithoutVector(ctx context.Context, bank string, sp c
 
 // Candidates loads observations by id, in the order given, without their
 // sources (CandidateSources); ids that are gone are left out.
-func (s *Store) Candidates(ctx context.Context, bank string, ids []string) ([]consolidation.Candidate, error) {
-	obs, err := s.observations(ctx, s.db, bank, ids)
+func (s *Store) Candidates(ctx context.Context, key consolidation.ScopeKey, ids []string) ([]consolidation.Candidate, error) {
+	obs, err := s.observations(ctx, s.db, string(key), ids)
 	if err != nil {
 		return nil, err
 	}
@@ -362,8 +337,8 @@ func (s *Store) Candidates(ctx context.Context, bank string, ids []string) ([]co
 
 // CandidateSources returns, per observation, its source fact ids and up to
 // 5 source facts, newest first.
-func (s *Store) CandidateSources(ctx context.Context, bank string, ids []string) (map[string][]string, map[string][]consolidation.Fact, error) {
-	return s.sourcesOf(ctx, s.db, bank, ids, candidateSources)
+func (s *Store) CandidateSources(ctx context.Context, key consolidation.ScopeKey, ids []string) (map[string][]string, map[string][]consolidation.Fact, error) {
+	return s.sourcesOf(ctx, s.db, string(key), ids, candidateSources)
 }
 
 // candidateSources is how many source facts a candidate carries.

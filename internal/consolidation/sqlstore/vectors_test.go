@@ -86,7 +86,7 @@ func floatBytes(v []float32) []byte {
 }
 
 // TestStoredVectorsKeepTheirCosines: vectors are stored quantized; what
-// FactVectors and ScanObservationVectors give back points where the
+// FactVectors and ScanObservationQuantized give back points where the
 // vector did (cosine at least 0.9999 at 1,536 dimensions) and keeps the
 // cosines between vectors to within 1e-3 (the duplicate guard's 0.97 is
 // compared in the same int8 form), and a row written before, float32 in
@@ -150,7 +150,7 @@ func TestStoredVectorsKeepTheirCosines(t *testing.T) {
 			t.Fatal("a float32 vec written before is read back as it was")
 		}
 		scanned := map[string][]float32{}
-		if err := s.ScanObservationVectors(ctx, bank, sp, func(id string, v []float32) { scanned[id] = slices.Clone(v) }); err != nil || len(scanned) != len(ids) {
+		if err := scanObservationVectors(ctx, s, bank, sp, func(id string, v []float32) { scanned[id] = slices.Clone(v) }); err != nil || len(scanned) != len(ids) {
 			t.Fatalf("%d observation vectors of %d: %v", len(scanned), len(ids), err)
 		}
 		worst, worstPair := 1.0, 0.0
@@ -250,4 +250,16 @@ func TestUpgradeKeepsFloatVectors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// scanObservationVectors calls fn with every observation vector of the
+// scope in sp, dequantized; vec is valid only during the call.
+func scanObservationVectors(ctx context.Context, s *Store, key consolidation.ScopeKey, sp consolidation.Space, fn func(id string, vec []float32)) error {
+	buf := make([]float32, sp.Dims)
+	return s.ScanObservationQuantized(ctx, key, sp, func(id string, q []int8, scale float32) {
+		for i, x := range q {
+			buf[i] = float32(x) * scale
+		}
+		fn(id, buf)
+	}, fn)
 }

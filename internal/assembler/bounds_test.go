@@ -12,7 +12,9 @@ import (
 	"testing"
 
 	promptopsv1 "github.com/promptops/promptops/api/v1"
+	"github.com/promptops/promptops/internal/textclip"
 	"github.com/promptops/promptops/internal/tokens"
+	"github.com/promptops/promptops/plan"
 )
 
 const oneIntent = `
@@ -142,7 +144,7 @@ intents: [{name: chat, instruction: "Hi."}]
 // The verdicts of a Result: over budget, applied or not by onExceed,
 // truncated, and the largest intent.
 func TestResultVerdicts(t *testing.T) {
-	mk := func(onExceed string, as ...*Assembly) *Result {
+	mk := func(onExceed plan.OnExceed, as ...*Assembly) *Result {
 		return &Result{Plan: &Plan{OnExceed: onExceed}, Intents: as}
 	}
 	fits := &Assembly{Intent: "a", Tokens: 90, WithinBudget: true}
@@ -282,10 +284,10 @@ func TestReferencesOnce(t *testing.T) {
 // A name of 80 bytes is quoted whole in a message; a longer one is clipped
 // to 80 and marked.
 func TestClipBound(t *testing.T) {
-	if got := clip(strings.Repeat("a", 80), 80); got != strings.Repeat("a", 80) {
+	if got := textclip.Head(strings.Repeat("a", 80), 80, "..."); got != strings.Repeat("a", 80) {
 		t.Errorf("80 bytes clipped to %q", got)
 	}
-	if got := clip(strings.Repeat("a", 81), 80); got != strings.Repeat("a", 80)+"..." {
+	if got := textclip.Head(strings.Repeat("a", 81), 80, "..."); got != strings.Repeat("a", 80)+"..." {
 		t.Errorf("81 bytes clipped to %q", got)
 	}
 }

@@ -1,8 +1,11 @@
 package plan
 
+// Tests of memory at request time: sections emptied to the budget, the
+// bounds Validate keeps, FitMemory's whole items and exact counts, and the
+// recall's answer held to its section's bounds.
+
 import (
 	"context"
-	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
@@ -28,7 +31,7 @@ func twoMemoryPlan(t *testing.T, prio1, prio2 int) *Plan {
 			{Name: "task", Kind: KindIntent, Heading: "## Task", Policy: PolicyNever},
 		},
 		Intents: []Intent{{Name: "chat", Instruction: "Answer briefly."}},
-		Runtime: RuntimeSummary{Placeholder: Placeholder("NAME"), MemoryPlaceholder: MemoryPlaceholder("NAME")},
+		Runtime: RuntimeSummary{Placeholder: "{{runtime.NAME}}", MemoryPlaceholder: "{{memory.NAME}}"},
 	}
 	return sealedPlan(t, p)
 }
@@ -101,55 +104,6 @@ func TestDropMemoryToTheBudget(t *testing.T) {
 				t.Fatalf("one under: cut %v", a.Cut)
 			}
 		})
-	}
-}
-
-// splitPoints is every offset i > 0 with a line feed before it and a piece
-// starting at it.
-func splitPoints(s string) []int {
-	var out []int
-	for i := 1; i <= len(s); i++ {
-		if s[i-1] == '\n' && tokens.StartsPiece(s[i:]) {
-			out = append(out, i)
-		}
-	}
-	return out
-}
-
-// The split points are where the counts are exact; one missed is text
-// counted again, one wrong a wrong count.
-func TestSplitPoints(t *testing.T) {
-	atoms := []string{"\n", "\n", "a", "Bc", " ", "1", ".", "!!", "é", "'s", "\r", "\t", "咖啡", "🙂"}
-	rng := rand.New(rand.NewPCG(3, 4))
-	cases := []string{"", "\n", "a", "\na", "\n\na", "x\n\nabc", "x\nabc\n", "x\n\n", "ab\n\ncd\n\nef."}
-	for range 3000 {
-		var b strings.Builder
-		for range rng.IntN(10) {
-			b.WriteString(atoms[rng.IntN(len(atoms))])
-		}
-		cases = append(cases, b.String())
-	}
-	for _, s := range cases {
-		points := splitPoints(s)
-		first := -1
-		if len(points) > 0 {
-			first = points[0]
-		}
-		if got := nextSplit(s); got != first {
-			t.Fatalf("nextSplit(%q) = %d, want %d (split points %v)", s, got, first, points)
-		}
-		for k, from := range append([]int{0}, points...) {
-			want := from
-			if k < len(points) {
-				want = points[len(points)-1]
-			}
-			if from == 0 && len(points) > 0 {
-				want = points[len(points)-1]
-			}
-			if got := lastSplit(s, from); got != want {
-				t.Fatalf("lastSplit(%q, %d) = %d, want %d (split points %v)", s, from, got, want, points)
-			}
-		}
 	}
 }
 

@@ -1,7 +1,8 @@
 package consolidation
 
-// Tests that fail when the answer parser or validation applies an item it
-// should drop, or drops one it should apply (issue 21, docs/mutation.md).
+// The answer's parser and validation at their edges: each test fails when
+// an item that should be dropped is applied, or one that should be applied
+// is dropped (docs/mutation.md).
 
 import (
 	"fmt"

@@ -1,7 +1,7 @@
 package serve
 
-// Tests that fail when a request is judged wrongly in one of the ways a
-// reviewer would try (issue 21, docs/mutation.md).
+// How POST /v1/assemble judges a body that is JSON but not a request
+// (a mutant of issue 21 lived without it: docs/mutation.md).
 
 import "testing"
 

@@ -1,4 +1,4 @@
-package plan
+package promptfit
 
 import (
 	"context"
@@ -47,14 +47,14 @@ func TestCountJoinedIsExact(t *testing.T) {
 			// Change bodies between totals, as cuts do: the remembered
 			// glue counts must follow.
 			for round := 0; round < 3; round++ {
-				want := e.CountUncached(join(parts, func(p *part) string { return block(p.heading, p.body) }))
+				want := e.CountUncached(join(parts, func(p *part) string { return Block(p.heading, p.body) }))
 				got, err := c.total()
 				if err != nil || got != want {
 					t.Fatalf("%s: %+v: total %d (%v), joined text %d", name, parts, got, err, want)
 				}
 				for j := range parts {
 					got, err := c.blockTokens(&parts[j])
-					if want := e.CountUncached(block(parts[j].heading, parts[j].body)); err != nil || got != want {
+					if want := e.CountUncached(Block(parts[j].heading, parts[j].body)); err != nil || got != want {
 						t.Fatalf("%s: %+v: blockTokens %d (%v), want %d", name, parts[j], got, err, want)
 					}
 					got, err = c.tokensOf(&parts[j])
@@ -69,6 +69,55 @@ func TestCountJoinedIsExact(t *testing.T) {
 				}
 				p.ver++
 				p.split = false
+			}
+		}
+	}
+}
+
+// splitPoints is every offset i > 0 with a line feed before it and a piece
+// starting at it.
+func splitPoints(s string) []int {
+	var out []int
+	for i := 1; i <= len(s); i++ {
+		if s[i-1] == '\n' && tokens.StartsPiece(s[i:]) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// The split points are where the counts are exact; one missed is text
+// counted again, one wrong a wrong count.
+func TestSplitPoints(t *testing.T) {
+	atoms := []string{"\n", "\n", "a", "Bc", " ", "1", ".", "!!", "é", "'s", "\r", "\t", "咖啡", "🙂"}
+	rng := rand.New(rand.NewPCG(3, 4))
+	cases := []string{"", "\n", "a", "\na", "\n\na", "x\n\nabc", "x\nabc\n", "x\n\n", "ab\n\ncd\n\nef."}
+	for range 3000 {
+		var b strings.Builder
+		for range rng.IntN(10) {
+			b.WriteString(atoms[rng.IntN(len(atoms))])
+		}
+		cases = append(cases, b.String())
+	}
+	for _, s := range cases {
+		points := splitPoints(s)
+		first := -1
+		if len(points) > 0 {
+			first = points[0]
+		}
+		if got := nextSplit(s); got != first {
+			t.Fatalf("nextSplit(%q) = %d, want %d (split points %v)", s, got, first, points)
+		}
+		for k, from := range append([]int{0}, points...) {
+			want := from
+			if k < len(points) {
+				want = points[len(points)-1]
+			}
+			if from == 0 && len(points) > 0 {
+				want = points[len(points)-1]
+			}
+			if got := lastSplit(s, from); got != want {
+				t.Fatalf("lastSplit(%q, %d) = %d, want %d (split points %v)", s, from, got, want, points)
 			}
 		}
 	}

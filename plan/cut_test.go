@@ -7,7 +7,6 @@ package plan
 
 import (
 	"context"
-	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -192,7 +191,8 @@ func TestCutTargetIsExact(t *testing.T) {
 }
 
 // A prompt of exactly the budget is within it: nothing is cut, and the
-// verdict and message say so, at request time and at render time.
+// verdict and message say so (at render time: TestSealWithinBudgetAtTheBudget
+// in internal/promptfit).
 func TestWithinBudgetAtTheBudget(t *testing.T) {
 	ten := strings.Repeat("w", 10)
 	p := runtimePlan(22, Section{Name: "a", Priority: 1}, Section{Name: "b", Priority: 1})
@@ -207,33 +207,6 @@ func TestWithinBudgetAtTheBudget(t *testing.T) {
 	a, _ = assembleRunes(t, p, map[string]string{"a": ten, "b": ten})
 	if a.Tokens != 21 || !a.WithinBudget || !reflect.DeepEqual(a.Cut, []string{"b"}) {
 		t.Errorf("budget 21: tokens %d within %v cut %v", a.Tokens, a.WithinBudget, a.Cut)
-	}
-
-	// Render time, with the real encoder: a budget of exactly the intent's
-	// tokens is within it, one less is not.
-	sp := &Plan{APIVersion: PlanAPIVersion, Kind: PlanKind, Name: "s", Encoding: tokens.O200K, Separator: Separator,
-		Sections: []Section{{Name: "sys", Kind: KindStatic, Policy: PolicyNever, Text: "You are a careful analyst."},
-			{Name: "data", Kind: KindRuntime, Policy: PolicyPriority, Heading: "## Data", ReserveTokens: 50}},
-		Intents: []Intent{{Name: "i"}}}
-	if _, err := sp.Seal(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	need := sp.Intents[0].Tokens
-	if need <= 50 {
-		t.Fatalf("sealed tokens %d", need)
-	}
-	for _, c := range []struct {
-		budget int
-		within bool
-	}{{need, true}, {need - 1, false}, {need + 1, true}} {
-		sp.MaxTokens = c.budget
-		as, err := sp.Seal(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if sp.Intents[0].WithinBudget != c.within || as[0].WithinBudget != c.within {
-			t.Errorf("budget %d, need %d: within %v, want %v", c.budget, need, sp.Intents[0].WithinBudget, c.within)
-		}
 	}
 }
 
@@ -270,88 +243,10 @@ func sealPlan() *Plan {
 	}
 }
 
-// Seal with truncate cuts static sections by priority down to their
-// minimum until the intent fits, records the cuts, and the request-time
-// assembly then uses the cut texts; without truncate nothing is cut and the
-// verdict is over budget.
-func TestSealTruncates(t *testing.T) {
-	e := tokens.MustGet(tokens.O200K)
-	p := sealPlan()
-	as, err := p.Seal(context.Background(), WithStaticCuts(true))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, pi := as[0], p.Intents[0]
-	if !reflect.DeepEqual(a.Cut, []string{"notes", "task"}) {
-		t.Fatalf("cut %v, want [notes task]", a.Cut)
-	}
-	// The fixed text is the prompt with the runtime section as its heading.
-	fixed := strings.Replace(a.Text, "## Data\n"+Placeholder("data"), "## Data", 1)
-	if want := e.Count(fixed) + 20; a.Tokens != want || a.Tokens > 60 || !a.WithinBudget {
-		t.Errorf("tokens %d within %v, want %d <= 60", a.Tokens, a.WithinBudget, want)
-	}
-	if a.ReservedTokens != 20 || a.FixedTokens != a.Tokens-20 || a.MaxTokens != 60 {
-		t.Errorf("fixed %d reserved %d max %d", a.FixedTokens, a.ReservedTokens, a.MaxTokens)
-	}
-	if pi.Tokens != a.Tokens || pi.FixedTokens != a.FixedTokens || pi.ReservedTokens != 20 || !pi.WithinBudget {
-		t.Errorf("intent %+v, assembly %+v", pi, a)
-	}
-	if len(pi.StaticCuts) != 2 {
-		t.Fatalf("static cuts %+v", pi.StaticCuts)
-	}
-	notes, task := pi.StaticCuts[0], pi.StaticCuts[1]
-	if notes.Section != "notes" || e.Count(notes.Text) != 5 || !strings.HasPrefix(p.Sections[1].Text, notes.Text) || notes.TruncatedTokens != 95 {
-		t.Errorf("notes cut %+v, want its minimum of 5 tokens, 95 cut", notes)
-	}
-	if task.Section != "task" || !strings.HasPrefix(pi.Instruction, task.Text) || task.TruncatedTokens != 50-e.Count(task.Text) || task.TruncatedTokens == 0 {
-		t.Errorf("task cut %+v", task)
-	}
-	wantSections := map[string][2]int{
-		"sys":   {e.Count("You are terse."), 0},
-		"notes": {e.Count("## Notes\n" + notes.Text), 95},
-		"data":  {e.Count("## Data") + 20, 0},
-		"task":  {e.Count(task.Text), task.TruncatedTokens},
-	}
-	for _, s := range a.Sections {
-		if w := wantSections[s.Name]; s.Tokens != w[0] || s.TruncatedTokens != w[1] {
-			t.Errorf("section %s: %+v, want tokens %d truncated %d", s.Name, s, w[0], w[1])
-		}
-	}
-	if p.Revision != p.Digest() || !strings.HasPrefix(p.Revision, "sha256:") || len(p.Revision) != len("sha256:")+64 {
-		t.Errorf("revision %q, digest %q", p.Revision, p.Digest())
-	}
-
-	// Request time uses the cuts.
-	ra, err := p.Assemble(context.Background(), "chat", map[string]string{"data": "rows: 3"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := "You are terse.\n\n## Notes\n" + notes.Text + "\n\n## Data\nrows: 3\n\n" + task.Text
-	if ra.Text != want || ra.Tokens != e.Count(want) {
-		t.Errorf("assembled %q (%d tokens), want %q", ra.Text, ra.Tokens, want)
-	}
-
-	// Without truncate: nothing is cut, the verdict says over budget.
-	p = sealPlan()
-	as, err = p.Seal(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if as[0].WithinBudget || p.Intents[0].WithinBudget || len(as[0].Cut) != 0 || len(p.Intents[0].StaticCuts) != 0 || as[0].Tokens <= 60 {
-		t.Errorf("Seal(false): %+v", as[0])
-	}
-	if !strings.Contains(as[0].Message(), fmt.Sprintf("needs %d tokens (%d fixed + 20 reserved), budget 60", as[0].Tokens, as[0].Tokens-20)) {
-		t.Errorf("message %q", as[0].Message())
-	}
-}
-
-// The plan's small helpers: names, placeholders, and a digest that follows
+// The plan's small helpers: names, and a digest that follows
 // the content and ignores the revision written in it.
 func TestPlanHelpers(t *testing.T) {
 	p := sealPlan()
-	if got := Placeholder("data"); got != "{{runtime.data}}" {
-		t.Errorf("placeholder %q", got)
-	}
 	if got := p.RuntimeSections(); !reflect.DeepEqual(got, []string{"data"}) {
 		t.Errorf("runtime sections %v", got)
 	}
