@@ -58,6 +58,9 @@ type Query struct {
 	Tags []string
 	// IncludePending adds facts not consolidated yet, as kind "fact".
 	IncludePending bool
+	// TrustedOnly keeps only trusted items (Recaller.Trust): observations
+	// whose every source is trusted, pending facts of a trusted source.
+	TrustedOnly bool
 }
 
 // Recalled is one item of a query's answer.
@@ -69,6 +72,8 @@ type Recalled struct {
 	// trigram similarity plus 0.25 per shared entity (at most 1) where it
 	// was found by its words, the greater of the two when both.
 	Score float64
+	// Trusted tells whether the item is trusted (Recaller.Trust).
+	Trusted bool
 }
 
 // Item kinds of Recalled.
@@ -94,6 +99,9 @@ type Recaller struct {
 	Floor float64
 	// MaxPending bounds the pending facts held for IncludePending.
 	MaxPending int
+	// Trust is the bank's trusted sources; the zero Trust trusts every
+	// source.
+	Trust Trust
 	// OnError hears of a refresh that failed in the background and of a
 	// query that could not be embedded (recall then goes on by words).
 	OnError func(what string, err error)
@@ -104,10 +112,10 @@ type Recaller struct {
 	gens    genGate
 }
 
-// ForScope is a new Recaller like r (store, embedder, floor, bounds, error
-// handler) for another scope of r's bank.
+// ForScope is a new Recaller like r (store, embedder, floor, bounds,
+// trust, error handler) for another scope of r's bank.
 func (r *Recaller) ForScope(key ScopeKey) *Recaller {
-	return &Recaller{Store: r.Store, Scope: key, Embedder: r.Embedder, Floor: r.Floor, MaxPending: r.MaxPending, OnError: r.OnError}
+	return &Recaller{Store: r.Store, Scope: key, Embedder: r.Embedder, Floor: r.Floor, MaxPending: r.MaxPending, Trust: r.Trust, OnError: r.OnError}
 }
 
 // genGate coalesces the reads of the bank's generation that concurrent
