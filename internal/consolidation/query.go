@@ -389,7 +389,8 @@ func (r *Recaller) loadLocked(ctx context.Context, sp Space) (*bankMemory, error
 // Recall answers q: the bank's observations nearest the query by meaning
 // (when the Recaller has an Embedder and the query embeds) and by words
 // and entities, the two rankings interleaved as consolidation's recall
-// interleaves them, then filtered by tags and MinScore and cut to Limit.
+// interleaves them, then filtered by tags, MinScore and TrustedOnly and
+// cut to Limit; each item says whether it is trusted (Recaller.Trust).
 // semantic says whether the meaning arm took part.
 func (r *Recaller) Recall(ctx context.Context, q Query) (items []Recalled, semantic bool, err error) {
 	// The generation is read while the query is embedded; a bank not held
@@ -424,7 +425,7 @@ func (r *Recaller) Recall(ctx context.Context, q Query) (items []Recalled, seman
 		return nil, false, err
 	}
 	k := max(4*q.Limit, 32)
-	if len(q.Tags) > 0 {
+	if len(q.Tags) > 0 || (q.TrustedOnly && !r.Trust.Everyone()) {
 		k = max(16*q.Limit, 256)
 	}
 	grams := Trigrams(q.Text)
@@ -467,12 +468,13 @@ func (r *Recaller) Recall(ctx context.Context, q Query) (items []Recalled, seman
 			score[h.id] = max(score[h.id], min(1, h.s))
 		}
 	}
-	keep := func(s float64, tags []string) bool {
-		return s >= q.MinScore && (len(q.Tags) == 0 || slices.ContainsFunc(tags, func(t string) bool { return slices.Contains(q.Tags, t) }))
+	keep := func(s float64, tags []string, o Observation) bool {
+		return s >= q.MinScore && (len(q.Tags) == 0 || slices.ContainsFunc(tags, func(t string) bool { return slices.Contains(q.Tags, t) })) &&
+			(!q.TrustedOnly || r.Trust.Observation(o))
 	}
 	var obsHits []Candidate
 	for _, c := range fuse(sem, lex) {
-		if keep(score[c.ID], m.obs[c.ID].tags) {
+		if keep(score[c.ID], m.obs[c.ID].tags, c.Observation) {
 			obsHits = append(obsHits, c)
 		}
 	}
@@ -484,10 +486,11 @@ func (r *Recaller) Recall(ctx context.Context, q Query) (items []Recalled, seman
 		}
 		for _, f := range facts {
 			s := lexScore(f.Text, f.Entities)
-			if keep(s, f.Tags) {
+			o := Observation{ID: f.ID, Text: f.Text, ProofCount: 1, OccurredStart: f.OccurredStart, OccurredEnd: f.OccurredEnd,
+				Entities: f.Entities, SourceFactIDs: []string{f.ID}, Provenance: []string{SourceOf(f)}}
+			if keep(s, f.Tags, o) {
 				score[f.ID] = s
-				factHits = append(factHits, Candidate{Observation: Observation{ID: f.ID, Text: f.Text, ProofCount: 1,
-					OccurredStart: f.OccurredStart, OccurredEnd: f.OccurredEnd, Entities: f.Entities, SourceFactIDs: []string{f.ID}}})
+				factHits = append(factHits, Candidate{Observation: o})
 			}
 		}
 	}
@@ -503,7 +506,7 @@ func (r *Recaller) Recall(ctx context.Context, q Query) (items []Recalled, seman
 		if isFact[c.ID] {
 			kind = KindFact
 		}
-		items = append(items, Recalled{Observation: c.Observation, Kind: kind, Score: score[c.ID]})
+		items = append(items, Recalled{Observation: c.Observation, Kind: kind, Score: score[c.ID], Trusted: r.Trust.Observation(c.Observation)})
 	}
 	return items, semantic, nil
 }

@@ -396,3 +396,9 @@ const (
 	DropDuplicate          = "duplicate"          // near-identical to an observation (duplicateSimilarity); its sources joined that one
 	DropErased             = "erased"             // cites a fact erased while the run worked on it
 )
+
+// RefusedByTrust is the code of a change of a trusted observation that
+// untrusted facts asked for and the run refused (Settings.Trust): counted
+// in Summary.RefusedByTrust, not in DroppedItems, and never lossy (an
+// update is kept as a new observation; a delete names no facts).
+const RefusedByTrust = "refusedByTrust"
