@@ -205,12 +205,15 @@ func TestUpgradeKeepsFloatVectors(t *testing.T) {
 			for i := range v {
 				v[i] = float32(rng.NormFloat64())
 			}
-			importFacts(t, old, consolidation.Fact{ID: fid(1), Text: "a fact"})
 			now := time.Now()
 			for _, q := range []struct {
 				query string
 				args  []any
 			}{
+				// Written as that version's import wrote them: the
+				// store's write paths now write later columns too.
+				{`INSERT INTO promptops_banks (id, created_at) VALUES ($1, $2)`, []any{bank, old.timeArg(&now)}},
+				{`INSERT INTO promptops_facts (bank, id, text, created_at) VALUES ($1, $2, 'a fact', $3)`, []any{bank, fid(1), old.timeArg(&now)}},
 				{`INSERT INTO promptops_observations (bank, id, text, text_norm, proof_count, created_at, updated_at) VALUES ($1, 'o1', 'o1', 'o1', 1, $2, $2)`, []any{bank, old.timeArg(&now)}},
 				{`INSERT INTO promptops_observations (bank, id, text, text_norm, proof_count, created_at, updated_at) VALUES ($1, 'o2', 'o2', 'o2', 1, $2, $2)`, []any{bank, old.timeArg(&now)}},
 				{`INSERT INTO promptops_fact_vectors (bank, fact_id, model, dims, vec) VALUES ($1, $2, 'm', $3, $4)`, []any{bank, fid(1), dims, floatBytes(v)}},
