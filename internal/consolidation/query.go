@@ -425,7 +425,11 @@ func (r *Recaller) Recall(ctx context.Context, q Query) (items []Recalled, seman
 		return nil, false, err
 	}
 	k := max(4*q.Limit, 32)
-	if len(q.Tags) > 0 || (q.TrustedOnly && !r.Trust.Everyone()) {
+	if len(q.Tags) > 0 {
+		k = max(16*q.Limit, 256)
+	}
+	if q.TrustedOnly && !r.Trust.Everyone() {
+		// Kept only in part, as with tags: look as deep.
 		k = max(16*q.Limit, 256)
 	}
 	grams := Trigrams(q.Text)

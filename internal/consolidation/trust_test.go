@@ -1,13 +1,15 @@
 package consolidation
 
 import (
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 )
 
 func TestSourceProblem(t *testing.T) {
-	for _, ok := range []string{"user", "assistant", "crm", "tool.web-search", "a", "x1_y2-z3.w4", strings.Repeat("a", MaxSourceBytes), SourceUnspecified} {
+	for _, ok := range []string{"user", "assistant", "crm", "tool.web-search", "a", "z", "x1_y2-z3.w4", "az09", "a.a", "a.z", "a-0", "a_9", strings.Repeat("a", MaxSourceBytes), SourceUnspecified} {
 		if p := SourceProblem(ok); p != "" {
 			t.Errorf("%q: %s", ok, p)
 		}
@@ -25,6 +27,17 @@ func TestSourceProblem(t *testing.T) {
 		"toolWeb":                             "byte 5 is not a lowercase letter",
 		"crm/eu":                              "byte 4 is not a lowercase letter",
 		"crmé":                                "byte 4 is not a lowercase letter",
+		// Each side of every range: ` { / : are next to a z 0 9.
+		"`crm": "must start with a lowercase letter",
+		"{crm": "must start with a lowercase letter",
+		"c`":   "byte 2 is not a lowercase letter",
+		"c{":   "byte 2 is not a lowercase letter",
+		"c/":   "byte 2 is not a lowercase letter",
+		"c:":   "byte 2 is not a lowercase letter",
+		"c.`":  "byte 2: a separator must be followed",
+		"c.{":  "byte 2: a separator must be followed",
+		"c./":  "byte 2: a separator must be followed",
+		"c.:":  "byte 2: a separator must be followed",
 	} {
 		if p := SourceProblem(bad); !strings.Contains(p, want) {
 			t.Errorf("%q: %q, want %q", bad, p, want)
@@ -77,6 +90,13 @@ func TestTrust(t *testing.T) {
 	}
 	if tr, err := ParseTrust("  "); err != nil || !tr.Everyone() {
 		t.Errorf("ParseTrust of blanks: %v %v", tr, err)
+	}
+	most := make([]string, MaxTrustedSources)
+	for i := range most {
+		most[i] = fmt.Sprintf("s%d", i)
+	}
+	if tr, err := NewTrust(most); err != nil || len(tr.Sources()) != MaxTrustedSources {
+		t.Errorf("NewTrust of %d sources: %v", len(most), err)
 	}
 	many := make([]string, MaxTrustedSources+1)
 	for i := range many {
@@ -193,5 +213,34 @@ func TestValidateTrustKeptUpdateIsACreate(t *testing.T) {
 	ops, dropped, err = Validate(a, b, nil)
 	if codes := dropCodes(dropped); err != nil || len(ops.Creates)+len(ops.Updates) != 0 || codes[DropRepeated] != 1 {
 		t.Errorf("repeating an observation: %+v %+v %v", ops, dropped, err)
+	}
+}
+
+// A fact's source: ParseFact takes a source's name, refuses another
+// naming the field, and gives SourceUnspecified when it is left out; a
+// source counts in the derived id when it names one, and leaves the id of
+// a fact without one as it was.
+func TestFactSource(t *testing.T) {
+	f, err := ParseFact([]byte(`{"text": "plan: Free", "source": "crm"}`))
+	if err != nil || f.Source != "crm" {
+		t.Fatalf("%+v %v", f, err)
+	}
+	f, err = ParseFact([]byte(`{"text": "plan: Free"}`))
+	if err != nil || f.Source != SourceUnspecified {
+		t.Fatalf("%+v %v", f, err)
+	}
+	_, err = ParseFact([]byte(`{"text": "plan: Free", "source": "CRM"}`))
+	var fe *FieldError
+	if !errors.As(err, &fe) || fe.Field != "source" || !strings.Contains(err.Error(), "lowercase") {
+		t.Fatalf("a bad source: %v", err)
+	}
+	bank := BankID("ns/b")
+	none := DerivedFactID(bank, Fact{Text: "plan: Free"})
+	if got := DerivedFactID(bank, Fact{Text: "plan: Free", Source: SourceUnspecified}); got != none {
+		t.Errorf("an unspecified source changes the id: %s, %s", got, none)
+	}
+	crm, user := DerivedFactID(bank, Fact{Text: "plan: Free", Source: "crm"}), DerivedFactID(bank, Fact{Text: "plan: Free", Source: "user"})
+	if crm == none || user == none || crm == user {
+		t.Errorf("the source does not count in the id: %s %s %s", none, crm, user)
 	}
 }
