@@ -163,9 +163,10 @@ func timeKey(t *time.Time) string {
 	return t.UTC().Format(time.RFC3339Nano)
 }
 
-// FactConflictError is a fact whose id the bank holds with other text.
+// FactConflictError is a fact whose id the bank holds with other text or
+// another source.
 type FactConflictError struct{ ID string }
 
 func (e *FactConflictError) Error() string {
-	return fmt.Sprintf("fact %q is already in the bank with other text", e.ID)
+	return fmt.Sprintf("fact %q is already in the bank with other text or another source", e.ID)
 }
