@@ -78,7 +78,7 @@ func runServe(args []string, _ io.Reader, _, stderr io.Writer) int {
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: promptops serve (--plans-dir DIR | --watch [--namespace NS,...] | --bank NS/NAME) [--listen ADDR] [--auth none|kubernetes]\n\nPOST /v1/assemble {\"namespace\", \"name\", \"intent\", \"runtime\": {\"<section>\": \"<text>\"}, \"query\"?}\nanswers the prompt as `promptops assemble` would; GET /v1/templates lists the plans.\nWith --bank (and --store or $PROMPTOPS_STORE): POST /v1/banks/NS/NAME/facts {\"facts\": [...]} retains facts,\nPOST /v1/banks/NS/NAME/recall {\"query\", \"maxTokens\", \"maxItems\", \"minScore\", \"tags\", \"includePending\"} recalls.\n/healthz, /readyz (after the first load) and /metrics are on the same address.")
+		fmt.Fprintln(stderr, "Usage: promptops serve (--plans-dir DIR | --watch [--namespace NS,...] | --bank NS/NAME) [--listen ADDR] [--auth none|kubernetes]\n\nPOST /v1/assemble {\"namespace\", \"name\", \"intent\", \"runtime\": {\"<section>\": \"<text>\"}, \"query\"?}\nanswers the prompt as `promptops assemble` would; GET /v1/templates lists the plans.\nWith --bank (and --store or $PROMPTOPS_STORE): POST /v1/banks/NS/NAME/facts {\"facts\": [...]} retains facts,\nPOST /v1/banks/NS/NAME/recall {\"query\", \"maxTokens\", \"maxItems\", \"minScore\", \"tags\", \"includePending\", \"trustedOnly\"} recalls.\n/healthz, /readyz (after the first load) and /metrics are on the same address.")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args); !ok {
