@@ -154,7 +154,7 @@ func docAssemble(p *plan.Plan, intent string, runtime map[string]string, query, 
 			return docResult{}, fmt.Errorf("no runtime section %q", name)
 		}
 	}
-	// Memory sections: the query, the answer, minScore, maxItems, then
+	// Memory sections: the query, the answer, minScore and trustedOnly, maxItems, then
 	// FitMemory with the reserve (docFit).
 	items := make([][]plan.MemoryItem, len(p.Sections))
 	var mems []MemoryExpected
@@ -192,8 +192,8 @@ func docAssemble(p *plan.Plan, intent string, runtime map[string]string, query, 
 			m.Scope = sc
 			m.Recalled = len(in.Items)
 			var kept []plan.MemoryItem
-			for _, it := range in.Items {
-				if it.Score >= s.Memory.MinScore {
+			for _, it := range planItems(in.Items) {
+				if it.Score >= s.Memory.MinScore && (it.Trusted || !s.Memory.TrustedOnly) {
 					kept = append(kept, it)
 				}
 			}
