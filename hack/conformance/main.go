@@ -639,6 +639,68 @@ func main() {
 		fail(err)
 	}
 	fmt.Printf("wrote %d cases to %s\n", n, dir)
+	path := filepath.Join("testdata", "conformance", "assignment.json")
+	if err := generateAssignment(path); err != nil {
+		fail(err)
+	}
+	fmt.Printf("wrote %s\n", path)
+}
+
+// Assignment is testdata/conformance/assignment.json: rollout assignment
+// keys with their bucket and the least weight that puts them on the
+// canary (docs/plan.md, "Rollout assignment").
+type Assignment struct {
+	Buckets int              `json:"buckets"`
+	Cases   []AssignmentCase `json:"cases"`
+}
+
+// AssignmentCase is one key of one template.
+type AssignmentCase struct {
+	Namespace   string `json:"namespace"`
+	Name        string `json:"name"`
+	Key         string `json:"key"`
+	Bucket      int    `json:"bucket"`
+	FirstWeight int    `json:"firstWeight"`
+}
+
+// assignment lists the vectors: keys as applications send them (ids,
+// e-mail addresses, scopes, CJK, emoji, a line feed, a slash, one
+// character 4096 times), the same key in two templates and two
+// namespaces, and keys found at the weights' edges (the first and last
+// bucket, each side of weight 1, 10 and 50, and inside the first and last
+// percent).
+func assignment() Assignment {
+	a := Assignment{Buckets: plan.Buckets}
+	add := func(ns, name, key string) {
+		b := plan.Bucket(ns, name, key)
+		a.Cases = append(a.Cases, AssignmentCase{Namespace: ns, Name: name, Key: key, Bucket: b, FirstWeight: b/(plan.Buckets/100) + 1})
+	}
+	for _, key := range []string{"user-1", "user-2", "ana@example.com", "user:ana", "tenant-42/session-7", "会话-中文", "😀 emoji", "line\nfeed", " spaced ", strings.Repeat("a", 4096), "0", "-"} {
+		add("shop", "support", key)
+	}
+	for _, t := range [][2]string{{"shop", "billing"}, {"other", "support"}, {"shop", "support-v2"}} {
+		add(t[0], t[1], "user-1")
+	}
+	// The first key ("edge-<n>") found in each of these bucket ranges.
+	for _, r := range [][2]int{{0, 1}, {1, 99}, {99, 100}, {100, 101}, {999, 1000}, {1000, 1001}, {4999, 5000}, {5000, 5001}, {plan.Buckets - 100, plan.Buckets - 1}, {plan.Buckets - 1, plan.Buckets}} {
+		for n := 0; ; n++ {
+			key := fmt.Sprintf("edge-%d", n)
+			if b := plan.Bucket("shop", "support", key); b >= r[0] && b < r[1] {
+				add("shop", "support", key)
+				break
+			}
+		}
+	}
+	return a
+}
+
+// generateAssignment writes the assignment vectors to path.
+func generateAssignment(path string) error {
+	data, err := json.MarshalIndent(assignment(), "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(data, '\n'), 0o644)
 }
 
 // render renders a template's YAML as the operator does and returns its
