@@ -9,10 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/promptops/promptops/internal/consolidation"
 	"github.com/promptops/promptops/internal/consolidation/sqlstore"
@@ -155,44 +152,8 @@ func TestProvenanceEndToEnd(t *testing.T) {
 
 			// The bank served with the same trust, and a template with two
 			// memory sections: what is verified (trustedOnly), and all.
-			addrs := make(chan string, 2)
-			serveReady = func(addr string) { addrs <- addr }
-			defer func() { serveReady = nil }()
-			var mu sync.Mutex
-			var logs strings.Builder
-			done := make(chan int, 2)
-			started := 0
-			start := func(args ...string) string {
-				t.Helper()
-				started++
-				go func() {
-					done <- Main(append([]string{"serve", "--listen", "127.0.0.1:0"}, args...), strings.NewReader(""), io.Discard, &lockedWriter{&mu, &logs})
-				}()
-				select {
-				case a := <-addrs:
-					return a
-				case <-time.After(60 * time.Second):
-					t.Fatalf("serve did not start: %s", logs.String())
-				}
-				return ""
-			}
-			stop := func() {
-				if started == 0 {
-					return
-				}
-				if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
-					t.Fatal(err)
-				}
-				for ; started > 0; started-- {
-					select {
-					case <-done:
-					case <-time.After(30 * time.Second):
-						t.Fatal("serve did not stop")
-					}
-				}
-			}
-			bankAddr := start("--bank", bank, "--store", url, "--trusted-sources", "tool.billing,crm")
-			defer stop()
+			serves := newServes(t)
+			bankAddr := serves.start("--bank", bank, "--store", url, "--trusted-sources", "tool.billing,crm")
 			recall := func(trustedOnly bool) []plan.MemoryItem {
 				t.Helper()
 				q, _ := json.Marshal(map[string]any{"query": "plan seats region discount pet", "maxTokens": 4000, "scope": scope, "trustedOnly": trustedOnly})
@@ -258,8 +219,7 @@ func TestProvenanceEndToEnd(t *testing.T) {
 				t.Errorf("export: the fact without a source has %q, want unspecified", sources[pet])
 			}
 
-			tmpl := filepath.Join(dir, "template.yaml")
-			_ = os.WriteFile(tmpl, []byte(`apiVersion: promptops.io/v1
+			plans, _ := renderPlans(t, dir, `apiVersion: promptops.io/v1
 kind: PromptTemplate
 metadata: {name: support, namespace: shop}
 spec:
@@ -274,33 +234,10 @@ spec:
     memory: {bankRef: {name: accounts}, query: {fromRequest: true}, scope: {fromRequest: true}, reserveTokens: 300}
   - {name: task, heading: "## Task", intent: true}
   intents: [{name: chat, instruction: "Answer briefly."}]
-`), 0o644)
-			plans := filepath.Join(dir, "plans")
-			if code, _, e := run(t, "", "render", "-f", tmpl, "--out-dir", plans); code != ExitOK {
-				t.Fatalf("render: %d %s", code, e)
-			}
-			planFile := filepath.Join(plans, "shop", "support", "plan.json")
-			data, err := os.ReadFile(planFile)
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, err := plan.Load(data)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i := range p.Sections {
-				if p.Sections[i].Memory != nil {
-					p.Sections[i].Memory.Endpoint = "http://" + bankAddr
-				}
-			}
-			p.Revision = p.Digest()
-			data, _ = json.Marshal(p)
-			if err := os.WriteFile(planFile, data, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			front := start("--plans-dir", plans, "--memory-token-file", "")
+`, bankAddr)
+			front := serves.start("--plans-dir", plans, "--memory-token-file", "")
 			code, body = httpDo(t, "POST", "http://"+front+"/v1/assemble", `{"namespace": "shop", "name": "support", "intent": "chat", "query": "plan seats region discount pet", "scope": "`+scope+`"}`)
-			stop()
+			serves.stop()
 			var out struct {
 				Prompt string `json:"prompt"`
 			}

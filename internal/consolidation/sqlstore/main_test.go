@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -117,6 +118,40 @@ func observations(t *testing.T, s *Store) []consolidation.Observation {
 func ensureScope(t *testing.T, s *Store, key consolidation.ScopeKey) {
 	t.Helper()
 	if _, err := s.db.ExecContext(context.Background(), s.rebind("INSERT INTO promptops_banks (id, created_at) VALUES ($1, $2) ON CONFLICT DO NOTHING"), string(key), s.timeArg(ptrTime(time.Now()))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// eachRow calls fn with the columns and values of every row query reads
+// (text read as []byte given as string), then checks the rows' error.
+func eachRow(t *testing.T, db *sql.DB, query string, fn func(cols []string, vals []any)) {
+	t.Helper()
+	rows, err := db.Query(query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range vals {
+			if b, ok := v.([]byte); ok {
+				vals[i] = string(b)
+			}
+		}
+		fn(cols, vals)
+	}
+	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
 }

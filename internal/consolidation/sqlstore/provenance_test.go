@@ -399,35 +399,15 @@ func TestUpgradeKeepsRowsOfUnspecifiedSources(t *testing.T) {
 // tableRows renders every row of a table, sorted.
 func tableRows(t *testing.T, db *sql.DB, table string) []string {
 	t.Helper()
-	rows, err := db.Query("SELECT * FROM " + table)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	cols, _ := rows.Columns()
 	var out []string
-	for rows.Next() {
-		vals := make([]any, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			t.Fatal(err)
-		}
+	eachRow(t, db, "SELECT * FROM "+table, func(cols []string, vals []any) {
 		var b strings.Builder
 		b.WriteString(table)
 		for i, c := range cols {
-			if v, ok := vals[i].([]byte); ok {
-				vals[i] = string(v)
-			}
 			fmt.Fprintf(&b, " %s=%v", c, vals[i])
 		}
 		out = append(out, b.String())
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
+	})
 	sort.Strings(out)
 	return out
 }

@@ -136,28 +136,8 @@ func isoRows(t *testing.T, s *Store) map[consolidation.ScopeKey][]string {
 	t.Helper()
 	out := map[consolidation.ScopeKey][]string{}
 	for _, tb := range isoTables {
-		rows, err := s.db.Query("SELECT " + tb.columns + " FROM " + tb.table)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cols, _ := rows.Columns()
-		at := slices.Index(cols, tb.key)
-		for rows.Next() {
-			vals := make([]any, len(cols))
-			ptrs := make([]any, len(cols))
-			for i := range vals {
-				ptrs[i] = &vals[i]
-			}
-			if err := rows.Scan(ptrs...); err != nil {
-				t.Fatal(err)
-			}
-			var key string
-			switch v := vals[at].(type) {
-			case string:
-				key = v
-			case []byte:
-				key = string(v)
-			}
+		eachRow(t, s.db, "SELECT "+tb.columns+" FROM "+tb.table, func(cols []string, vals []any) {
+			key, _ := vals[slices.Index(cols, tb.key)].(string)
 			var b strings.Builder
 			b.WriteString(tb.table)
 			for i, c := range cols {
@@ -170,10 +150,7 @@ func isoRows(t *testing.T, s *Store) map[consolidation.ScopeKey][]string {
 				fmt.Fprintf(&b, " %s=%v", c, vals[i])
 			}
 			out[consolidation.ScopeKey(key)] = append(out[consolidation.ScopeKey(key)], b.String())
-		}
-		if err := rows.Close(); err != nil {
-			t.Fatal(err)
-		}
+		})
 	}
 	for k := range out {
 		sort.Strings(out[k])
