@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -154,4 +155,34 @@ func eachRow(t *testing.T, db *sql.DB, query string, fn func(cols []string, vals
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// storeAtVersion is a new store of the kind ("postgres" or "sqlite")
+// migrated only to schema version pgVersion or sqliteVersion, as a release
+// before the later migrations left it, and the URL that Open upgrades it
+// through; old.db is the store's connection, to write rows as that
+// release did and to close before Open.
+func storeAtVersion(t *testing.T, kind string, pgVersion, sqliteVersion int) (old *Store, url string) {
+	t.Helper()
+	ctx := context.Background()
+	driver, raw, d, version := "sqlite", "", dialect(sqlite), sqliteVersion
+	url = "sqlite://" + filepath.Join(t.TempDir(), "bank.db")
+	if kind == "postgres" {
+		dsn, err := pg.NewDatabase(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		driver, url, raw, d, version = "pgx", dsn, dsn, postgres, pgVersion
+	} else {
+		raw = "file:" + strings.TrimPrefix(url, "sqlite://")
+	}
+	db, err := sql.Open(driver, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old = &Store{db: db, scan: db, dialect: d, lex: map[string]*lexCache{}}
+	if err := old.migrateTo(ctx, version); err != nil {
+		t.Fatal(err)
+	}
+	return old, url
 }

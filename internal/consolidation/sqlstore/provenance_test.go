@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -274,26 +273,10 @@ func TestProvenanceIsTheUnionOfSources(t *testing.T) {
 // that provenance.
 func TestUpgradeKeepsRowsOfUnspecifiedSources(t *testing.T) {
 	ctx := context.Background()
-	for _, tc := range []struct{ name, driver string }{{"postgres", "pgx"}, {"sqlite", "sqlite"}} {
-		t.Run(tc.name, func(t *testing.T) {
-			url, raw, d, before := "sqlite://"+filepath.Join(t.TempDir(), "bank.db"), "", dialect(sqlite), 9
-			if tc.name == "postgres" {
-				dsn, err := pg.NewDatabase(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				url, raw, d, before = dsn, dsn, postgres, 8
-			} else {
-				raw = "file:" + strings.TrimPrefix(url, "sqlite://")
-			}
-			db, err := sql.Open(tc.driver, raw)
-			if err != nil {
-				t.Fatal(err)
-			}
-			old := &Store{db: db, scan: db, dialect: d, lex: map[string]*lexCache{}}
-			if err := old.migrateTo(ctx, before); err != nil {
-				t.Fatal(err)
-			}
+	for _, kind := range []string{"postgres", "sqlite"} {
+		t.Run(kind, func(t *testing.T) {
+			old, url := storeAtVersion(t, kind, 8, 9)
+			db := old.db
 			key, ana := consolidation.BankID(bank).Scope(""), consolidation.BankID(bank).Scope("ana")
 			at := func(day int) any { tm := time.Date(2026, 1, day, 0, 0, 0, 0, time.UTC); return old.timeArg(&tm) }
 			exec := func(q string, args ...any) {
