@@ -197,6 +197,12 @@ type MemorySection struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=1000
 	MinScore int32 `json:"minScore,omitempty"`
+
+	// trustedOnly recalls trusted observations and facts alone: those
+	// whose every source is in the bank's spec.trustedSources (a bank that
+	// names none trusts every source).
+	// +optional
+	TrustedOnly bool `json:"trustedOnly,omitempty"`
 }
 
 // Truncation says whether and how a section may be cut to fit the budget.

@@ -37,6 +37,7 @@ func TestFactsImportRejectsBadLines(t *testing.T) {
 		{"UTF-16 input", "\xff\xfe{\x00}\x00", "line 1: not valid UTF-8"},
 		{"two facts on one line", ok + "\n" + `{"text": "a"} {"text": "b"}` + "\n", "line 2: more than one JSON value on the line"},
 		{"byte order mark after line 1", ok + "\n\xef\xbb\xbf" + `{"text": "b"}` + "\n", "line 2: not a JSON object"},
+		{"a bad source", ok + "\n" + `{"text": "b", "source": "Tool.Web"}` + "\n", "line 2: source: must start with a lowercase letter"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			url := "sqlite://" + filepath.Join(t.TempDir(), "bank.db")

@@ -283,6 +283,8 @@ export interface components {
             /** Format: date-time */
             occurredEnd?: string;
             sourceFactIds?: string[];
+            /** @description Whether the item is trusted: a fact of a source the bank trusts, an observation whose every source fact is. True for every item of a bank that names no trusted sources. */
+            trusted: boolean;
         };
         BankRef: {
             namespace?: string;
@@ -323,10 +325,12 @@ export interface components {
         };
         /** @description A fact as an application tells it. The snake_case names of before (occurred_start, occurred_end, mentioned_at) are refused (400 InvalidFact) with a message that names the camelCase one. */
         Fact: {
-            /** @description Derived from the bank, scope, text and times when left out. */
+            /** @description Derived from the bank, scope, text, times and source (when one is named) when left out. */
             id?: string;
             scope?: components["schemas"]["Scope"];
             text: string;
+            /** @description Who said it: a short lowercase name (user, assistant, crm, tool.web-search). Absent, the fact's source is "unspecified". A bank that names trusted sources (--trusted-sources, a MemoryBank's spec.trustedSources) trusts the facts of those alone; untrusted facts never update, delete or join a trusted observation. */
+            source?: string;
             entities?: string[] | null;
             /** @description RFC 3339, or YYYY-MM-DD. */
             occurredStart?: string;
@@ -357,6 +361,8 @@ export interface components {
             includePending?: boolean;
             scope?: string;
             includeShared?: boolean;
+            /** @description Recall trusted items alone: observations whose every source fact is of a source the bank trusts, pending facts of such a source. A bank that names no trusted sources trusts every item. */
+            trustedOnly?: boolean;
         };
         RecallResponse: {
             items: components["schemas"]["MemoryItem"][] | null;
@@ -369,6 +375,36 @@ export interface components {
             facts: number;
             observations: number;
             requeued: number;
+        };
+        /** @description One line of a scope's export: a fact (kind fact, with its source and status) or an observation (kind observation, with its source facts and provenance). */
+        ExportedItem: {
+            /** @enum {string} */
+            kind: "fact" | "observation";
+            id: string;
+            scope?: string;
+            text: string;
+            entities?: string[] | null;
+            /** Format: date-time */
+            occurredStart?: string;
+            /** Format: date-time */
+            occurredEnd?: string;
+            /** Format: date-time */
+            mentionedAt?: string;
+            tags?: string[] | null;
+            /** @description A fact's source ("unspecified" for one retained without). */
+            source?: string;
+            /** @description A fact's: pending, consolidated or failed. */
+            status?: string;
+            failureReason?: string;
+            /** Format: date-time */
+            createdAt?: string;
+            /** @description An observation's source facts. */
+            sourceFactIds?: string[];
+            proofCount?: number;
+            /** Format: date-time */
+            updatedAt?: string;
+            /** @description An observation's provenance: the distinct sources of the facts it cites, sorted; it is trusted when the bank trusts every one. */
+            provenance?: string[];
         };
     };
     responses: {
