@@ -374,6 +374,11 @@ type PromptTemplateSpec struct {
 	// +kubebuilder:validation:MaxItems=64
 	Intents []Intent `json:"intents"`
 
+	// rollout, when set, sends a change of the template to a share of
+	// requests first, in steps, before every request gets it; see Rollout.
+	// +optional
+	Rollout *Rollout `json:"rollout,omitempty"`
+
 	// revisionHistoryLimit is how many immutable copies <name>-prompts-<hash8>
 	// of past revisions are kept, for Deployments that roll on a new name.
 	// 0 (the default) keeps none.
@@ -465,6 +470,10 @@ type PromptTemplateStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=256
 	LastHandledReconcileAt string `json:"lastHandledReconcileAt,omitempty"`
+
+	// rollout is the state of the template's rollout (spec.rollout).
+	// +optional
+	Rollout *RolloutStatus `json:"rollout,omitempty"`
 }
 
 // PromptTemplate is a system prompt as ordered sections, one instruction per
