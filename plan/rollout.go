@@ -1,11 +1,14 @@
 package plan
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
-
-	"github.com/promptops/promptops/internal/strictjson"
+	"slices"
+	"unicode/utf8"
 )
 
 // RolloutFile, CanaryPlanFile and RolloutKind: during a rollout the
@@ -60,8 +63,8 @@ func (e *InvalidRolloutError) Error() string {
 // revision or a weight outside 0..100 an *InvalidRolloutError.
 func ParseRollout(data []byte) (*RolloutState, error) {
 	r := &RolloutState{}
-	if err := strictjson.Unmarshal(data, r); err != nil {
-		return nil, fmt.Errorf("%w: %s", ErrNotRollout, strictjson.Describe(err))
+	if err := decodeStrict(data, r, "apiVersion", "kind", "stableRevision", "canaryRevision", "weight"); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNotRollout, err)
 	}
 	if r.APIVersion != PlanAPIVersion || r.Kind != RolloutKind {
 		return nil, fmt.Errorf("%w: apiVersion %q kind %q, want %s %s", ErrNotRollout, r.APIVersion, r.Kind, PlanAPIVersion, RolloutKind)
@@ -109,4 +112,44 @@ func (r *Revisions) Choose(key string) (p *Plan, canary bool) {
 		return r.Canary, true
 	}
 	return r.Stable, false
+}
+
+// decodeStrict decodes data, one JSON object whose members are among
+// names (matched exactly, each at most once), into v; invalid UTF-8 and
+// anything after the object are refused. It stays within the standard
+// library, as the package does.
+func decodeStrict(data []byte, v any, names ...string) error {
+	if !utf8.Valid(data) {
+		return errors.New("invalid UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return errors.New("not a JSON object")
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		name, _ := t.(string)
+		switch {
+		case !slices.Contains(names, name):
+			return fmt.Errorf("unknown member %q", name)
+		case seen[name]:
+			return fmt.Errorf("member %q repeated", name)
+		}
+		seen[name] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return err
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("data after the JSON object")
+	}
+	return json.Unmarshal(data, v)
 }
