@@ -265,6 +265,8 @@ export interface components {
             query?: string;
             /** @description The bank scope of memory sections that take it from the request. */
             scope?: string;
+            /** @description What assigns the request to a rollout's stable or canary revision (a user, tenant or session id; 1 to 1024 bytes of UTF-8): the same key keeps its revision while the canary's weight grows. Left out, the scope assigns; without a scope, chance does. Never logged. */
+            assignmentKey?: string | null;
         };
         SectionSummary: {
             name: string;
@@ -307,8 +309,10 @@ export interface components {
             withinBudget: boolean;
             /** @description The prompt's prefix that is the same in every request (before its first runtime or memory section). */
             cacheableTokens: number;
-            /** @description The plan's revision, sha256:... */
+            /** @description The revision of the plan the prompt was assembled from, sha256:... */
             revision: string;
+            /** @description Whether that revision is a rollout's canary (else the template's stable revision). */
+            canary: boolean;
             sections: components["schemas"]["SectionSummary"][];
             memory?: components["schemas"]["MemorySummary"][];
         };
