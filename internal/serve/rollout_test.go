@@ -356,3 +356,48 @@ func postHandler(t *testing.T, h http.Handler, body string) (int, []byte) {
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/assemble", strings.NewReader(body)))
 	return rec.Code, rec.Body.Bytes()
 }
+
+// A request a rollout assigns to the canary: its span's
+// gen_ai.prompt.version is the canary's revision, the tokens counter's
+// revision_role is canary, and neither span, metrics nor logs hold the key.
+func TestCanaryRequestSpanAndMetrics(t *testing.T) {
+	rec := recordSpans(t)
+	logs := &syncBuffer{}
+	s := New(Options{Log: funcr.New(logs.add, funcr.Options{})})
+	stable := renderedFiles(t, "shop", "support", "You are the support assistant.")
+	canary := renderedFiles(t, "shop", "support", "You are the support assistant of Acme.")
+	files := rolloutFiles(t, stable, canary, 100)
+	s.loader.load(map[string]source{"dir": {data: files[PlanFile], canary: files[plan.CanaryPlanFile], rollout: files[plan.RolloutFile], want: Key{"shop", "support"}}})
+	const key = "tenant-secret-4711"
+	status, body := postHandler(t, s.Handler(), `{"namespace":"shop","name":"support","intent":"chat","assignmentKey":"`+key+`"}`)
+	var resp AssembleResponse
+	if err := json.Unmarshal(body, &resp); err != nil || status != 200 || !resp.Canary || resp.Revision != mustLoad(t, canary[PlanFile]).Revision {
+		t.Fatalf("at weight 100: %d %s", status, body)
+	}
+	spans := rec.Ended()
+	if len(spans) != 1 {
+		t.Fatalf("%d spans", len(spans))
+	}
+	if v, ok := spanAttr(spans[0], "gen_ai.prompt.version"); !ok || v.AsString() != resp.Revision {
+		t.Errorf("gen_ai.prompt.version = %v, want the canary's %s", v.Emit(), resp.Revision)
+	}
+	for _, kv := range spans[0].Attributes() {
+		if strings.Contains(kv.Value.Emit(), key) {
+			t.Errorf("span attribute %s holds the key", kv.Key)
+		}
+	}
+	rec2 := httptest.NewRecorder()
+	s.Handler().ServeHTTP(rec2, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	metrics := rec2.Body.String()
+	for _, want := range []string{
+		`promptops_serve_prompt_tokens_total{intent="chat",name="support",namespace="shop",revision_role="canary"}`,
+		`promptops_serve_template_revision{name="support",namespace="shop",revision="` + resp.Revision + `"} 1`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	if strings.Contains(metrics, key) || strings.Contains(logs.String(), key) {
+		t.Error("metrics or logs hold the assignment key")
+	}
+}
