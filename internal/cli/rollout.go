@@ -13,12 +13,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	promptopsv1 "github.com/promptops/promptops/api/v1"
+	"github.com/promptops/promptops/internal/textclip"
 )
 
 func init() {
@@ -121,9 +123,17 @@ func rolloutTarget(name string, args []string, fs *flag.FlagSet, kf *kubeFlags, 
 		fmt.Fprintf(stderr, "promptops rollout %s: name one PromptTemplate (promptops rollout %s NAME -n NAMESPACE)\n", name, name)
 		return nil, types.NamespacedName{}, ExitInvalid, false
 	}
+	if msgs := validation.IsDNS1123Subdomain(pos[0]); len(msgs) > 0 {
+		fmt.Fprintf(stderr, "promptops rollout %s: %q is no PromptTemplate name: %s\n", name, textclip.Head(pos[0], 80, "…"), strings.Join(msgs, "; "))
+		return nil, types.NamespacedName{}, ExitInvalid, false
+	}
 	c, ns, err := kf.client()
 	if err != nil {
 		fmt.Fprintf(stderr, "promptops rollout %s: %v\n", name, err)
+		return nil, types.NamespacedName{}, ExitInvalid, false
+	}
+	if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+		fmt.Fprintf(stderr, "promptops rollout %s: namespace %q: %s\n", name, textclip.Head(ns, 80, "…"), strings.Join(msgs, "; "))
 		return nil, types.NamespacedName{}, ExitInvalid, false
 	}
 	return c, types.NamespacedName{Namespace: ns, Name: pos[0]}, 0, true

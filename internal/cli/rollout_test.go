@@ -277,6 +277,9 @@ func TestRollout(t *testing.T) {
 			{"rollout", "status", kc},
 			{"rollout", "promote", "a", "b", kc},
 			{"rollout", "status", "x", "-o", "yaml", kc},
+			{"rollout", "promote", "../x", "-n", "team", kc},
+			{"rollout", "abort", strings.Repeat("x", 300), "-n", "team", kc},
+			{"rollout", "status", "x", "-n", "Team_1", kc},
 		} {
 			if code, _, _ := runMain(args...); code != ExitInvalid {
 				t.Errorf("%v: exit %d, want %d", args, code, ExitInvalid)
