@@ -27,10 +27,10 @@ const (
 // (test/argocd runs them through Argo CD's Lua code and kstatus).
 const argocdRolloutInputs = "../config/argocd/resource_customizations/promptops.io/PromptTemplate/testdata"
 
-// rolloutPhaseTemplate is a PromptTemplate in a phase of its rollout, as the
-// manager writes it (the rollout contract of issue 45): conditions of generation 2, the
-// budget's domain conditions, status.revision the stable revision and
-// status.rollout.
+// rolloutPhaseTemplate is a PromptTemplate in a phase of its rollout as
+// the manager writes it: conditions of generation 2 (the budget's domain
+// conditions, Ready, and Reconciling or Stalled as the phase says),
+// status.revision the stable revision, and status.rollout.
 func rolloutPhaseTemplate(phase promptopsv1.RolloutPhase) *promptopsv1.PromptTemplate {
 	at := metav1.NewTime(time.Date(2026, 12, 7, 18, 0, 0, 0, time.UTC))
 	cond := func(typ string, s metav1.ConditionStatus, reason, msg string) metav1.Condition {
