@@ -122,7 +122,9 @@ type Decision struct {
 	State   State
 	Reason  string
 	Message string
-	// Events to emit once the decision is written.
+	// Events to emit once the decision is written: each step and a
+	// promotion. An abort has none of its own: the Ready condition's
+	// transition to RolloutAborted is its Warning event.
 	Events []Event
 	// RequeueAfter is when to decide again: the earlier of the step's end
 	// and the next measurement; zero leaves it to the watches.
@@ -335,8 +337,9 @@ func promote(in Input, next *promptopsv1.RolloutStatus, why string) Decision {
 func abort(in Input, next *promptopsv1.RolloutStatus, why string) Decision {
 	next.Phase, next.Weight = promptopsv1.RolloutAborted, 0
 	next.Message = clip(fmt.Sprintf("Revision %s was %s; every request gets the stable revision %s.", next.CanaryRevision, why, in.Stable))
-	return Decision{Stable: in.Stable, Status: next, State: Aborted, Reason: promptopsv1.ReasonRolloutAborted, Message: abortedMessage(next),
-		Events: []Event{{Warning: true, Reason: EventAborted, Message: next.Message}}}
+	// No event of its own: Ready's transition to RolloutAborted is the
+	// abort's Warning event, with this message.
+	return Decision{Stable: in.Stable, Status: next, State: Aborted, Reason: promptopsv1.ReasonRolloutAborted, Message: abortedMessage(next)}
 }
 
 // abortedMessage is the Stalled condition's message of an aborted revision.
