@@ -49,6 +49,9 @@ func TestRolloutThroughServe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := controllers.Setup(mgr, controllers.Options{}); err != nil {
+		t.Fatal(err)
+	}
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 	t.Cleanup(func() {
