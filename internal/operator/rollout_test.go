@@ -14,7 +14,9 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	promptopsv1 "github.com/promptops/promptops/api/v1"
@@ -32,7 +34,10 @@ import (
 // same ConfigMap, gives each key the same revision; promote takes every key
 // to it, and after another change abort takes every key back. The time
 // from each annotation to serve answering the new split is logged (one
-// reconcile plus serve's reload), not asserted.
+// reconcile plus serve's reload), not asserted. A serve started anew
+// mid-rollout gives every key the revision it had; kstatus reads the live
+// object as InProgress while paused, Current once promoted and Failed once
+// aborted.
 func TestRolloutThroughServe(t *testing.T) {
 	env, cfg, err := testenv.Start()
 	if err != nil {
@@ -92,6 +97,20 @@ func TestRolloutThroughServe(t *testing.T) {
 		}
 		return &got
 	}
+	// kstatus reads the live object as Flux's health checks do.
+	kstatus := func() status.Status {
+		t.Helper()
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(promptopsv1.GroupVersion.WithKind("PromptTemplate"))
+		if err := c.Get(ctx, key, u); err != nil {
+			t.Fatal(err)
+		}
+		res, err := status.Compute(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Status
+	}
 	waitFor(t, "the first revision", func() bool { s := get().Status; return s.Revision != "" && s.ObservedGeneration == get().Generation })
 	first := get().Status.Revision
 
@@ -101,6 +120,7 @@ func TestRolloutThroughServe(t *testing.T) {
 	}
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
+	target := srv.URL // the serve assemble asks
 	type answer struct {
 		Revision string `json:"revision"`
 		Canary   bool   `json:"canary"`
@@ -109,7 +129,7 @@ func TestRolloutThroughServe(t *testing.T) {
 	assemble := func(k string) answer {
 		t.Helper()
 		body := fmt.Sprintf(`{"namespace": %q, "name": %q, "intent": "chat", "assignmentKey": %q}`, ns, name, k)
-		resp, err := http.Post(srv.URL+"/v1/assemble", "application/json", strings.NewReader(body))
+		resp, err := http.Post(target+"/v1/assemble", "application/json", strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -138,6 +158,9 @@ func TestRolloutThroughServe(t *testing.T) {
 		return r != nil && r.Phase == promptopsv1.RolloutPaused && r.Weight == 10 && r.StableRevision == first
 	})
 	second := get().Status.Rollout.CanaryRevision
+	if st := kstatus(); st != status.InProgressStatus {
+		t.Errorf("paused at 10%%: kstatus %s, want InProgress", st)
+	}
 	waitFor(t, "serve to load the canary", func() bool {
 		for i := 0; i < 200; i++ {
 			if assemble(fmt.Sprintf("probe-%d", i)).Revision == second {
@@ -172,6 +195,30 @@ func TestRolloutThroughServe(t *testing.T) {
 			t.Fatalf("key %d moved from %s to %s", i, got[keys[i]], a.Revision)
 		}
 	}
+	// A serve started anew (a restart, another replica) gives every key
+	// the revision it had.
+	s2 := serve.New(serve.Options{Log: logr.Discard()})
+	if err := s2.Watch(ctx, cfg, []string{ns}); err != nil {
+		t.Fatal(err)
+	}
+	srv2 := httptest.NewServer(s2.Handler())
+	t.Cleanup(srv2.Close)
+	target = srv2.URL
+	waitFor(t, "the new serve to load both revisions", func() bool {
+		for i := 0; i < 200; i++ {
+			if assemble(keys[i]).Revision != got[keys[i]] {
+				return false
+			}
+		}
+		return true
+	})
+	for _, k := range keys {
+		if a := assemble(k); a.Revision != got[k] {
+			t.Fatalf("after a serve restart key %q moved from %s to %s", k, got[k], a.Revision)
+		}
+	}
+	target = srv.URL
+
 	// The plan package in process, from the same ConfigMap, agrees key by key.
 	var cm corev1.ConfigMap
 	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name + "-prompts"}, &cm); err != nil {
@@ -223,6 +270,7 @@ func TestRolloutThroughServe(t *testing.T) {
 	if r := get().Status.Rollout; r == nil || r.Phase != promptopsv1.RolloutPromoted || get().Status.Revision != second {
 		t.Errorf("after promote: %+v", r)
 	}
+	waitFor(t, "kstatus Current after promote", func() bool { return kstatus() == status.CurrentStatus })
 
 	// Another change, then abort: every key back on the stable revision.
 	change("You are the support assistant, third edition.")
@@ -245,6 +293,7 @@ func TestRolloutThroughServe(t *testing.T) {
 	if r := get().Status.Rollout; r == nil || r.Phase != promptopsv1.RolloutAborted || r.CanaryRevision != third {
 		t.Errorf("after abort: %+v", r)
 	}
+	waitFor(t, "kstatus Failed after abort", func() bool { return kstatus() == status.FailedStatus })
 }
 
 func ptr[T any](v T) *T { return &v }
