@@ -460,3 +460,40 @@ func TestRolloutAnalysis(t *testing.T) {
 		return fmt.Errorf("no Warning RolloutAborted event naming the value")
 	})
 }
+
+// TestRolloutCanaryTooLarge: a canary that does not fit the ConfigMap
+// beside the stable revision stalls (TooLarge) and the stable revision
+// alone keeps serving.
+func TestRolloutCanaryTooLarge(t *testing.T) {
+	ns := newNamespace(t)
+	// 9 intents each carrying a 60,000-character section: about 600 KB a
+	// revision, so one fits and two do not.
+	var intents []string
+	for i := 0; i < 9; i++ {
+		intents = append(intents, fmt.Sprintf("{name: i%d, instruction: x}", i))
+	}
+	big := func(word string) string {
+		return fmt.Sprintf(`apiVersion: promptops.io/v1
+kind: PromptTemplate
+metadata: {name: big}
+spec:
+  budget: {maxTokens: 2000000, onExceed: Warn}
+  sections: [{name: role, text: "%s"}, {name: task, intent: true}]
+  intents: [%s]
+  rollout:
+%s
+`, strings.Repeat(word+" ", 30000), strings.Join(intents, ", "), heldThenAll)
+	}
+	createYAML(t, ns, big("y"))
+	rev1 := waitCondition(t, ns, "big", promptopsv1.ConditionReady, metav1.ConditionTrue, "").Status.Revision
+	pt := &promptopsv1.PromptTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "big"}}
+	update(t, pt, func() { pt.Spec.Sections[0].Text = ptr(strings.Repeat("z ", 30000)) })
+	pt = waitCondition(t, ns, "big", promptopsv1.ConditionStalled, metav1.ConditionTrue, promptopsv1.ReasonTooLarge)
+	if msg := meta.FindStatusCondition(pt.Status.Conditions, promptopsv1.ConditionReady).Message; !strings.Contains(msg, "stable and the canary") || !strings.Contains(msg, rev1+" keeps serving") {
+		t.Fatalf("message %q", msg)
+	}
+	if pt.Status.Revision != rev1 {
+		t.Fatalf("status.revision %s, want %s", pt.Status.Revision, rev1)
+	}
+	checkNoCanary(t, getCM(t, ns, "big-prompts"), rev1)
+}
