@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -203,6 +204,7 @@ func TestRolloutHeldPromoteAbort(t *testing.T) {
 	if got := testutil.ToFloat64(templateRolloutWeight.WithLabelValues(ns, "canary")); got != 10 {
 		t.Fatalf("promptops_prompttemplate_rollout_weight %v, want 10", got)
 	}
+	waitKstatus(t, "PromptTemplate", ns, "canary", status.InProgressStatus, "until promoted")
 
 	// A stale promote annotation is ignored.
 	annotate(t, ns, "canary", promptopsv1.AnnotationRolloutPromote, rev1)
@@ -220,6 +222,7 @@ func TestRolloutHeldPromoteAbort(t *testing.T) {
 		t.Fatalf("after promote: revision %s, rollout %+v", pt.Status.Revision, r)
 	}
 	checkNoCanary(t, getCM(t, ns, "canary-prompts"), rev2)
+	waitKstatus(t, "PromptTemplate", ns, "canary", status.CurrentStatus, "")
 	if got := testutil.ToFloat64(templateRolloutWeight.WithLabelValues(ns, "canary")); got != 0 {
 		t.Fatalf("promptops_prompttemplate_rollout_weight %v after promote, want 0", got)
 	}
@@ -243,6 +246,7 @@ func TestRolloutHeldPromoteAbort(t *testing.T) {
 		t.Fatalf("after abort: revision %s, rollout %+v", pt.Status.Revision, r)
 	}
 	checkNoCanary(t, getCM(t, ns, "canary-prompts"), rev2)
+	waitKstatus(t, "PromptTemplate", ns, "canary", status.FailedStatus, "aborted by promptops.io/rollout-abort")
 	// It stays aborted, promote or not.
 	annotate(t, ns, "canary", promptopsv1.AnnotationRolloutPromote, rev3)
 	reconciled(t, ns, "canary", "after-abort")
@@ -322,6 +326,7 @@ func TestRolloutChangeRestarts(t *testing.T) {
 	if got := conditionReason(pt, promptopsv1.ConditionReady); got != "False RolloutProgressing" {
 		t.Fatalf("Ready: %s", got)
 	}
+	waitKstatus(t, "PromptTemplate", ns, "again", status.InProgressStatus, "Step 1 of 2")
 	checkCanaryConfigMap(t, getCM(t, ns, "again-prompts"), rev1, pt.Status.Rollout.CanaryRevision, 10)
 }
 
