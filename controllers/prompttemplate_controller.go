@@ -390,13 +390,16 @@ func (r *PromptTemplateReconciler) reconcileConfigMaps(ctx context.Context, s *t
 		}
 		return phaseResult{}, err
 	}
-	data, rev, stable, res, err := r.rolloutData(ctx, s, rendered)
-	if err != nil {
-		return phaseResult{}, err
+	data, rev, stable, res, rolloutErr := r.rolloutData(ctx, s, rendered)
+	if data == nil {
+		return phaseResult{}, rolloutErr
 	}
 	if err := r.applyConfigMaps(ctx, s.pt, data, rev, stable); err != nil {
 		s.rollout = nil
 		return phaseResult{}, err
+	}
+	if rolloutErr != nil {
+		return phaseResult{}, rolloutErr
 	}
 	if s.rollout != nil {
 		// The rollout moves on only once the ConfigMap holds its step.

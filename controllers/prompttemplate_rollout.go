@@ -29,7 +29,9 @@ const analysisTimeout = 5 * time.Second
 // returns what the live ConfigMap holds: its data, the stable revision
 // (plan.json, the revision annotation and status.revision) and the stable
 // revision's own keys (for the history copy). rendered is the render's
-// data. Without spec.rollout nothing is read: the render is live, as
+// data. A canary that does not fit beside the stable revision is a
+// stallingError returned with the stable revision's data, which is still
+// written. Without spec.rollout nothing is read: the render is live, as
 // without rollouts. The stable revision is read back from the ConfigMap,
 // never rendered again, so a restart of the manager loses nothing.
 func (r *PromptTemplateReconciler) rolloutData(ctx context.Context, s *templateScope, rendered map[string]string) (data map[string]string, rev string, stableData map[string]string, res phaseResult, err error) {
@@ -63,9 +65,16 @@ func (r *PromptTemplateReconciler) rolloutData(ctx context.Context, s *templateS
 		data, err := assembler.CanaryConfigMapData(stableData, rendered, assembler.RolloutState{
 			StableRevision: d.Stable, CanaryRevision: renderedRev, Weight: int(d.Status.Weight)})
 		if err != nil {
-			// The stable revision keeps serving; the spec must shrink.
+			// The stable revision alone keeps serving, and a canary
+			// rolling out before is dropped: the spec must change.
 			s.rollout = nil
-			return nil, "", nil, phaseResult{}, &stallingError{reason: promptopsv1.ReasonTooLarge,
+			if prev := pt.Status.Rollout; prev != nil && (prev.Phase == promptopsv1.RolloutProgressing || prev.Phase == promptopsv1.RolloutPaused) {
+				next := prev.DeepCopy()
+				next.Phase, next.Weight = promptopsv1.RolloutAborted, 0
+				next.Message = fmt.Sprintf("Replaced by revision %s, which does not fit the ConfigMap beside the stable revision %s.", renderedRev, d.Stable)
+				pt.Status.Rollout = next
+			}
+			return stableData, d.Stable, stableData, phaseResult{}, &stallingError{reason: promptopsv1.ReasonTooLarge,
 				message: RenderErrorMessage(err) + " The stable revision " + d.Stable + " keeps serving.", cause: err}
 		}
 		return data, d.Stable, stableData, res, nil

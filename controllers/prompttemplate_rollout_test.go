@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -203,6 +204,7 @@ func TestRolloutHeldPromoteAbort(t *testing.T) {
 	if got := testutil.ToFloat64(templateRolloutWeight.WithLabelValues(ns, "canary")); got != 10 {
 		t.Fatalf("promptops_prompttemplate_rollout_weight %v, want 10", got)
 	}
+	waitKstatus(t, "PromptTemplate", ns, "canary", status.InProgressStatus, "until promoted")
 
 	// A stale promote annotation is ignored.
 	annotate(t, ns, "canary", promptopsv1.AnnotationRolloutPromote, rev1)
@@ -220,6 +222,7 @@ func TestRolloutHeldPromoteAbort(t *testing.T) {
 		t.Fatalf("after promote: revision %s, rollout %+v", pt.Status.Revision, r)
 	}
 	checkNoCanary(t, getCM(t, ns, "canary-prompts"), rev2)
+	waitKstatus(t, "PromptTemplate", ns, "canary", status.CurrentStatus, "")
 	if got := testutil.ToFloat64(templateRolloutWeight.WithLabelValues(ns, "canary")); got != 0 {
 		t.Fatalf("promptops_prompttemplate_rollout_weight %v after promote, want 0", got)
 	}
@@ -243,6 +246,7 @@ func TestRolloutHeldPromoteAbort(t *testing.T) {
 		t.Fatalf("after abort: revision %s, rollout %+v", pt.Status.Revision, r)
 	}
 	checkNoCanary(t, getCM(t, ns, "canary-prompts"), rev2)
+	waitKstatus(t, "PromptTemplate", ns, "canary", status.FailedStatus, "aborted by promptops.io/rollout-abort")
 	// It stays aborted, promote or not.
 	annotate(t, ns, "canary", promptopsv1.AnnotationRolloutPromote, rev3)
 	reconciled(t, ns, "canary", "after-abort")
@@ -322,6 +326,7 @@ func TestRolloutChangeRestarts(t *testing.T) {
 	if got := conditionReason(pt, promptopsv1.ConditionReady); got != "False RolloutProgressing" {
 		t.Fatalf("Ready: %s", got)
 	}
+	waitKstatus(t, "PromptTemplate", ns, "again", status.InProgressStatus, "Step 1 of 2")
 	checkCanaryConfigMap(t, getCM(t, ns, "again-prompts"), rev1, pt.Status.Rollout.CanaryRevision, 10)
 }
 
@@ -459,4 +464,41 @@ func TestRolloutAnalysis(t *testing.T) {
 		}
 		return fmt.Errorf("no Warning RolloutAborted event naming the value")
 	})
+}
+
+// TestRolloutCanaryTooLarge: a canary that does not fit the ConfigMap
+// beside the stable revision stalls (TooLarge) and the stable revision
+// alone keeps serving.
+func TestRolloutCanaryTooLarge(t *testing.T) {
+	ns := newNamespace(t)
+	// 9 intents each carrying a 60,000-character section: about 600 KB a
+	// revision, so one fits and two do not.
+	var intents []string
+	for i := 0; i < 9; i++ {
+		intents = append(intents, fmt.Sprintf("{name: i%d, instruction: x}", i))
+	}
+	big := func(word string) string {
+		return fmt.Sprintf(`apiVersion: promptops.io/v1
+kind: PromptTemplate
+metadata: {name: big}
+spec:
+  budget: {maxTokens: 2000000, onExceed: Warn}
+  sections: [{name: role, text: "%s"}, {name: task, intent: true}]
+  intents: [%s]
+  rollout:
+%s
+`, strings.Repeat(word+" ", 30000), strings.Join(intents, ", "), heldThenAll)
+	}
+	createYAML(t, ns, big("y"))
+	rev1 := waitCondition(t, ns, "big", promptopsv1.ConditionReady, metav1.ConditionTrue, "").Status.Revision
+	pt := &promptopsv1.PromptTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "big"}}
+	update(t, pt, func() { pt.Spec.Sections[0].Text = ptr(strings.Repeat("z ", 30000)) })
+	pt = waitCondition(t, ns, "big", promptopsv1.ConditionStalled, metav1.ConditionTrue, promptopsv1.ReasonTooLarge)
+	if msg := meta.FindStatusCondition(pt.Status.Conditions, promptopsv1.ConditionReady).Message; !strings.Contains(msg, "stable and the canary") || !strings.Contains(msg, rev1+" keeps serving") {
+		t.Fatalf("message %q", msg)
+	}
+	if pt.Status.Revision != rev1 {
+		t.Fatalf("status.revision %s, want %s", pt.Status.Revision, rev1)
+	}
+	checkNoCanary(t, getCM(t, ns, "big-prompts"), rev1)
 }
