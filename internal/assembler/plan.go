@@ -86,24 +86,12 @@ const MaxConfigMapBytes = 1 << 20
 // names: an intent's name has no '.'.
 const (
 	CanaryPrefix = "canary."
-	RolloutKey   = "rollout.json"
+	RolloutKey   = plan.RolloutFile
 )
 
-// The apiVersion and kind of rollout.json.
-const (
-	RolloutAPIVersion = "promptops.io/v1"
-	RolloutKind       = "PromptRollout"
-)
-
-// RolloutState is the content of rollout.json.
-type RolloutState struct {
-	APIVersion     string `json:"apiVersion"`
-	Kind           string `json:"kind"`
-	StableRevision string `json:"stableRevision"`
-	CanaryRevision string `json:"canaryRevision"`
-	// Weight is the canary's share of keys, in percent (0..100).
-	Weight int `json:"weight"`
-}
+// RolloutState is the content of rollout.json, as the plan package reads
+// it (plan.ParseRollout): one definition of the format.
+type RolloutState = plan.RolloutState
 
 // StableData is the stable revision's keys of a rendered ConfigMap's data:
 // all but the canary's and rollout.json.
@@ -122,7 +110,7 @@ func StableData(data map[string]string) map[string]string {
 // CanaryPrefix, and rollout.json. Both revisions together must fit the
 // ConfigMap.
 func CanaryConfigMapData(stable, canary map[string]string, st RolloutState) (map[string]string, error) {
-	st.APIVersion, st.Kind = RolloutAPIVersion, RolloutKind
+	st.APIVersion, st.Kind = plan.PlanAPIVersion, plan.RolloutKind
 	state, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
 		return nil, err

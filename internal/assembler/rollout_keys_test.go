@@ -6,6 +6,8 @@ import (
 	"maps"
 	"strings"
 	"testing"
+
+	"github.com/promptops/promptops/plan"
 )
 
 func TestCanaryConfigMapData(t *testing.T) {
@@ -23,6 +25,14 @@ func TestCanaryConfigMapData(t *testing.T) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&st); err != nil {
 		t.Fatal(err)
+	}
+	// What serve and the plan package read: the same state, the canary's
+	// plan under the name they look for.
+	if parsed, err := plan.ParseRollout([]byte(data[RolloutKey])); err != nil || *parsed != st {
+		t.Errorf("plan.ParseRollout of rollout.json: %+v, %v", parsed, err)
+	}
+	if _, ok := data[plan.CanaryPlanFile]; !ok {
+		t.Errorf("no %s in %v", plan.CanaryPlanFile, data)
 	}
 	if st != (RolloutState{APIVersion: "promptops.io/v1", Kind: "PromptRollout", StableRevision: "sha256:a", CanaryRevision: "sha256:b", Weight: 10}) {
 		t.Fatalf("rollout.json: %+v", st)
