@@ -47,3 +47,32 @@ func TestCanaryConfigMapData(t *testing.T) {
 		t.Fatalf("two halves of the limit: %v", err)
 	}
 }
+
+// Both revisions fit when their keys, values and rollout.json come to
+// MaxConfigMapBytes exactly; one byte more in either revision does not.
+func TestCanaryConfigMapDataAtItsBound(t *testing.T) {
+	st := RolloutState{StableRevision: "sha256:a", CanaryRevision: "sha256:b", Weight: 10}
+	small, err := CanaryConfigMapData(map[string]string{PlanKey: "s"}, map[string]string{PlanKey: "c"}, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixed := len(PlanKey) + len(CanaryPrefix) + len(PlanKey) + len(RolloutKey) + len(small[RolloutKey])
+	half := (MaxConfigMapBytes - fixed) / 2
+	sv, cv := strings.Repeat("s", half), strings.Repeat("c", MaxConfigMapBytes-fixed-half)
+	if _, err := CanaryConfigMapData(map[string]string{PlanKey: sv}, map[string]string{PlanKey: cv}, st); err != nil {
+		t.Fatalf("at the bound: %v", err)
+	}
+	var tooLarge *TooLargeError
+	if _, err := CanaryConfigMapData(map[string]string{PlanKey: sv + "s"}, map[string]string{PlanKey: cv}, st); !errors.As(err, &tooLarge) || tooLarge.Size != MaxConfigMapBytes+1 {
+		t.Errorf("one byte more in the stable revision: %v", err)
+	}
+	if _, err := CanaryConfigMapData(map[string]string{PlanKey: sv}, map[string]string{PlanKey: cv + "c"}, st); !errors.As(err, &tooLarge) || tooLarge.Size != MaxConfigMapBytes+1 {
+		t.Errorf("one byte more in the canary: %v", err)
+	}
+	if _, err := CanaryConfigMapData(map[string]string{PlanKey: sv, "x.txt": ""}, map[string]string{PlanKey: cv}, st); !errors.As(err, &tooLarge) {
+		t.Errorf("a key more in the stable revision: %v", err)
+	}
+	if _, err := CanaryConfigMapData(map[string]string{PlanKey: sv}, map[string]string{PlanKey: cv, "x.txt": ""}, st); !errors.As(err, &tooLarge) {
+		t.Errorf("a key more in the canary: %v", err)
+	}
+}
