@@ -401,3 +401,31 @@ func TestCanaryRequestSpanAndMetrics(t *testing.T) {
 		t.Error("metrics or logs hold the assignment key")
 	}
 }
+
+// "Plan loaded" is logged again when only the rollout moves: a new canary
+// revision, or the same canary at another weight; not for the same files.
+func TestPlanLoadedLoggedOnRolloutChange(t *testing.T) {
+	stable := renderedFiles(t, "shop", "support", "You are the support assistant.")
+	canary := renderedFiles(t, "shop", "support", "You are the support assistant of Acme.")
+	canary2 := renderedFiles(t, "shop", "support", "You are the support assistant of Acme Cloud.")
+	sRev, cRev, c2Rev := mustLoad(t, stable[PlanFile]).Revision, mustLoad(t, canary[PlanFile]).Revision, mustLoad(t, canary2[PlanFile]).Revision
+	logs := &syncBuffer{}
+	s := New(Options{Log: funcr.New(logs.add, funcr.Options{})})
+	load := func(c []byte, rollout []byte) {
+		s.loader.load(map[string]source{"dir": {data: stable[PlanFile], canary: c, rollout: rollout, want: Key{"shop", "support"}}})
+	}
+	count := func() int { return strings.Count(logs.String(), `"Plan loaded"`) }
+	load(canary[PlanFile], rolloutJSON(sRev, cRev, 10))
+	load(canary[PlanFile], rolloutJSON(sRev, cRev, 10))
+	if n := count(); n != 1 {
+		t.Fatalf("%d Plan loaded for the same files twice:\n%s", n, logs.String())
+	}
+	load(canary[PlanFile], rolloutJSON(sRev, cRev, 50))
+	if n := count(); n != 2 {
+		t.Fatalf("%d Plan loaded after the weight moved:\n%s", n, logs.String())
+	}
+	load(canary2[PlanFile], rolloutJSON(sRev, c2Rev, 50))
+	if n := count(); n != 3 {
+		t.Fatalf("%d Plan loaded after a new canary:\n%s", n, logs.String())
+	}
+}
