@@ -429,3 +429,28 @@ func TestPlanLoadedLoggedOnRolloutChange(t *testing.T) {
 		t.Fatalf("%d Plan loaded after a new canary:\n%s", n, logs.String())
 	}
 }
+
+// "Rollout not served" is logged for a half rollout (one of the two files
+// alone), never for a plan outside a rollout.
+func TestRolloutNotServedLogged(t *testing.T) {
+	stable := renderedFiles(t, "shop", "support", "You are the support assistant.")
+	canary := renderedFiles(t, "shop", "support", "You are the support assistant of Acme.")
+	sRev, cRev := mustLoad(t, stable[PlanFile]).Revision, mustLoad(t, canary[PlanFile]).Revision
+	logs := &syncBuffer{}
+	s := New(Options{Log: funcr.New(logs.add, funcr.Options{})})
+	count := func() int { return strings.Count(logs.String(), `"Rollout not served`) }
+	for i, tc := range []struct {
+		canary, rollout []byte
+		want            int
+	}{
+		{nil, nil, 0},
+		{canary[PlanFile], nil, 1},
+		{nil, rolloutJSON(sRev, cRev, 10), 2},
+		{nil, nil, 2},
+	} {
+		s.loader.load(map[string]source{"dir": {data: stable[PlanFile], canary: tc.canary, rollout: tc.rollout, want: Key{"shop", "support"}}})
+		if n := count(); n != tc.want {
+			t.Fatalf("step %d: %d Rollout not served, want %d:\n%s", i, n, tc.want, logs.String())
+		}
+	}
+}
