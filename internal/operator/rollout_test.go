@@ -1,7 +1,6 @@
 package operator
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,12 +16,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	promptopsv1 "github.com/promptops/promptops/api/v1"
 	"github.com/promptops/promptops/controllers"
 	"github.com/promptops/promptops/internal/serve"
-	"github.com/promptops/promptops/internal/testenv"
 	"github.com/promptops/promptops/plan"
 )
 
@@ -39,17 +36,7 @@ import (
 // object as InProgress while paused, Current once promoted and Failed once
 // aborted.
 func TestRolloutThroughServe(t *testing.T) {
-	env, cfg, err := testenv.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	c, err := client.New(cfg, client.Options{Scheme: controllers.NewScheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, cfg, c, ctx, cancel := controlPlane(t)
 	mgr, err := NewManager(cfg, Options{MetricsAddr: "0", ProbeAddr: "0"})
 	if err != nil {
 		t.Fatal(err)
@@ -57,14 +44,7 @@ func TestRolloutThroughServe(t *testing.T) {
 	if err := controllers.Setup(mgr, controllers.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	runManager(t, ctx, cancel, mgr)
 
 	const ns, name = "rollouts", "support"
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
