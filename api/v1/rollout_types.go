@@ -24,7 +24,8 @@ type Rollout struct {
 
 	// analysis, when set, queries Prometheus every interval while the
 	// rollout runs; failureLimit failed measurements abort it, with the
-	// query's value in status.rollout.message.
+	// query's value in status.rollout.message. The canary is not promoted
+	// before its first measurement.
 	// +optional
 	Analysis *RolloutAnalysis `json:"analysis,omitempty"`
 }

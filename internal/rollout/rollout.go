@@ -28,7 +28,10 @@
 //     interval after the last one, and the first one interval after the
 //     current step began. A failed measurement (out of bound, no answer, no
 //     number) counts; failureLimit of them abort, with the measurement in
-//     the message. A check that can never run (Invalid) aborts at once.
+//     the message. A check that can never run (Invalid) aborts at once. A
+//     canary is never promoted by its steps before its first measurement:
+//     when every step was shorter than the interval, the last one waits
+//     for it.
 package rollout
 
 import (
@@ -320,9 +323,25 @@ func advance(in Input) Decision {
 		return hold(in, next)
 	}
 	if int(next.Step) >= len(steps) {
+		if a := in.Spec.Analysis; a != nil && next.LastAnalysisAt == nil {
+			return awaitMeasurement(in, next, a)
+		}
 		return promote(in, next, fmt.Sprintf("promoted after its last step (%d)", len(steps)))
 	}
 	return enter(in, next, int(next.Step)+1)
+}
+
+// awaitMeasurement holds a rollout with analysis at its last step until
+// its first measurement: a canary is never promoted unmeasured, however
+// short its steps were beside the interval.
+func awaitMeasurement(in Input, next *promptopsv1.RolloutStatus, a *promptopsv1.RolloutAnalysis) Decision {
+	d := hold(in, next)
+	due := analysisDue(a, next)
+	next.Message = fmt.Sprintf("Step %d of %d is over; revision %s waits for its first measurement, due %s, before it is promoted.",
+		next.Step, len(in.Spec.Steps), next.CanaryRevision, due.UTC().Format(time.RFC3339))
+	d.Message = next.Message
+	d.RequeueAfter = max(due.Sub(in.Now), immediately)
+	return d
 }
 
 // promote makes the canary the stable revision.

@@ -142,6 +142,18 @@ func TestDecide(t *testing.T) {
 		{name: "a measurement given when none is due is not counted", in: Input{Spec: withAnalysis(steps(held(10)), 10*time.Second, 1), Stable: revA, Rendered: revB, Status: rolling(promptopsv1.RolloutPaused, 1, 10, -time.Second), Now: t0,
 			Measurement: &Measurement{Message: "over"}},
 			stable: revA, canary: true, state: Paused, phase: promptopsv1.RolloutPaused, step: 1, weight: 10, requeue: 9 * time.Second},
+		{name: "steps shorter than the interval: the last waits for the first measurement", in: Input{Spec: withAnalysis(steps(timed(50, time.Second)), time.Minute, 1), Stable: revA, Rendered: revB, Status: rolling(promptopsv1.RolloutProgressing, 1, 50, -2*time.Second), Now: t0},
+			stable: revA, canary: true, state: Progressing, phase: promptopsv1.RolloutProgressing, step: 1, weight: 50, requeue: 58 * time.Second, msg: "waits for its first measurement"},
+		{name: "its first measurement passed: promoted", in: Input{Spec: withAnalysis(steps(timed(50, time.Second)), time.Minute, 1), Stable: revA, Rendered: revB, Status: rolling(promptopsv1.RolloutProgressing, 1, 50, -time.Minute), Now: t0,
+			Measurement: &Measurement{Passed: true, Message: "the query's value 0 is at most maxValue 0.05"}},
+			stable: revB, state: Live, phase: promptopsv1.RolloutPromoted, step: 1, events: []string{EventPromoted}},
+		{name: "measured before: the last step promotes at its end", in: Input{Spec: withAnalysis(steps(timed(50, time.Second)), time.Minute, 1), Stable: revA, Rendered: revB, Now: t0,
+			Status: func() *promptopsv1.RolloutStatus {
+				s := rolling(promptopsv1.RolloutProgressing, 1, 50, -2*time.Second)
+				s.LastAnalysisAt = at(-30 * time.Second)
+				return s
+			}()},
+			stable: revB, state: Live, phase: promptopsv1.RolloutPromoted, step: 1, events: []string{EventPromoted}},
 		{name: "analysis is sooner than the step end", in: Input{Spec: withAnalysis(twoTimed, 5*time.Second, 1), Stable: revA, Rendered: revB, Status: rolling(promptopsv1.RolloutProgressing, 1, 20, 0), Now: t0},
 			stable: revA, canary: true, state: Progressing, phase: promptopsv1.RolloutProgressing, step: 1, weight: 20, requeue: 5 * time.Second},
 	} {
