@@ -268,7 +268,7 @@ func finishedRun(job *batchv1.Job, sum *consolidation.Summary, why string, last 
 		}
 		run.Recall = textclip.Fit(sum.Recall, 16, "...")
 		run.EmbeddingCalls, run.EmbeddingTokens, run.Reembedded = sum.EmbeddingCalls, sum.EmbeddingTokens, sum.Reembedded
-		run.ExpiredFacts = sum.ExpiredFacts
+		run.ExpiredFacts, run.RefusedByTrust = sum.ExpiredFacts, sum.RefusedByTrust
 		if sum.Error != "" {
 			run.Succeeded = false
 			run.Message = textclip.Fit(sum.Error, 4096, "...")
@@ -634,7 +634,7 @@ func desiredJob(mb *promptopsv1.MemoryBank, name, image, missionHash string, ann
 	container := corev1.Container{
 		Name:                     "consolidate",
 		Image:                    image,
-		Args:                     append(append([]string{"consolidate"}, redactionArgs(mb)...), retentionArgs(mb)...),
+		Args:                     slices.Concat([]string{"consolidate"}, redactionArgs(mb), retentionArgs(mb), trustArgs(mb)),
 		Env:                      env,
 		VolumeMounts:             mounts,
 		TerminationMessagePath:   "/dev/termination-log",

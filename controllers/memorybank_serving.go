@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -138,8 +139,8 @@ func desiredServing(mb *promptopsv1.MemoryBank, image string) (*servingChildren,
 			Containers: []corev1.Container{{
 				Name:  "serve",
 				Image: image,
-				Args: append([]string{"serve", "--bank", mb.Namespace + "/" + mb.Name, "--auth=kubernetes",
-					fmt.Sprintf("--listen=:%d", ServingPort)}, redactionArgs(mb)...),
+				Args: slices.Concat([]string{"serve", "--bank", mb.Namespace + "/" + mb.Name, "--auth=kubernetes",
+					fmt.Sprintf("--listen=:%d", ServingPort)}, redactionArgs(mb), trustArgs(mb)),
 				Ports:           []corev1.ContainerPort{{Name: "http", ContainerPort: ServingPort, Protocol: corev1.ProtocolTCP}},
 				Env:             env,
 				VolumeMounts:    mounts,

@@ -26,6 +26,7 @@ import (
 
 	promptopsv1 "github.com/promptops/promptops/api/v1"
 	"github.com/promptops/promptops/internal/assembler"
+	"github.com/promptops/promptops/internal/rollout"
 	"github.com/promptops/promptops/internal/telemetry"
 	"github.com/promptops/promptops/internal/tokens"
 )
@@ -55,6 +56,8 @@ type PromptTemplateReconciler struct {
 
 	cms     *configMapWriter
 	metrics *templateMetrics
+	// now tells the time of a rollout's steps and measurements.
+	now func() time.Time
 }
 
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch;delete
@@ -85,7 +88,7 @@ func (r *PromptTemplateReconciler) SetupWithManager(mgr ctrl.Manager, opts contr
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&promptopsv1.PromptTemplate{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, reconcileRequested))).
+		For(&promptopsv1.PromptTemplate{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, reconcileRequested, rolloutRequested))).
 		Owns(&corev1.ConfigMap{}, builder.OnlyMetadata).
 		WatchesMetadata(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.templatesReading)).
 		Watches(&promptopsv1.MemoryBank{}, handler.EnqueueRequestsFromMapFunc(r.templatesRecalling), builder.WithPredicates(endpointChanged)).
@@ -150,6 +153,9 @@ func (r *PromptTemplateReconciler) init() {
 	if r.TokenizerRetry == 0 {
 		r.TokenizerRetry = DefaultTokenizerRetry
 	}
+	if r.now == nil {
+		r.now = time.Now
+	}
 }
 
 // templateScope is what one reconcile of a template works on, phase to
@@ -163,6 +169,8 @@ type templateScope struct {
 	endpoints map[string]string
 	res       *assembler.Result
 	verdict   verdict
+	// rollout is the rollout's decision, when one was made and written.
+	rollout *rollout.Decision
 }
 
 // Reconcile renders one template in phases: read the referenced ConfigMaps,
@@ -199,13 +207,16 @@ func (r *PromptTemplateReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	}
 	orig := pt.DeepCopy()
 	var res phaseResult
+	scope := &templateScope{pt: pt}
 	defer func() {
 		result, retErr = r.statusWriter().finish(ctx, pt, templateStatus(orig), templateStatus(pt), res, retErr)
 		r.metrics.record(pt)
+		if retErr == nil {
+			r.emitRolloutEvents(pt, scope.rollout)
+		}
 	}()
 	handleReconcileRequest(pt.Annotations, &pt.Status.LastHandledReconcileAt)
 
-	scope := &templateScope{pt: pt}
 	if res, retErr = runPhases(ctx, scope,
 		r.reconcileSources,
 		r.reconcileRender,
@@ -216,6 +227,7 @@ func (r *PromptTemplateReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	}
 	setTemplateStatus(pt, scope.res, scope.verdict)
 	setMemoryCondition(pt, scope.banks)
+	setRolloutConditions(pt, scope.rollout)
 	return ctrl.Result{}, nil
 }
 
@@ -363,21 +375,39 @@ func (r *PromptTemplateReconciler) reconcileRender(ctx context.Context, s *templ
 	return phaseResult{}, nil
 }
 
-// reconcileConfigMaps writes the render when the verdict lets it.
+// reconcileConfigMaps writes the render when the verdict lets it: live at
+// once, or as the canary of a rollout (spec.rollout) beside the stable
+// revision.
 func (r *PromptTemplateReconciler) reconcileConfigMaps(ctx context.Context, s *templateScope) (phaseResult, error) {
 	if !s.verdict.apply {
 		return phaseResult{}, nil
 	}
-	if err := r.applyConfigMaps(ctx, s.pt, s.res); err != nil {
+	rendered, err := assembler.ConfigMapData(s.res)
+	if err != nil {
 		var tooLarge *assembler.TooLargeError
 		if errors.As(err, &tooLarge) {
 			return phaseResult{}, r.notRendered(s.pt, err)
 		}
 		return phaseResult{}, err
 	}
-	s.pt.Status.Revision = s.res.Plan.Revision
+	data, rev, stable, res, rolloutErr := r.rolloutData(ctx, s, rendered)
+	if data == nil {
+		return phaseResult{}, rolloutErr
+	}
+	if err := r.applyConfigMaps(ctx, s.pt, data, rev, stable); err != nil {
+		s.rollout = nil
+		return phaseResult{}, err
+	}
+	if rolloutErr != nil {
+		return phaseResult{}, rolloutErr
+	}
+	if s.rollout != nil {
+		// The rollout moves on only once the ConfigMap holds its step.
+		s.pt.Status.Rollout = s.rollout.Status
+	}
+	s.pt.Status.Revision = rev
 	s.pt.Status.ConfigMapName = renderedName(s.pt)
-	return phaseResult{}, nil
+	return res, nil
 }
 
 func (r *PromptTemplateReconciler) reconcileHistory(ctx context.Context, s *templateScope) (phaseResult, error) {

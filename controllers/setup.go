@@ -1,5 +1,6 @@
 // Package controllers holds the reconcilers of PromptTemplate and MemoryBank.
-// They are glue: the logic lives in internal/assembler and internal/consolidation.
+// They are glue: the logic lives in internal/assembler, internal/rollout and
+// internal/consolidation.
 package controllers
 
 import (

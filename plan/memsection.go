@@ -32,6 +32,9 @@ type MemorySource struct {
 	// MinScore, 0 to 1, is the lowest score of an item the section takes
 	// (the template's per mille divided by 1000).
 	MinScore float64 `json:"minScore,omitempty"`
+	// TrustedOnly: the section takes trusted items alone (MemoryItem's
+	// Trusted: of the sources the bank trusts).
+	TrustedOnly bool `json:"trustedOnly,omitempty"`
 }
 
 // BankRef names a MemoryBank.
@@ -174,6 +177,9 @@ type MemoryRequest struct {
 	MaxItems int
 	// MinScore is the section's (0 to 1).
 	MinScore float64
+	// TrustedOnly asks for trusted items alone; the section drops any
+	// other the recall answers.
+	TrustedOnly bool
 }
 
 // RecallFunc recalls a bank's items for a request, best first. It should
@@ -323,7 +329,7 @@ func (p *Plan) recallAll(ctx context.Context, e *tokens.Encoder, runtime map[str
 			continue
 		}
 		req := MemoryRequest{Section: s.Name, Bank: s.Memory.Bank, Endpoint: s.Memory.Endpoint, Query: q,
-			MaxTokens: s.ReserveTokens, MaxItems: s.Memory.MaxItems, MinScore: s.Memory.MinScore}
+			MaxTokens: s.ReserveTokens, MaxItems: s.Memory.MaxItems, MinScore: s.Memory.MinScore, TrustedOnly: s.Memory.TrustedOnly}
 		if sc := s.Memory.Scope; sc != nil {
 			req.Scope, req.IncludeShared = o.scope, sc.IncludeShared
 			if sc.FromRuntime != "" {
@@ -395,16 +401,18 @@ func (p *Plan) recallAll(ctx context.Context, e *tokens.Encoder, runtime map[str
 }
 
 // fitRecalled keeps the items a section may take: the recall's answer is
-// not trusted to honour MinScore, MaxItems or MaxTokens. Items scored below
-// MinScore are dropped, then the first MaxItems are fitted to the reserve.
+// not trusted to honour MinScore, TrustedOnly, MaxItems or MaxTokens. Items
+// scored below MinScore, and under TrustedOnly items not trusted, are
+// dropped, then the first MaxItems are fitted to the reserve.
 func (p *Plan) fitRecalled(req MemoryRequest, items []MemoryItem) (MemoryFit, error) {
+	takes := func(it *MemoryItem) bool { return it.Score >= req.MinScore && (it.Trusted || !req.TrustedOnly) }
 	kept := items
 	for i := range items {
-		if items[i].Score < req.MinScore {
+		if !takes(&items[i]) {
 			kept = make([]MemoryItem, 0, len(items))
-			for _, it := range items {
-				if it.Score >= req.MinScore {
-					kept = append(kept, it)
+			for j := range items {
+				if takes(&items[j]) {
+					kept = append(kept, items[j])
 				}
 			}
 			break

@@ -344,3 +344,33 @@ func TestValidateMemoryScope(t *testing.T) {
 		t.Errorf("ValidateScope(a/b): %v", err)
 	}
 }
+
+// A section's trustedOnly reaches the recall's request, and the section
+// drops what the answer holds that is not trusted, as it drops items below
+// minScore; a section without it asks for every item and takes them,
+// trusted or not.
+func TestTrustedOnly(t *testing.T) {
+	for _, trustedOnly := range []bool{false, true} {
+		p := memoryPlan(t, 1000, 200, 10, 5)
+		p.Sections[2].Memory.TrustedOnly = trustedOnly
+		list := items(4)
+		list[0].Trusted, list[2].Trusted = true, true
+		var got MemoryRequest
+		recall := func(ctx context.Context, r MemoryRequest) ([]MemoryItem, error) { got = r; return list, nil }
+		a, err := p.Assemble(context.Background(), "chat", map[string]string{"question": "q"}, WithRecall(recall))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.TrustedOnly != trustedOnly {
+			t.Errorf("trustedOnly %v: request %+v", trustedOnly, got)
+		}
+		var ids []string
+		for _, it := range a.Memory[0].Items {
+			ids = append(ids, it.ID)
+		}
+		want := map[bool]string{false: "o0 o1 o2 o3", true: "o0 o2"}[trustedOnly]
+		if strings.Join(ids, " ") != want || a.Memory[0].Recalled != 4 || a.Memory[0].Omitted != 4-len(ids) {
+			t.Errorf("trustedOnly %v: items %v, %+v; want %s", trustedOnly, ids, a.Memory[0], want)
+		}
+	}
+}

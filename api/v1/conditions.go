@@ -26,6 +26,16 @@ const (
 	ReasonSucceeded = "Succeeded"
 	// ReasonProgressing: work for the current generation is under way.
 	ReasonProgressing = "Progressing"
+	// ReasonRolloutProgressing: a change of the template is rolling out
+	// (Ready False, Reconciling True).
+	ReasonRolloutProgressing = "RolloutProgressing"
+	// ReasonRolloutPaused: a rollout holds at a step until promoted (Ready
+	// False, Reconciling True).
+	ReasonRolloutPaused = "RolloutPaused"
+	// ReasonRolloutAborted: the rollout of the template's current spec was
+	// aborted; every request gets the stable revision (Ready False,
+	// Stalled True) until the spec changes.
+	ReasonRolloutAborted = "RolloutAborted"
 	// ReasonBudgetExceeded: at least one intent does not fit its token budget.
 	ReasonBudgetExceeded = "BudgetExceeded"
 	// ReasonWithinBudget: every intent fits its token budget.
@@ -100,6 +110,14 @@ const (
 	AnnotationFluxReconcileRequestedAt = "reconcile.fluxcd.io/requestedAt"
 	// AnnotationRevision on a rendered ConfigMap is the revision it holds.
 	AnnotationRevision = "promptops.io/revision"
+	// AnnotationRolloutPromote, set to a template's canary revision
+	// (status.rollout.canaryRevision), promotes that revision: it becomes
+	// the stable one. A value naming another revision is ignored.
+	AnnotationRolloutPromote = "promptops.io/rollout-promote"
+	// AnnotationRolloutAbort, set to a template's canary revision, aborts
+	// its rollout: every request goes back to the stable revision. A
+	// value naming another revision is ignored.
+	AnnotationRolloutAbort = "promptops.io/rollout-abort"
 	// AnnotationMissionHash on a consolidation ConfigMap or Job is the hash
 	// of the mission it carries.
 	AnnotationMissionHash = "promptops.io/mission-hash"

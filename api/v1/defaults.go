@@ -37,6 +37,11 @@ const (
 
 	// DefaultServingReplicas is spec.serving.replicas when unset.
 	DefaultServingReplicas int32 = 1
+
+	// A rollout's analysis: spec.rollout.analysis.interval and
+	// failureLimit when unset.
+	DefaultAnalysisInterval           = "1m"
+	DefaultAnalysisFailureLimit int32 = 1
 )
 
 // DefaultServingResources are the memory server container's resources when

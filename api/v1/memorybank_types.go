@@ -402,6 +402,24 @@ type MemoryBankSpec struct {
 	// are kept until they are erased.
 	// +optional
 	Retention *RetentionSpec `json:"retention,omitempty"`
+
+	// trustedSources names the sources the bank trusts (a fact's "source":
+	// who said it, for example user, crm or tool.web-search). A fact
+	// retained without a source is of the source "unspecified": name it to
+	// trust such facts. An observation is trusted when every fact it cites
+	// is. Consolidation enforces it, not the model: untrusted facts never
+	// update, delete or join a trusted observation (an update they ask for
+	// is kept as a new, untrusted observation, and the refusal counted in
+	// status.lastRun.refusedByTrust); recall marks each item trusted or not
+	// and a memory section with trustedOnly takes trusted items alone.
+	// Unset, every source is trusted, as before sources existed.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[a-z][a-z0-9]*([._-][a-z0-9]+)*$`
+	TrustedSources []string `json:"trustedSources,omitempty"`
 }
 
 // RetentionSpec is how long a bank keeps its facts.
@@ -538,6 +556,12 @@ type RunSummary struct {
 	// stored longer ago than spec.retention.maxAge.
 	// +optional
 	ExpiredFacts int64 `json:"expiredFacts,omitempty"`
+	// refusedByTrust counts the changes of trusted observations the run
+	// refused because facts of sources not in spec.trustedSources asked
+	// for them: an update kept as a new observation instead, a delete not
+	// made, sources not joined to a trusted observation.
+	// +optional
+	RefusedByTrust int64 `json:"refusedByTrust,omitempty"`
 	// message explains a failure or a missing summary.
 	// +optional
 	// +kubebuilder:validation:MaxLength=4096

@@ -40,6 +40,8 @@ func TestCRDDefaultsMatchConstants(t *testing.T) {
 		{"prompttemplates", []string{"spec", "specialTokens"}, string(DefaultSpecialTokens)},
 		{"prompttemplates", []string{"spec", "revisionHistoryLimit"}, DefaultRevisionHistoryLimit},
 		{"prompttemplates", []string{"spec", "sections", "[]", "truncation", "policy"}, string(DefaultTruncationPolicy)},
+		{"prompttemplates", []string{"spec", "rollout", "analysis", "interval"}, DefaultAnalysisInterval},
+		{"prompttemplates", []string{"spec", "rollout", "analysis", "failureLimit"}, DefaultAnalysisFailureLimit},
 	} {
 		root := crdRoot(t, tc.crd)
 		for _, p := range tc.path {

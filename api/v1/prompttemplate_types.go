@@ -197,6 +197,12 @@ type MemorySection struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=1000
 	MinScore int32 `json:"minScore,omitempty"`
+
+	// trustedOnly recalls trusted observations and facts alone: those
+	// whose every source is in the bank's spec.trustedSources (a bank that
+	// names none trusts every source).
+	// +optional
+	TrustedOnly bool `json:"trustedOnly,omitempty"`
 }
 
 // Truncation says whether and how a section may be cut to fit the budget.
@@ -368,6 +374,11 @@ type PromptTemplateSpec struct {
 	// +kubebuilder:validation:MaxItems=64
 	Intents []Intent `json:"intents"`
 
+	// rollout, when set, sends a change of the template to a share of
+	// requests first, in steps, before every request gets it; see Rollout.
+	// +optional
+	Rollout *Rollout `json:"rollout,omitempty"`
+
 	// revisionHistoryLimit is how many immutable copies <name>-prompts-<hash8>
 	// of past revisions are kept, for Deployments that roll on a new name.
 	// 0 (the default) keeps none.
@@ -459,6 +470,10 @@ type PromptTemplateStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=256
 	LastHandledReconcileAt string `json:"lastHandledReconcileAt,omitempty"`
+
+	// rollout is the state of the template's rollout (spec.rollout).
+	// +optional
+	Rollout *RolloutStatus `json:"rollout,omitempty"`
 }
 
 // PromptTemplate is a system prompt as ordered sections, one instruction per

@@ -232,7 +232,8 @@ func RenderContext(ctx context.Context, in Input) (*Result, error) {
 				Query:    MemoryQuery{FromRuntime: m.Query.FromRuntime, FromRequest: m.Query.FromRequest},
 				MaxItems: maxItems,
 				// Per mille in the spec, 0 to 1 in the plan, as recall scores are.
-				MinScore: float64(m.MinScore) / 1000,
+				MinScore:    float64(m.MinScore) / 1000,
+				TrustedOnly: m.TrustedOnly,
 			}
 			if sc := m.Scope; sc != nil {
 				ps.Memory.Scope = &MemoryScope{FromRuntime: sc.FromRuntime, FromRequest: sc.FromRequest, IncludeShared: sc.IncludeShared}

@@ -131,3 +131,25 @@ func TestMemoryScopeInPlan(t *testing.T) {
 		}
 	}
 }
+
+// A memory section's trustedOnly goes into the plan as it is; a section
+// without it writes no trustedOnly, so the plan.json of a template that
+// does not use it is the one it was.
+func TestMemoryTrustedOnlyInPlan(t *testing.T) {
+	for _, tc := range []struct {
+		yaml string
+		want bool
+	}{{"", false}, {"trustedOnly: false, ", false}, {"trustedOnly: true, ", true}} {
+		r := render(t, strings.Replace(withMemory, "reserveTokens: 300,", tc.yaml+"reserveTokens: 300,", 1), nil)
+		if got := r.Plan.Sections[2].Memory.TrustedOnly; got != tc.want {
+			t.Errorf("%q: trustedOnly %v, want %v", tc.yaml, got, tc.want)
+		}
+		data, err := json.Marshal(r.Plan.Sections[2].Memory)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(data), "trustedOnly") != tc.want {
+			t.Errorf("%q: the plan's memory source is %s", tc.yaml, data)
+		}
+	}
+}

@@ -1,5 +1,5 @@
 // Package cli implements the verbs of the promptops binary: manager, render,
-// assemble, serve, consolidate, facts, observations and tokens.
+// assemble, serve, consolidate, facts, observations, tokens and rollout.
 package cli
 
 import (

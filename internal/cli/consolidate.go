@@ -77,7 +77,7 @@ func runConsolidate(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	sf.register(fs)
 	var (
 		baseURL, model, missionFile, encoding, terminationLog, apiKeyFile string
-		retention                                                         string
+		retention, trusted                                                string
 		set                                                               consolidation.Settings
 		timeoutSeconds, retries, maxTokensPerRun                          int
 		envErrs                                                           []error
@@ -101,6 +101,7 @@ func runConsolidate(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	intFlag(fs, &envErrs, &timeoutSeconds, "llm-timeout-seconds", "PROMPTOPS_LLM_TIMEOUT_SECONDS", int(promptopsv1.DefaultLLMTimeoutSeconds), "Timeout of one LLM call.")
 	intFlag(fs, &envErrs, &retries, "llm-retries", "PROMPTOPS_LLM_RETRIES", 3, "Retries of an LLM call on 429, 5xx and connection errors, with backoff.")
 	fs.StringVar(&retention, "retention-max-age", envDefault(lookupEnv, "PROMPTOPS_RETENTION_MAX_AGE", ""), "Erase, first thing in the run, the facts stored longer ago than this Go duration (e.g. 720h) with the observations citing them; 0 or empty keeps facts ($PROMPTOPS_RETENTION_MAX_AGE).")
+	trustedSourcesFlag(fs, &trusted)
 	emb.register(fs, &envErrs)
 	rf.register(fs)
 	if code, ok := parseFlags(fs, args); !ok {
@@ -119,6 +120,9 @@ func runConsolidate(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return fail(ExitInvalid, "%v", err)
 	}
 	set.RetentionMaxAge = maxAge
+	if set.Trust, err = trustedSources(trusted); err != nil {
+		return fail(ExitInvalid, "%v", err)
+	}
 	if baseURL == "" || model == "" {
 		return fail(ExitInvalid, "--llm-base-url and --model are required")
 	}

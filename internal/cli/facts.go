@@ -51,8 +51,8 @@ var utf8BOM = []byte("\xef\xbb\xbf")
 
 // parseFacts reads JSONL a line at a time; any bad line fails the whole
 // file. It accepts a UTF-8 byte order mark and CRLF line endings and skips
-// blank lines. A repeated id with the same text is dropped and counted in
-// dups; with different text it is an error.
+// blank lines. A repeated id with the same text and source is dropped and
+// counted in dups; with different text or another source it is an error.
 func parseFacts(r io.Reader) (facts []consolidation.Fact, dups int, err error) {
 	facts, _, dups, err = readFacts(r)
 	return facts, dups, err
@@ -86,8 +86,8 @@ func readFacts(r io.Reader) (facts []consolidation.Fact, lines []int, dups int, 
 		}
 		if f.ID != "" {
 			if first, ok := seen[f.ID]; ok {
-				if facts[first.index].Text != f.Text {
-					return nil, nil, 0, fmt.Errorf("line %d: id %q repeats line %d with different text", n, f.ID, first.line)
+				if prev := facts[first.index]; prev.Text != f.Text || prev.Source != f.Source {
+					return nil, nil, 0, fmt.Errorf("line %d: id %q repeats line %d with different text or source", n, f.ID, first.line)
 				}
 				dups++
 				continue
@@ -127,7 +127,7 @@ func runFactsImport(args []string, stdin io.Reader, stdout, stderr io.Writer) in
 	var rf redactionFlags
 	rf.register(fs)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: promptops facts import --bank NS/NAME --store URL FILE.jsonl|-\n\nOne fact per line: {\"id\"?, \"scope\"?, \"text\", \"entities\", \"occurredStart\", \"occurredEnd\", \"mentionedAt\", \"tags\"}.\nUTF-8, with or without a byte order mark; LF or CRLF line endings; blank lines are skipped.\nA line may hold at most %d MiB. A fact without an id gets one derived from the bank, its text and its three times\n(a UUID from their SHA-256), so importing a file again adds nothing. A repeated id with\nthe same text is skipped and counted as already present; with different text it is an\nerror, as is occurredEnd before occurredStart.\nA bad line is reported with its number and nothing of the file is imported (exit code 2).\nSecrets (and the --redact-personal-data kinds) are replaced by [REDACTED:<kind>] before a fact is stored\nand counted by kind; with --redact-secrets=Reject a line holding a secret fails the import (exit code 2).\n", MaxFactLine>>20)
+		fmt.Fprintf(stderr, "Usage: promptops facts import --bank NS/NAME --store URL FILE.jsonl|-\n\nOne fact per line: {\"id\"?, \"scope\"?, \"text\", \"source\"?, \"entities\", \"occurredStart\", \"occurredEnd\", \"mentionedAt\", \"tags\"}.\nUTF-8, with or without a byte order mark; LF or CRLF line endings; blank lines are skipped.\nA line may hold at most %d MiB. A fact without an id gets one derived from the bank, its scope, text, three times and source\n(a UUID from their SHA-256), so importing a file again adds nothing. A repeated id with\nthe same text and source is skipped and counted as already present; with different text or\nanother source it is an error, as is occurredEnd before occurredStart.\nA bad line is reported with its number and nothing of the file is imported (exit code 2).\nSecrets (and the --redact-personal-data kinds) are replaced by [REDACTED:<kind>] before a fact is stored\nand counted by kind; with --redact-secrets=Reject a line holding a secret fails the import (exit code 2).\n", MaxFactLine>>20)
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args); !ok {

@@ -62,10 +62,12 @@ func runServe(args []string, _ io.Reader, _, stderr io.Writer) int {
 		encoding string
 		emb      embeddingsFlags
 		rf       redactionFlags
+		trusted  string
 		envErrs  []error
 	)
 	sf.register(fs)
 	rf.register(fs)
+	trustedSourcesFlag(fs, &trusted)
 	encodingFlag(fs, &encoding)
 	emb.register(fs, &envErrs)
 	maxFacts := fs.Int("max-facts-per-request", serve.DefaultMaxFactsPerRequest, "With --bank, the most facts one POST .../facts may carry; more get 413.")
@@ -76,13 +78,18 @@ func runServe(args []string, _ io.Reader, _, stderr io.Writer) int {
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: promptops serve (--plans-dir DIR | --watch [--namespace NS,...] | --bank NS/NAME) [--listen ADDR] [--auth none|kubernetes]\n\nPOST /v1/assemble {\"namespace\", \"name\", \"intent\", \"runtime\": {\"<section>\": \"<text>\"}, \"query\"?}\nanswers the prompt as `promptops assemble` would; GET /v1/templates lists the plans.\nWith --bank (and --store or $PROMPTOPS_STORE): POST /v1/banks/NS/NAME/facts {\"facts\": [...]} retains facts,\nPOST /v1/banks/NS/NAME/recall {\"query\", \"maxTokens\", \"maxItems\", \"minScore\", \"tags\", \"includePending\"} recalls.\n/healthz, /readyz (after the first load) and /metrics are on the same address.")
+		fmt.Fprintln(stderr, "Usage: promptops serve (--plans-dir DIR | --watch [--namespace NS,...] | --bank NS/NAME) [--listen ADDR] [--auth none|kubernetes]\n\nPOST /v1/assemble {\"namespace\", \"name\", \"intent\", \"runtime\": {\"<section>\": \"<text>\"}, \"query\"?}\nanswers the prompt as `promptops assemble` would; GET /v1/templates lists the plans.\nWith --bank (and --store or $PROMPTOPS_STORE): POST /v1/banks/NS/NAME/facts {\"facts\": [...]} retains facts,\nPOST /v1/banks/NS/NAME/recall {\"query\", \"maxTokens\", \"maxItems\", \"minScore\", \"tags\", \"includePending\", \"trustedOnly\"} recalls.\n/healthz, /readyz (after the first load) and /metrics are on the same address.")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
 	if err := errors.Join(envErrs...); err != nil {
+		fmt.Fprintln(stderr, "promptops serve:", err)
+		return ExitInvalid
+	}
+	trust, err := trustedSources(trusted)
+	if err != nil {
 		fmt.Fprintln(stderr, "promptops serve:", err)
 		return ExitInvalid
 	}
@@ -171,7 +178,7 @@ func runServe(args []string, _ io.Reader, _, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "promptops serve:", err)
 			return ExitInvalid
 		}
-		bank, closeBank, err := openBank(ctx, sf, encoding, &emb, red, log)
+		bank, closeBank, err := openBank(ctx, sf, bankOptions{encoding: encoding, emb: &emb, redactor: red, trust: trust}, log)
 		if err != nil {
 			fmt.Fprintln(stderr, "promptops serve:", err)
 			return ExitInvalid
@@ -324,9 +331,19 @@ func parseLimit(s string) int64 {
 	return n
 }
 
+// bankOptions are what the flags of serve --bank say of the bank beside
+// its store.
+type bankOptions struct {
+	encoding string
+	emb      *embeddingsFlags
+	redactor *redact.Redactor
+	trust    consolidation.Trust
+}
+
 // openBank opens the store of --bank, registers the bank and loads its
 // indexes, so that the first recall finds them in memory.
-func openBank(ctx context.Context, sf storeFlags, encoding string, emb *embeddingsFlags, red *redact.Redactor, log logr.Logger) (*serve.Bank, func(), error) {
+func openBank(ctx context.Context, sf storeFlags, o bankOptions, log logr.Logger) (*serve.Bank, func(), error) {
+	encoding, emb, red := o.encoding, o.emb, o.redactor
 	if _, err := tokens.Get(encoding); err != nil {
 		return nil, nil, fmt.Errorf("--encoding: %w", err)
 	}
@@ -346,7 +363,7 @@ func openBank(ctx context.Context, sf storeFlags, encoding string, emb *embeddin
 	}
 	ns, name, _ := strings.Cut(sf.bank, "/")
 	// A query leaves the process for the embeddings API: redacted too.
-	rec := &consolidation.Recaller{Store: store, Scope: sf.id().Scope(""), Embedder: consolidation.RedactEmbedder(embedder, red), Floor: set.SemanticFloor,
+	rec := &consolidation.Recaller{Store: store, Scope: sf.id().Scope(""), Embedder: consolidation.RedactEmbedder(embedder, red), Floor: set.SemanticFloor, Trust: o.trust,
 		OnError: func(what string, err error) {
 			if what == "embedding a query" {
 				// The server's message may quote the query.

@@ -14,6 +14,7 @@ func TestHelpEverywhere(t *testing.T) {
 		{"facts", "-h"}, {"facts", "--help"}, {"facts", "import", "-h"}, {"facts", "list", "--help"}, {"facts", "retry", "-h"},
 		{"observations", "-h"}, {"observations", "list", "-h"},
 		{"tokens", "-h"}, {"tokens", "count", "--help"},
+		{"rollout", "-h"}, {"rollout", "status", "-h"}, {"rollout", "promote", "--help"}, {"rollout", "abort", "-h"},
 	} {
 		code, out, errOut := run(t, "", args...)
 		if code != ExitOK || out != "" || !strings.Contains(errOut, "Usage: promptops") {

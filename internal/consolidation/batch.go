@@ -196,7 +196,7 @@ func (r *run) prepare(ctx context.Context, facts []Fact, correction string) (cal
 		}
 	}
 	return call{
-		batch:        Batch{Facts: facts, Pool: pool, RecalledBy: recalledBy, Remaining: remaining},
+		batch:        Batch{Facts: facts, Pool: pool, RecalledBy: recalledBy, Remaining: remaining, Trust: s.Trust},
 		messages:     []Message{{Role: "system", Content: r.system}, {Role: "user", Content: user}},
 		promptTokens: r.systemTokens + n + messageOverhead,
 	}, true, nil

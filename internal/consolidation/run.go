@@ -185,6 +185,7 @@ func (st *runState) add(s *Summary) {
 	t.EmbeddingCalls += s.EmbeddingCalls
 	t.EmbeddingTokens += s.EmbeddingTokens
 	t.Reembedded += s.Reembedded
+	t.RefusedByTrust += s.RefusedByTrust
 	for k, v := range s.Redacted {
 		if t.Redacted == nil {
 			t.Redacted = map[string]int64{}

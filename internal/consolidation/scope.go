@@ -86,14 +86,16 @@ type ScopeCount struct {
 	Observations int64  `json:"observations"`
 }
 
-// Exported is one line of a scope's export: a fact or an observation
-// (with its source fact ids).
+// Exported is one line of a scope's export: a fact (with its source) or
+// an observation (with its source fact ids and its provenance).
 type Exported struct {
 	Kind string `json:"kind"`
 	Fact
 	SourceFactIDs []string `json:"sourceFactIds,omitempty"`
 	ProofCount    int      `json:"proofCount,omitempty"`
 	UpdatedAt     string   `json:"updatedAt,omitempty"`
+	// Provenance is an observation's (Observation.Provenance).
+	Provenance []string `json:"provenance,omitempty"`
 }
 
 // LogID is how logs and progress lines name a fact or an observation: the

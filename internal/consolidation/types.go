@@ -22,9 +22,13 @@ type Fact struct {
 	OccurredEnd   *time.Time `json:"occurredEnd,omitempty"`
 	MentionedAt   *time.Time `json:"mentionedAt,omitempty"`
 	Tags          []string   `json:"tags,omitempty"`
-	Status        string     `json:"status,omitempty"`
-	FailureReason string     `json:"failureReason,omitempty"`
-	CreatedAt     time.Time  `json:"createdAt"`
+	// Source names who said it (SourceProblem): "user", "crm",
+	// "tool.web-search"; SourceUnspecified (or "") when not given. A bank's
+	// Trust decides from it whether the fact is trusted.
+	Source        string    `json:"source,omitempty"`
+	Status        string    `json:"status,omitempty"`
+	FailureReason string    `json:"failureReason,omitempty"`
+	CreatedAt     time.Time `json:"createdAt"`
 }
 
 // Fact states.
@@ -46,8 +50,11 @@ type Observation struct {
 	OccurredEnd   *time.Time `json:"occurred_end,omitempty"`
 	Entities      []string   `json:"entities,omitempty"`
 	SourceFactIDs []string   `json:"source_fact_ids"`
-	CreatedAt     time.Time  `json:"created_at"`
-	UpdatedAt     time.Time  `json:"updated_at"`
+	// Provenance is the distinct sources of the facts it cites, sorted
+	// (JoinProvenance); a Trust decides from it whether it is trusted.
+	Provenance []string  `json:"provenance,omitempty"`
+	CreatedAt  time.Time `json:"created_at"`
+	UpdatedAt  time.Time `json:"updated_at"`
 }
 
 // Candidate is an observation a store recalled for a fact, with the facts
@@ -314,6 +321,11 @@ type Settings struct {
 	// run first erases the facts stored longer ago than that, as their
 	// erasure by id does. 0 keeps facts until they are erased.
 	RetentionMaxAge time.Duration
+	// Trust is the bank's trusted sources: an answer item whose sources
+	// include an untrusted fact never updates, deletes or joins a trusted
+	// observation (an update is kept as a new observation instead). The
+	// zero Trust trusts every source.
+	Trust Trust
 }
 
 // Summary is what a run reports; its JSON is the Job's termination message.
@@ -362,8 +374,13 @@ type Summary struct {
 	// ExpiredFacts counts the facts the run erased because they were
 	// stored longer ago than RetentionMaxAge (the observations citing them
 	// went with them).
-	ExpiredFacts int64  `json:"expiredFacts,omitempty"`
-	Error        string `json:"error,omitempty"`
+	ExpiredFacts int64 `json:"expiredFacts,omitempty"`
+	// RefusedByTrust counts the changes of trusted observations the run
+	// refused because untrusted facts asked for them (Settings.Trust): an
+	// update kept as a new observation, a delete not made, sources not
+	// joined to a trusted observation.
+	RefusedByTrust int64  `json:"refusedByTrust,omitempty"`
+	Error          string `json:"error,omitempty"`
 }
 
 // Reasons an answer item is dropped, as keys of Summary.DroppedItems.
@@ -379,3 +396,9 @@ const (
 	DropDuplicate          = "duplicate"          // near-identical to an observation (duplicateSimilarity); its sources joined that one
 	DropErased             = "erased"             // cites a fact erased while the run worked on it
 )
+
+// RefusedByTrust is the code of a change of a trusted observation that
+// untrusted facts asked for and the run refused (Settings.Trust): counted
+// in Summary.RefusedByTrust, not in DroppedItems, and never lossy (an
+// update is kept as a new observation; a delete names no facts).
+const RefusedByTrust = "refusedByTrust"

@@ -288,7 +288,7 @@ func (bk *servedBank) retain(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		var conflict *consolidation.FactConflictError
 		if errors.As(err, &conflict) {
-			return problem(http.StatusConflict, CodeFactConflict, fmt.Sprintf("fact %q is already in bank %s with other text; nothing of the request was stored", conflict.ID, bankID))
+			return problem(http.StatusConflict, CodeFactConflict, fmt.Sprintf("fact %q is already in bank %s with other text or another source; nothing of the request was stored", conflict.ID, bankID))
 		}
 		se := storeFailed(err, bk.Bank, "Storing facts failed", "the store did not take the facts; nothing of the request was stored")
 		se.note = "; nothing of it was stored"

@@ -36,6 +36,12 @@ type RecallRequest struct {
 	Scope string `json:"scope,omitempty"`
 	// IncludeShared also recalls the shared scope's items.
 	IncludeShared bool `json:"includeShared,omitempty"`
+	// TrustedOnly keeps trusted items alone: observations whose every
+	// source fact is of a source the bank trusts (--trusted-sources),
+	// facts of such a source. Left out of a body when false (omitzero), so
+	// that a bank server of before takes a memory section's recall that
+	// does not ask for it.
+	TrustedOnly bool `json:"trustedOnly,omitzero"`
 }
 
 // RecallResponse is the answer: the items that fit, best first, and
@@ -59,7 +65,7 @@ func (bk *servedBank) recall(w http.ResponseWriter, r *http.Request) error {
 	}
 	var req RecallRequest
 	if err := strictjson.Unmarshal(body, &req); err != nil {
-		return problem(http.StatusBadRequest, CodeMalformed, `the body must be one JSON object {"query", "maxTokens", "maxItems", "minScore", "tags", "includePending", "scope", "includeShared"}: `+jsonProblem(err))
+		return problem(http.StatusBadRequest, CodeMalformed, `the body must be one JSON object {"query", "maxTokens", "maxItems", "minScore", "tags", "includePending", "scope", "includeShared", "trustedOnly"}: `+jsonProblem(err))
 	}
 	q, msg := recallQuery(&req)
 	if msg != "" {
@@ -97,7 +103,7 @@ func recallFit(ctx context.Context, bk *Bank, scope string, includeShared bool, 
 	items := make([]plan.MemoryItem, len(recalled))
 	for i, it := range recalled {
 		items[i] = plan.MemoryItem{ID: it.ID, Kind: plan.MemoryKind(it.Kind), Text: it.Text, Score: it.Score, ProofCount: it.ProofCount,
-			OccurredStart: it.OccurredStart, OccurredEnd: it.OccurredEnd, SourceFactIDs: it.SourceFactIDs}
+			OccurredStart: it.OccurredStart, OccurredEnd: it.OccurredEnd, SourceFactIDs: it.SourceFactIDs, Trusted: it.Trusted}
 	}
 	fit, err := plan.FitMemory(bk.Encoding, items, maxTokens)
 	if err != nil {
@@ -143,7 +149,7 @@ func (l *localRecaller) Recall(ctx context.Context, r plan.MemoryRequest) ([]pla
 // recallRequestOf is the recall a memory section asks for, as the bank
 // API's body: what HTTPRecaller sends and localRecaller validates alike.
 func recallRequestOf(r plan.MemoryRequest) RecallRequest {
-	req := RecallRequest{Query: r.Query, MaxTokens: &r.MaxTokens, Scope: r.Scope, IncludeShared: r.IncludeShared}
+	req := RecallRequest{Query: r.Query, MaxTokens: &r.MaxTokens, Scope: r.Scope, IncludeShared: r.IncludeShared, TrustedOnly: r.TrustedOnly}
 	if r.MaxItems > 0 {
 		req.MaxItems = &r.MaxItems
 	}
@@ -180,7 +186,7 @@ func recallQuery(req *RecallRequest) (consolidation.Query, string) {
 			return consolidation.Query{}, fmt.Sprintf("tags[%d]: %d bytes, want 1..%d", i, len(t), MaxLabelBytes)
 		}
 	}
-	q := consolidation.Query{Text: req.Query, Limit: DefaultRecallItems, Tags: req.Tags, IncludePending: req.IncludePending}
+	q := consolidation.Query{Text: req.Query, Limit: DefaultRecallItems, Tags: req.Tags, IncludePending: req.IncludePending, TrustedOnly: req.TrustedOnly}
 	if req.MaxItems != nil {
 		q.Limit = *req.MaxItems
 	}

@@ -265,6 +265,8 @@ export interface components {
             query?: string;
             /** @description The bank scope of memory sections that take it from the request. */
             scope?: string;
+            /** @description What assigns the request to a rollout's stable or canary revision (a user, tenant or session id; 1 to 1024 bytes of UTF-8): the same key keeps its revision while the canary's weight grows. Left out, the scope assigns; without a scope, chance does. Never logged. */
+            assignmentKey?: string | null;
         };
         SectionSummary: {
             name: string;
@@ -283,6 +285,8 @@ export interface components {
             /** Format: date-time */
             occurredEnd?: string;
             sourceFactIds?: string[];
+            /** @description Whether the item is trusted: a fact of a source the bank trusts, an observation whose every source fact is. True for every item of a bank that names no trusted sources. */
+            trusted: boolean;
         };
         BankRef: {
             namespace?: string;
@@ -305,8 +309,10 @@ export interface components {
             withinBudget: boolean;
             /** @description The prompt's prefix that is the same in every request (before its first runtime or memory section). */
             cacheableTokens: number;
-            /** @description The plan's revision, sha256:... */
+            /** @description The revision of the plan the prompt was assembled from, sha256:... */
             revision: string;
+            /** @description Whether that revision is a rollout's canary (else the template's stable revision). */
+            canary: boolean;
             sections: components["schemas"]["SectionSummary"][];
             memory?: components["schemas"]["MemorySummary"][];
         };
@@ -323,10 +329,12 @@ export interface components {
         };
         /** @description A fact as an application tells it. The snake_case names of before (occurred_start, occurred_end, mentioned_at) are refused (400 InvalidFact) with a message that names the camelCase one. */
         Fact: {
-            /** @description Derived from the bank, scope, text and times when left out. */
+            /** @description Derived from the bank, scope, text, times and source (when one is named) when left out. */
             id?: string;
             scope?: components["schemas"]["Scope"];
             text: string;
+            /** @description Who said it: a short lowercase name (user, assistant, crm, tool.web-search). Absent, the fact's source is "unspecified". A bank that names trusted sources (--trusted-sources, a MemoryBank's spec.trustedSources) trusts the facts of those alone; untrusted facts never update, delete or join a trusted observation. */
+            source?: string;
             entities?: string[] | null;
             /** @description RFC 3339, or YYYY-MM-DD. */
             occurredStart?: string;
@@ -357,6 +365,8 @@ export interface components {
             includePending?: boolean;
             scope?: string;
             includeShared?: boolean;
+            /** @description Recall trusted items alone: observations whose every source fact is of a source the bank trusts, pending facts of such a source. A bank that names no trusted sources trusts every item. */
+            trustedOnly?: boolean;
         };
         RecallResponse: {
             items: components["schemas"]["MemoryItem"][] | null;
@@ -369,6 +379,36 @@ export interface components {
             facts: number;
             observations: number;
             requeued: number;
+        };
+        /** @description One line of a scope's export: a fact (kind fact, with its source and status) or an observation (kind observation, with its source facts and provenance). */
+        ExportedItem: {
+            /** @enum {string} */
+            kind: "fact" | "observation";
+            id: string;
+            scope?: string;
+            text: string;
+            entities?: string[] | null;
+            /** Format: date-time */
+            occurredStart?: string;
+            /** Format: date-time */
+            occurredEnd?: string;
+            /** Format: date-time */
+            mentionedAt?: string;
+            tags?: string[] | null;
+            /** @description A fact's source ("unspecified" for one retained without). */
+            source?: string;
+            /** @description A fact's: pending, consolidated or failed. */
+            status?: string;
+            failureReason?: string;
+            /** Format: date-time */
+            createdAt?: string;
+            /** @description An observation's source facts. */
+            sourceFactIds?: string[];
+            proofCount?: number;
+            /** Format: date-time */
+            updatedAt?: string;
+            /** @description An observation's provenance: the distinct sources of the facts it cites, sorted; it is trusted when the bank trusts every one. */
+            provenance?: string[];
         };
     };
     responses: {

@@ -7,10 +7,11 @@ export async function example(): Promise<number> {
   const client = createPromptopsClient("http://127.0.0.1:8089");
   const fact: Fact = { text: "Ana prefers email.", scope: "user:ana", occurredStart: "2026-03-01" };
   await client.POST("/v1/banks/{namespace}/{name}/facts", { params: { path: { namespace: "shop", name: "customers" } }, body: { facts: [fact] } });
-  const { data, error } = await client.POST("/v1/assemble", { body: { namespace: "shop", name: "support", intent: "chat", query: "contact", scope: "user:ana" } });
+  const { data, error } = await client.POST("/v1/assemble", { body: { namespace: "shop", name: "support", intent: "chat", query: "contact", scope: "user:ana", assignmentKey: "tenant-7" } });
   if (error) {
     return -1;
   }
   const answer: AssembleResponse | undefined = data;
-  return answer ? answer.tokens - answer.cacheableTokens : 0;
+  const canary: boolean | undefined = answer?.canary;
+  return answer && !canary ? answer.tokens - answer.cacheableTokens : 0;
 }

@@ -233,9 +233,10 @@ func (s *Store) ListScopes(ctx context.Context, bank consolidation.BankID) ([]co
 	return out, nil
 }
 
-// ExportScope streams a scope's facts (oldest first) and then its
-// observations (with their source fact ids) to fn, from one snapshot where
-// the store gives one (a read-only transaction).
+// ExportScope streams a scope's facts (oldest first, with their sources)
+// and then its observations (with their source fact ids and provenance)
+// to fn, from one snapshot where the store gives one (a read-only
+// transaction).
 func (s *Store) ExportScope(ctx context.Context, key consolidation.ScopeKey, fn func(consolidation.Exported) error) error {
 	scope := key.Name()
 	return s.inTx(ctx, func(tx *sql.Tx) error {
@@ -282,19 +283,15 @@ func (s *Store) ExportScope(ctx context.Context, key consolidation.ScopeKey, fn 
 		}
 		defer rows.Close()
 		for rows.Next() {
-			var o consolidation.Observation
-			var ents string
-			var os, oe, ca, ua scanTime
-			if err := rows.Scan(&o.ID, &o.Text, &o.ProofCount, &os, &oe, &ents, &ca, &ua); err != nil {
+			o, err := scanObservation(rows)
+			if err != nil {
 				return err
 			}
 			e := consolidation.Exported{Kind: consolidation.KindObservation, Fact: consolidation.Fact{ID: o.ID, Scope: scope, Text: o.Text,
-				Entities: fromJSON(ents), OccurredStart: os.t, OccurredEnd: oe.t}, SourceFactIDs: srcs[o.ID], ProofCount: o.ProofCount}
-			if ca.t != nil {
-				e.CreatedAt = *ca.t
-			}
-			if ua.t != nil {
-				e.UpdatedAt = ua.t.Format(time.RFC3339Nano)
+				Entities: o.Entities, OccurredStart: o.OccurredStart, OccurredEnd: o.OccurredEnd, CreatedAt: o.CreatedAt},
+				SourceFactIDs: srcs[o.ID], ProofCount: o.ProofCount, Provenance: o.Provenance}
+			if !o.UpdatedAt.IsZero() {
+				e.UpdatedAt = o.UpdatedAt.Format(time.RFC3339Nano)
 			}
 			if err := fn(e); err != nil {
 				return err

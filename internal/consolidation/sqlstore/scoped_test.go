@@ -67,11 +67,16 @@ func isoVector(i int) []float32 {
 	return v
 }
 
+// isoSources are the sources of the seeded facts, in turn, so that the
+// observations' provenances differ.
+var isoSources = []string{"user", "crm", ""}
+
 // seedIsolation writes, in every scope of isoKeys, facts f1..f5 (texts
-// start with the scope's key) and observations with vectors, sources and
-// history: of the facts, two consolidated, one failed, one claimed by run
-// "r" with a vector, one pending (which ones depends on the order the
-// store claims them in).
+// start with the scope's key, sources in turn of isoSources) and
+// observations with vectors, sources, provenance and history: of the
+// facts, two consolidated, one failed, one claimed by run "r" with a
+// vector, one pending (which ones depends on the order the store claims
+// them in).
 func seedIsolation(t *testing.T, s *Store) *isoSeed {
 	t.Helper()
 	ctx := context.Background()
@@ -80,7 +85,7 @@ func seedIsolation(t *testing.T, s *Store) *isoSeed {
 		var facts []consolidation.Fact
 		for _, scope := range []string{"", "ana"} {
 			for i := 1; i <= 5; i++ {
-				facts = append(facts, consolidation.Fact{ID: fmt.Sprintf("f%d", i), Scope: scope,
+				facts = append(facts, consolidation.Fact{ID: fmt.Sprintf("f%d", i), Scope: scope, Source: isoSources[i%len(isoSources)],
 					Text: fmt.Sprintf("%s fact %d about apples", bank.Scope(scope), i), Entities: []string{"Apple"}, Tags: []string{"t"}})
 			}
 		}
@@ -131,28 +136,8 @@ func isoRows(t *testing.T, s *Store) map[consolidation.ScopeKey][]string {
 	t.Helper()
 	out := map[consolidation.ScopeKey][]string{}
 	for _, tb := range isoTables {
-		rows, err := s.db.Query("SELECT " + tb.columns + " FROM " + tb.table)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cols, _ := rows.Columns()
-		at := slices.Index(cols, tb.key)
-		for rows.Next() {
-			vals := make([]any, len(cols))
-			ptrs := make([]any, len(cols))
-			for i := range vals {
-				ptrs[i] = &vals[i]
-			}
-			if err := rows.Scan(ptrs...); err != nil {
-				t.Fatal(err)
-			}
-			var key string
-			switch v := vals[at].(type) {
-			case string:
-				key = v
-			case []byte:
-				key = string(v)
-			}
+		eachRow(t, s.db, "SELECT "+tb.columns+" FROM "+tb.table, func(cols []string, vals []any) {
+			key, _ := vals[slices.Index(cols, tb.key)].(string)
 			var b strings.Builder
 			b.WriteString(tb.table)
 			for i, c := range cols {
@@ -165,10 +150,7 @@ func isoRows(t *testing.T, s *Store) map[consolidation.ScopeKey][]string {
 				fmt.Fprintf(&b, " %s=%v", c, vals[i])
 			}
 			out[consolidation.ScopeKey(key)] = append(out[consolidation.ScopeKey(key)], b.String())
-		}
-		if err := rows.Close(); err != nil {
-			t.Fatal(err)
-		}
+		})
 	}
 	for k := range out {
 		sort.Strings(out[k])
