@@ -1,6 +1,8 @@
 package consolidation
 
 import (
+	"time"
+
 	"crypto/sha256"
 	"encoding/hex"
 	"strings"
@@ -71,11 +73,12 @@ type Generation struct {
 }
 
 // Erasure is what an erasure removed: the facts and the observations
-// (with their vectors, sources and history), and the facts put back to
-// pending because an observation they supported was removed.
+// (with their vectors, sources and history), the messages, and the facts
+// put back to pending because an observation they supported was removed.
 type Erasure struct {
 	Facts        int64 `json:"facts"`
 	Observations int64 `json:"observations"`
+	Messages     int64 `json:"messages"`
 	Requeued     int64 `json:"requeued"`
 }
 
@@ -86,8 +89,10 @@ type ScopeCount struct {
 	Observations int64  `json:"observations"`
 }
 
-// Exported is one line of a scope's export: a fact (with its source) or
-// an observation (with its source fact ids and its provenance).
+// Exported is one line of a scope's export: a fact (with its source), an
+// observation (with its source fact ids and its provenance) or a message
+// (KindMessage: its content as text, its role as source, with its
+// conversation and time).
 type Exported struct {
 	Kind string `json:"kind"`
 	Fact
@@ -96,7 +101,13 @@ type Exported struct {
 	UpdatedAt     string   `json:"updatedAt,omitempty"`
 	// Provenance is an observation's (Observation.Provenance).
 	Provenance []string `json:"provenance,omitempty"`
+	// Conversation and At are a message's.
+	Conversation string     `json:"conversation,omitempty"`
+	At           *time.Time `json:"at,omitempty"`
 }
+
+// KindMessage is the kind of an exported message.
+const KindMessage = "message"
 
 // LogID is how logs and progress lines name a fact or an observation: the
 // first 12 hex digits of the SHA-256 of its id, never the id itself (an

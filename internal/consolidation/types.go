@@ -244,15 +244,15 @@ var ErrClaimLost = errors.New("the run's claim on the batch's facts was lost (le
 // size cap: an unusable answer, asked again like invalid JSON.
 var ErrAnswerTooLarge = errors.New("answer over the size cap")
 
-// Message is one chat message to the LLM.
-type Message struct {
+// ChatMessage is one chat message to the LLM.
+type ChatMessage struct {
 	Role    string // system or user
 	Content string
 }
 
 // Request is one chat completion to ask for.
 type Request struct {
-	Messages []Message
+	Messages []ChatMessage
 	// Schema is the JSON schema the answer must match.
 	Schema map[string]any
 	// MaxTokens caps the completion (sent as max_tokens).

@@ -16,7 +16,7 @@ import (
 
 // EraseScope removes every row of a scope (other than the shared one) in
 // one transaction: its facts and their vectors, its observations with
-// their vectors, sources and history, and its key. The bank's erasures
+// their vectors, sources and history, its messages, and its key. The bank's erasures
 // move in the same transaction, so no served copy of the scope is used
 // again. A run working on the scope meanwhile finds its facts gone and
 // writes nothing of them.
@@ -37,6 +37,7 @@ func (s *Store) EraseScope(ctx context.Context, key consolidation.ScopeKey) (con
 			{"DELETE FROM promptops_observations WHERE bank = $1", &out.Observations},
 			{"DELETE FROM promptops_fact_vectors WHERE bank = $1", nil},
 			{"DELETE FROM promptops_facts WHERE bank = $1", &out.Facts},
+			{"DELETE FROM promptops_messages WHERE bank = $1", &out.Messages},
 			{"DELETE FROM promptops_banks WHERE id = $1", nil},
 		} {
 			res, err := tx.ExecContext(ctx, s.rebind(st.query), string(key))
@@ -233,9 +234,9 @@ func (s *Store) ListScopes(ctx context.Context, bank consolidation.BankID) ([]co
 	return out, nil
 }
 
-// ExportScope streams a scope's facts (oldest first, with their sources)
-// and then its observations (with their source fact ids and provenance)
-// to fn, from one snapshot where the store gives one (a read-only
+// ExportScope streams a scope's facts (oldest first, with their sources),
+// then its observations (with their source fact ids and provenance), then
+// its messages (by conversation, in the order they were said) to fn, from one snapshot where the store gives one (a read-only
 // transaction).
 func (s *Store) ExportScope(ctx context.Context, key consolidation.ScopeKey, fn func(consolidation.Exported) error) error {
 	scope := key.Name()
@@ -293,6 +294,28 @@ func (s *Store) ExportScope(ctx context.Context, key consolidation.ScopeKey, fn 
 			if !o.UpdatedAt.IsZero() {
 				e.UpdatedAt = o.UpdatedAt.Format(time.RFC3339Nano)
 			}
+			if err := fn(e); err != nil {
+				return err
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		rows.Close()
+		rows, err = tx.QueryContext(ctx, s.rebind("SELECT "+messageColumns+" FROM promptops_messages WHERE bank = $1 ORDER BY conversation, at, created_at, id"), string(key))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			m, err := scanMessage(rows, scope)
+			if err != nil {
+				return err
+			}
+			at := m.At
+			e := consolidation.Exported{Kind: consolidation.KindMessage, Fact: consolidation.Fact{ID: m.ID, Scope: scope, Text: m.Content,
+				Source: m.Source(), Status: string(m.Status), FailureReason: m.FailureReason, CreatedAt: m.CreatedAt},
+				Conversation: m.Conversation, At: &at}
 			if err := fn(e); err != nil {
 				return err
 			}

@@ -43,6 +43,7 @@ var isoTables = []struct{ table, columns, key string }{
 	{"promptops_observation_sources", "*", "bank"},
 	{"promptops_observation_vectors", "*", "bank"},
 	{"promptops_observation_history", "*", "bank"},
+	{"promptops_messages", "*", "bank"},
 }
 
 // isoSeed is what the seeding wrote: the observation ids of each scope,
@@ -90,6 +91,18 @@ func seedIsolation(t *testing.T, s *Store) *isoSeed {
 			}
 		}
 		if _, err := s.ImportFacts(ctx, bank, facts); err != nil {
+			t.Fatal(err)
+		}
+		// Messages m1..m3 of conversation c1 in both scopes, their
+		// contents starting with the scope's key.
+		var msgs []consolidation.Message
+		for _, scope := range []string{"", "ana"} {
+			for i := 1; i <= 3; i++ {
+				msgs = append(msgs, consolidation.Message{ID: fmt.Sprintf("m%d", i), Scope: scope, Conversation: "c1", Role: consolidation.RoleUser,
+					Content: fmt.Sprintf("%s message %d", bank.Scope(scope), i), At: time.Date(2026, 3, 1, 9, i, 0, 0, time.UTC)})
+			}
+		}
+		if _, _, err := s.RetainMessages(ctx, bank, msgs); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -380,13 +393,28 @@ var scopedCases = []isoCase{
 	}},
 	{name: "ExportScope", read: true, call: func(ctx context.Context, s *Store, sd *isoSeed, k consolidation.ScopeKey) ([]consolidation.ScopeKey, error) {
 		var out []consolidation.ScopeKey
+		msgs := 0
 		err := s.ExportScope(ctx, k, func(e consolidation.Exported) error {
 			out = append(out, ownerOfText(e.Text))
-			if e.Kind == consolidation.KindObservation {
+			switch e.Kind {
+			case consolidation.KindObservation:
 				out = append(out, ofObs(sd, []string{e.ID})...)
+			case consolidation.KindMessage:
+				msgs++
 			}
 			return nil
 		})
+		if err == nil && msgs != 3 {
+			err = fmt.Errorf("exported %d messages, want the scope's 3", msgs)
+		}
+		return out, err
+	}},
+	{name: "ListScopeMessages", read: true, call: func(ctx context.Context, s *Store, _ *isoSeed, k consolidation.ScopeKey) ([]consolidation.ScopeKey, error) {
+		msgs, err := s.ListScopeMessages(ctx, k, "", 100)
+		var out []consolidation.ScopeKey
+		for _, m := range msgs {
+			out = append(out, ownerOfText(m.Content))
+		}
 		return out, err
 	}},
 	{name: "ListScopeFacts", read: true, call: func(ctx context.Context, s *Store, _ *isoSeed, k consolidation.ScopeKey) ([]consolidation.ScopeKey, error) {
@@ -470,6 +498,20 @@ var bankCases = []struct {
 	}},
 	{"RetainFacts", func(ctx context.Context, s *Store, _ *isoSeed) ([]consolidation.ScopeKey, error) {
 		_, _, err := s.RetainFacts(ctx, isoBank, []consolidation.Fact{{ID: "f9", Text: "new"}, {ID: "f9", Scope: "bob", Text: "new"}})
+		return nil, err
+	}},
+	{"RetainMessages", func(ctx context.Context, s *Store, _ *isoSeed) ([]consolidation.ScopeKey, error) {
+		at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+		_, _, err := s.RetainMessages(ctx, isoBank, []consolidation.Message{
+			{ID: "m9", Conversation: "c1", Role: consolidation.RoleUser, Content: "new", At: at},
+			{ID: "m9", Scope: "bob", Conversation: "c1", Role: consolidation.RoleUser, Content: "new", At: at}})
+		return nil, err
+	}},
+	{"DeleteExpiredMessages", func(ctx context.Context, s *Store, _ *isoSeed) ([]consolidation.ScopeKey, error) {
+		n, err := s.DeleteExpiredMessages(ctx, isoBank, time.Now().Add(24*time.Hour))
+		if err == nil && n != 6 {
+			err = fmt.Errorf("%d expired messages of %s, want its 6", n, isoBank)
+		}
 		return nil, err
 	}},
 	{"ExpiredFacts", func(ctx context.Context, s *Store, _ *isoSeed) ([]consolidation.ScopeKey, error) {

@@ -1,0 +1,172 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"sort"
+	"time"
+
+	"github.com/promptops/promptops/internal/consolidation"
+)
+
+// Messages retained for extraction (the bank API's POST .../messages).
+
+// heldMessage is what RetainMessages compares of a message the bank holds.
+type heldMessage struct{ conversation, role, content, at string }
+
+func heldOf(m consolidation.Message) heldMessage {
+	return heldMessage{conversation: m.Conversation, role: string(m.Role), content: m.Content, at: m.At.UTC().Format(time.RFC3339Nano)}
+}
+
+// RetainMessages stores messages, each with its id, in its scope, in one
+// transaction, pending extraction: a message whose id its scope holds with
+// the same conversation, role, time and content is left as it is and
+// counted in unchanged; one that differs fails the whole call with
+// *consolidation.MessageConflictError and stores nothing. created_at keeps
+// the order given.
+func (s *Store) RetainMessages(ctx context.Context, bank consolidation.BankID, msgs []consolidation.Message) (stored, unchanged int, err error) {
+	if len(msgs) == 0 {
+		return 0, 0, nil
+	}
+	keys := make([]consolidation.ScopeKey, len(msgs))
+	scoped := make([]consolidation.Fact, len(msgs))
+	byKey := map[consolidation.ScopeKey][]string{}
+	for i, m := range msgs {
+		keys[i] = bank.Scope(m.Scope)
+		scoped[i] = consolidation.Fact{Scope: m.Scope}
+		byKey[keys[i]] = append(byKey[keys[i]], m.ID)
+	}
+	if err := s.ensureKeys(ctx, bank, scoped); err != nil {
+		return 0, 0, err
+	}
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		held := func() (map[[2]string]heldMessage, error) {
+			out := map[[2]string]heldMessage{}
+			for key, ids := range byKey {
+				if err := s.heldMessages(ctx, tx, string(key), ids, out); err != nil {
+					return nil, err
+				}
+			}
+			return out, nil
+		}
+		before, err := held()
+		if err != nil {
+			return err
+		}
+		base := time.Now().UTC()
+		var rows [][]any
+		for i, m := range msgs {
+			k, want := [2]string{string(keys[i]), m.ID}, heldOf(m)
+			if h, ok := before[k]; ok {
+				if h != want {
+					return &consolidation.MessageConflictError{ID: m.ID}
+				}
+				unchanged++
+				continue
+			}
+			created := base.Add(time.Duration(i) * time.Microsecond)
+			rows = append(rows, []any{string(keys[i]), m.ID, m.Conversation, string(m.Role), m.Content, s.timeArg(&m.At), s.timeArg(&created)})
+			before[k] = want
+		}
+		// ON CONFLICT DO NOTHING: a concurrent request may store one of
+		// these ids first; what it stored is compared below.
+		if err := s.insertRows(ctx, tx, "INSERT INTO promptops_messages (bank, id, conversation, role, content, at, created_at) VALUES ", " ON CONFLICT DO NOTHING", rows); err != nil {
+			return err
+		}
+		if len(rows) > 0 {
+			now, err := held()
+			if err != nil {
+				return err
+			}
+			for i, m := range msgs {
+				if now[[2]string{string(keys[i]), m.ID}] != heldOf(m) {
+					return &consolidation.MessageConflictError{ID: m.ID}
+				}
+			}
+		}
+		stored = len(rows)
+		return nil
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	return stored, unchanged, nil
+}
+
+// heldMessages adds to out what the scope of key holds of the messages of
+// ids.
+func (s *Store) heldMessages(ctx context.Context, db querier, key string, ids []string, out map[[2]string]heldMessage) error {
+	sorted := append([]string(nil), ids...)
+	sort.Strings(sorted)
+	return s.inChunks("SELECT id, conversation, role, content, at FROM promptops_messages WHERE bank = $1 AND id @IN", key, sorted, func(q string, args []any) error {
+		rows, err := db.QueryContext(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id string
+			var h heldMessage
+			var at scanTime
+			if err := rows.Scan(&id, &h.conversation, &h.role, &h.content, &at); err != nil {
+				return err
+			}
+			if at.t != nil {
+				h.at = at.t.UTC().Format(time.RFC3339Nano)
+			}
+			out[[2]string{key, id}] = h
+		}
+		return rows.Err()
+	})
+}
+
+// messageColumns are the columns scanMessage reads.
+const messageColumns = "id, conversation, role, content, at, created_at, status, COALESCE(failure_reason, '')"
+
+func scanMessage(rows interface{ Scan(...any) error }, scope string) (consolidation.Message, error) {
+	m := consolidation.Message{Scope: scope}
+	var role, status string
+	var at, created scanTime
+	if err := rows.Scan(&m.ID, &m.Conversation, &role, &m.Content, &at, &created, &status, &m.FailureReason); err != nil {
+		return m, err
+	}
+	m.Role, m.Status = consolidation.MessageRole(role), consolidation.MessageStatus(status)
+	if at.t != nil {
+		m.At = *at.t
+	}
+	if created.t != nil {
+		m.CreatedAt = *created.t
+	}
+	return m, nil
+}
+
+// ListScopeMessages lists up to limit of a scope's messages of status
+// ("" for all), by conversation and then in the order they were said.
+func (s *Store) ListScopeMessages(ctx context.Context, key consolidation.ScopeKey, status consolidation.MessageStatus, limit int) ([]consolidation.Message, error) {
+	rows, err := s.db.QueryContext(ctx, s.rebind("SELECT "+messageColumns+" FROM promptops_messages WHERE bank = $1 AND ($2 = '' OR status = $2) ORDER BY conversation, at, created_at, id LIMIT $3"), string(key), string(status), limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []consolidation.Message
+	scope := key.Name()
+	for rows.Next() {
+		m, err := scanMessage(rows, scope)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+// DeleteExpiredMessages removes the bank's messages, of every scope and
+// status, stored before before, as a run's retention removes its facts,
+// and returns how many.
+func (s *Store) DeleteExpiredMessages(ctx context.Context, bank consolidation.BankID, before time.Time) (int64, error) {
+	res, err := s.db.ExecContext(ctx, s.rebind("DELETE FROM promptops_messages WHERE "+inBank+" AND created_at < $4"), bankArgs(bank, s.timeArg(&before))...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
