@@ -87,8 +87,11 @@ func (b *Bank) id() consolidation.BankID {
 type BankLimits struct {
 	// MaxFactsPerRequest: DefaultMaxFactsPerRequest when 0.
 	MaxFactsPerRequest int
-	// MaxRetainBytes: DefaultMaxRetainBytes when 0.
+	// MaxRetainBytes: DefaultMaxRetainBytes when 0; it bounds a POST
+	// .../messages too.
 	MaxRetainBytes int64
+	// MaxMessagesPerRequest: DefaultMaxMessagesPerRequest when 0.
+	MaxMessagesPerRequest int
 }
 
 type bankAPI struct {
@@ -112,6 +115,9 @@ func (s *Server) initBanks(banks []*Bank, limits BankLimits) {
 	if limits.MaxRetainBytes <= 0 {
 		limits.MaxRetainBytes = DefaultMaxRetainBytes
 	}
+	if limits.MaxMessagesPerRequest <= 0 {
+		limits.MaxMessagesPerRequest = DefaultMaxMessagesPerRequest
+	}
 	b := &bankAPI{banks: map[Key]*Bank{}, served: map[Key]*servedBank{}, limits: limits,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "promptops_serve_bank_requests_total", Help: "Bank API requests by bank, endpoint (facts, recall) and status code.",
@@ -127,7 +133,7 @@ func (s *Server) initBanks(banks []*Bank, limits BankLimits) {
 			Name: "promptops_serve_bank_erasures_total", Help: "Erasures done through the bank API, by bank and kind (scope, fact).",
 		}, []string{"namespace", "name", "kind"}),
 		redactions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "promptops_serve_bank_redactions_total", Help: "Secrets and personal data redacted from retained facts, by bank and kind (a rule's id or a personal data kind).",
+			Name: "promptops_serve_bank_redactions_total", Help: "Secrets and personal data redacted from retained facts and messages, by bank and kind (a rule's id or a personal data kind).",
 		}, []string{"namespace", "name", "kind"}),
 	}
 	for _, bk := range banks {
@@ -135,6 +141,7 @@ func (s *Server) initBanks(banks []*Bank, limits BankLimits) {
 		sb := &servedBank{Bank: bk, s: s}
 		// Erasure and export are optional: resolved here, once.
 		sb.scopeStore, _ = bk.Store.(ScopeStore)
+		sb.messageStore, _ = bk.Store.(MessageStore)
 		b.served[Key{bk.Namespace, bk.Name}] = sb
 	}
 	s.metrics.registry.MustRegister(b.requests, b.latency, b.facts, b.erasures, b.redactions)
@@ -158,6 +165,9 @@ type servedBank struct {
 	// scopeStore is Store as a ScopeStore; nil when the store neither
 	// erases nor exports (501).
 	scopeStore ScopeStore
+	// messageStore is Store as a MessageStore; nil when the store keeps
+	// no messages (501).
+	messageStore MessageStore
 }
 
 // bankRoute is one endpoint of the bank API.
@@ -175,6 +185,8 @@ type bankRoute struct {
 var bankRoutes = []bankRoute{
 	{pattern: "POST /v1/banks/{namespace}/{name}/facts", endpoint: "facts", op: telemetry.OpUpdateMemory, verb: "create", subresource: "facts",
 		serve: (*servedBank).retain},
+	{pattern: "POST /v1/banks/{namespace}/{name}/messages", endpoint: "messages", op: telemetry.OpUpdateMemory, verb: "create", subresource: "messages",
+		serve: (*servedBank).retainMessages},
 	{pattern: "POST /v1/banks/{namespace}/{name}/recall", endpoint: "recall", op: telemetry.OpSearchMemory, verb: "create", subresource: "recall",
 		serve: (*servedBank).recall},
 	{pattern: "DELETE /v1/banks/{namespace}/{name}/scopes/{scope}", endpoint: "erase_scope", op: telemetry.OpDeleteMemory, verb: "delete", subresource: "scopes",

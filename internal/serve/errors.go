@@ -54,8 +54,15 @@ const (
 	CodeFactNotFound     Code = "FactNotFound"
 	// CodeSecretInFact: a fact holds a secret and the bank's secrets
 	// policy is Reject (422); nothing of the request was stored.
-	CodeSecretInFact Code = "SecretInFact"
-	// CodeNotImplemented: the bank's store cannot erase or export (501).
+	CodeSecretInFact    Code = "SecretInFact"
+	CodeInvalidMessage  Code = "InvalidMessage"
+	CodeTooManyMessages Code = "TooManyMessages"
+	CodeMessageConflict Code = "MessageConflict"
+	// CodeSecretInMessage: a message holds a secret and the bank's
+	// secrets policy is Reject (422); nothing of the request was stored.
+	CodeSecretInMessage Code = "SecretInMessage"
+	// CodeNotImplemented: the bank's store cannot erase, export or keep
+	// messages (501).
 	CodeNotImplemented Code = "NotImplemented"
 )
 
