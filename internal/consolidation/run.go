@@ -249,6 +249,13 @@ func (e *Engine) Run(ctx context.Context) (sum Summary, err error) {
 	if err != nil {
 		return st.sum, fmt.Errorf("store: erasing expired facts: %w", err)
 	}
+	st.sum.ExpiredMessages, err = e.expireMessages(ctx)
+	if st.sum.ExpiredMessages > 0 {
+		e.progressLine(st, fmt.Sprintf("erased %d messages stored more than %s ago", st.sum.ExpiredMessages, s.RetentionMaxAge))
+	}
+	if err != nil {
+		return st.sum, fmt.Errorf("store: erasing expired messages: %w", err)
+	}
 	if st.bankCount, err = e.Store.CountObservations(ctx, s.Bank); err != nil {
 		return st.sum, fmt.Errorf("store: %w", err)
 	}

@@ -375,6 +375,9 @@ type Summary struct {
 	// stored longer ago than RetentionMaxAge (the observations citing them
 	// went with them).
 	ExpiredFacts int64 `json:"expiredFacts,omitempty"`
+	// ExpiredMessages counts the messages the run erased because they
+	// were stored longer ago than RetentionMaxAge.
+	ExpiredMessages int64 `json:"expiredMessages,omitempty"`
 	// RefusedByTrust counts the changes of trusted observations the run
 	// refused because untrusted facts asked for them (Settings.Trust): an
 	// update kept as a new observation, a delete not made, sources not
