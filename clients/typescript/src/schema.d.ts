@@ -66,6 +66,31 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/banks/{namespace}/{name}/messages": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The MemoryBank's namespace. */
+                namespace: components["parameters"]["namespace"];
+                /** @description The MemoryBank's name. */
+                name: components["parameters"]["name"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Retain messages
+         * @description Stores a conversation's messages at once, pending extraction by the bank's next consolidation run (no model on the request path). A message posted again (the same id, conversation, role, at and content) is unchanged, so posting a whole conversation again stores only the messages appended since; the same id with anything else is a conflict (409 MessageConflict) and nothing is stored. Each message's role is kept as the source of what is extracted from it. Contents are redacted as facts' texts are, before ids are derived; a bank whose secrets policy is Reject refuses a request holding a secret (422 SecretInMessage). The body is bounded as retain's (413 RequestTooLarge), and so is the count of messages (413 TooManyMessages); a store that keeps no messages answers 501.
+         */
+        post: operations["retainMessages"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/banks/{namespace}/{name}/recall": {
         parameters: {
             query?: never;
@@ -247,7 +272,7 @@ export interface components {
         Error: {
             error: {
                 /** @enum {string} */
-                code: "NotReady" | "MalformedRequest" | "InvalidRuntimeValue" | "UnknownSection" | "SpecialToken" | "TemplateNotFound" | "IntentNotFound" | "RequestTooLarge" | "Busy" | "RequestTimeout" | "MethodNotAllowed" | "NotFound" | "Unauthorized" | "Forbidden" | "BankNotFound" | "InvalidFact" | "TooManyFacts" | "FactConflict" | "InvalidRecall" | "StoreUnavailable" | "InvalidScope" | "FactNotFound" | "SecretInFact" | "NotImplemented" | "Internal";
+                code: "NotReady" | "MalformedRequest" | "InvalidRuntimeValue" | "UnknownSection" | "SpecialToken" | "TemplateNotFound" | "IntentNotFound" | "RequestTooLarge" | "Busy" | "RequestTimeout" | "MethodNotAllowed" | "NotFound" | "Unauthorized" | "Forbidden" | "BankNotFound" | "InvalidFact" | "TooManyFacts" | "FactConflict" | "InvalidRecall" | "StoreUnavailable" | "InvalidScope" | "FactNotFound" | "SecretInFact" | "InvalidMessage" | "TooManyMessages" | "MessageConflict" | "SecretInMessage" | "NotImplemented" | "Internal";
                 message: string;
             };
         };
@@ -356,6 +381,37 @@ export interface components {
                 [key: string]: number;
             };
         };
+        Message: {
+            /** @description The application's id of the message; without one it is derived from the scope, conversation, role, at and content (after redaction), so the same conversation posted again stores nothing new. */
+            id?: string;
+            /**
+             * @description Who said it; kept as the source of the facts extracted from it, for the bank's trust rules.
+             * @enum {string}
+             */
+            role: "user" | "assistant" | "tool" | "system";
+            content: string;
+            /**
+             * Format: date-time
+             * @description When it was said (RFC 3339); relative dates in it are resolved from this time.
+             */
+            at: string;
+        };
+        MessagesRequest: {
+            scope?: components["schemas"]["Scope"];
+            conversation: string;
+            messages: components["schemas"]["Message"][];
+        };
+        MessagesResponse: {
+            stored: number;
+            /** @description Messages the bank had already: the same id with the same conversation, role, at and content. */
+            unchanged: number;
+            /** @description The messages' ids in the order posted, derived ones included. */
+            ids: string[];
+            /** @description Secrets and personal data replaced by [REDACTED:<kind>] in the messages' contents, by kind (a gitleaks rule id, connection-string-password, credential-in-sentence, or a personal data kind such as email); absent when none were. */
+            redacted?: {
+                [key: string]: number;
+            };
+        };
         RecallRequest: {
             query: string;
             maxTokens: number;
@@ -378,12 +434,13 @@ export interface components {
         Erasure: {
             facts: number;
             observations: number;
+            messages: number;
             requeued: number;
         };
-        /** @description One line of a scope's export: a fact (kind fact, with its source and status) or an observation (kind observation, with its source facts and provenance). */
+        /** @description One line of a scope's export: a fact (kind fact, with its source and status), an observation (kind observation, with its source facts and provenance) or a message (kind message: its content as text, its role as source, with its conversation, at and status). */
         ExportedItem: {
             /** @enum {string} */
-            kind: "fact" | "observation";
+            kind: "fact" | "observation" | "message";
             id: string;
             scope?: string;
             text: string;
@@ -395,9 +452,9 @@ export interface components {
             /** Format: date-time */
             mentionedAt?: string;
             tags?: string[] | null;
-            /** @description A fact's source ("unspecified" for one retained without). */
+            /** @description A fact's source ("unspecified" for one retained without); a message's role. */
             source?: string;
-            /** @description A fact's: pending, consolidated or failed. */
+            /** @description A fact's: pending, consolidated or failed; a message's: pending, extracted or failed. */
             status?: string;
             failureReason?: string;
             /** Format: date-time */
@@ -409,6 +466,13 @@ export interface components {
             updatedAt?: string;
             /** @description An observation's provenance: the distinct sources of the facts it cites, sorted; it is trusted when the bank trusts every one. */
             provenance?: string[];
+            /** @description A message's conversation. */
+            conversation?: string;
+            /**
+             * Format: date-time
+             * @description When a message was said.
+             */
+            at?: string;
         };
     };
     responses: {
@@ -540,6 +604,47 @@ export interface operations {
             413: components["responses"]["Error"];
             422: components["responses"]["Error"];
             500: components["responses"]["Error"];
+            503: components["responses"]["Error"];
+        };
+    };
+    retainMessages: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The MemoryBank's namespace. */
+                namespace: components["parameters"]["namespace"];
+                /** @description The MemoryBank's name. */
+                name: components["parameters"]["name"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MessagesRequest"];
+            };
+        };
+        responses: {
+            /** @description Stored. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MessagesResponse"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+            405: components["responses"]["Error"];
+            408: components["responses"]["Error"];
+            409: components["responses"]["Error"];
+            413: components["responses"]["Error"];
+            422: components["responses"]["Error"];
+            500: components["responses"]["Error"];
+            501: components["responses"]["Error"];
             503: components["responses"]["Error"];
         };
     };
