@@ -29,14 +29,12 @@ func (s *Store) RetainMessages(ctx context.Context, bank consolidation.BankID, m
 		return 0, 0, nil
 	}
 	keys := make([]consolidation.ScopeKey, len(msgs))
-	scoped := make([]consolidation.Fact, len(msgs))
 	byKey := map[consolidation.ScopeKey][]string{}
 	for i, m := range msgs {
 		keys[i] = bank.Scope(m.Scope)
-		scoped[i] = consolidation.Fact{Scope: m.Scope}
 		byKey[keys[i]] = append(byKey[keys[i]], m.ID)
 	}
-	if err := s.ensureKeys(ctx, bank, scoped); err != nil {
+	if err := s.ensureScopeKeys(ctx, bank, keys); err != nil {
 		return 0, 0, err
 	}
 	err = s.inTx(ctx, func(tx *sql.Tx) error {

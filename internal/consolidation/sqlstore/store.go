@@ -277,8 +277,13 @@ func (s *Store) EnsureBank(ctx context.Context, bank consolidation.BankID) error
 
 // ensureKeys registers the bank and the keys of the facts' scopes.
 func (s *Store) ensureKeys(ctx context.Context, bank consolidation.BankID, facts []consolidation.Fact) error {
+	return s.ensureScopeKeys(ctx, bank, factKeys(bank, facts))
+}
+
+// ensureScopeKeys registers the bank and keys of its scopes.
+func (s *Store) ensureScopeKeys(ctx context.Context, bank consolidation.BankID, keys []consolidation.ScopeKey) error {
 	seen := map[consolidation.ScopeKey]bool{}
-	for _, key := range append([]consolidation.ScopeKey{bank.Scope("")}, factKeys(bank, facts)...) {
+	for _, key := range append([]consolidation.ScopeKey{bank.Scope("")}, keys...) {
 		if !seen[key] {
 			seen[key] = true
 			if _, err := s.db.ExecContext(ctx, s.rebind("INSERT INTO promptops_banks (id, created_at) VALUES ($1, $2) ON CONFLICT DO NOTHING"), string(key), s.timeArg(ptrTime(time.Now()))); err != nil {
