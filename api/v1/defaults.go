@@ -35,6 +35,11 @@ const (
 	DefaultEmbeddingsBatchSize         int32 = 64
 	DefaultMaxReembedPerRun            int32 = 20000
 
+	// spec.extraction's defaults.
+	DefaultExtractionMaxPromptTokens  int32 = 8000
+	DefaultExtractionContextMessages  int32 = 8
+	DefaultExtractionMessagesPerBatch int32 = 8
+
 	// DefaultServingReplicas is spec.serving.replicas when unset.
 	DefaultServingReplicas int32 = 1
 

@@ -20,6 +20,7 @@ import (
 	"github.com/promptops/promptops/internal/consolidation"
 	"github.com/promptops/promptops/internal/consolidation/llm"
 	"github.com/promptops/promptops/internal/consolidation/sqlstore"
+	"github.com/promptops/promptops/internal/extraction"
 	"github.com/promptops/promptops/internal/telemetry"
 )
 
@@ -83,6 +84,7 @@ func runConsolidate(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		envErrs                                                           []error
 		emb                                                               embeddingsFlags
 		rf                                                                redactionFlags
+		xs                                                                extraction.Settings
 	)
 	fs.StringVar(&baseURL, "llm-base-url", envDefault(lookupEnv, "PROMPTOPS_LLM_BASE_URL", ""), "Base URL of an OpenAI-compatible API, e.g. http://vllm:8000/v1 ($PROMPTOPS_LLM_BASE_URL).")
 	fs.StringVar(&model, "model", envDefault(lookupEnv, "PROMPTOPS_MODEL", ""), "Model name ($PROMPTOPS_MODEL).")
@@ -102,6 +104,9 @@ func runConsolidate(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	intFlag(fs, &envErrs, &retries, "llm-retries", "PROMPTOPS_LLM_RETRIES", 3, "Retries of an LLM call on 429, 5xx and connection errors, with backoff.")
 	fs.StringVar(&retention, "retention-max-age", envDefault(lookupEnv, "PROMPTOPS_RETENTION_MAX_AGE", ""), "Erase, first thing in the run, the facts stored longer ago than this Go duration (e.g. 720h) with the observations citing them; 0 or empty keeps facts ($PROMPTOPS_RETENTION_MAX_AGE).")
 	trustedSourcesFlag(fs, &trusted)
+	intFlag(fs, &envErrs, &xs.MaxPromptTokens, "extraction-max-prompt-tokens", "PROMPTOPS_EXTRACTION_MAX_PROMPT_TOKENS", extraction.DefaultMaxPromptTokens, "Token budget of one call extracting facts from retained messages.")
+	intFlag(fs, &envErrs, &xs.ContextMessages, "extraction-context-messages", "PROMPTOPS_EXTRACTION_CONTEXT_MESSAGES", extraction.DefaultContextMessages, "Messages said before a batch shown with it for context, at most.")
+	intFlag(fs, &envErrs, &xs.MessagesPerBatch, "extraction-messages-per-batch", "PROMPTOPS_EXTRACTION_MESSAGES_PER_BATCH", extraction.DefaultMessagesPerBatch, "New messages of one conversation per extraction call, at most.")
 	emb.register(fs, &envErrs)
 	rf.register(fs)
 	if code, ok := parseFlags(fs, args); !ok {
@@ -128,6 +133,9 @@ func runConsolidate(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	if set.BatchSize < 1 || set.BatchSize > 100 || set.MaxFacts < 1 || set.MaxPromptTokens < 1024 || set.MaxAttempts < 1 || set.MaxObservations < 0 || set.MaxObservationsPerScope < 0 || set.Parallelism < 1 || set.Parallelism > 32 || maxTokensPerRun < 1000 {
 		return fail(ExitInvalid, "out of range: --batch-size 1..100, --max-facts >= 1, --max-prompt-tokens >= 1024, --max-attempts >= 1, --max-observations >= 0, --max-observations-per-scope >= 0, --parallelism 1..32, --max-tokens-per-run >= 1000")
+	}
+	if xs.MaxPromptTokens < 1024 || xs.ContextMessages < 0 || xs.ContextMessages > 100 || xs.MessagesPerBatch < 1 || xs.MessagesPerBatch > 64 {
+		return fail(ExitInvalid, "out of range: --extraction-max-prompt-tokens >= 1024, --extraction-context-messages 0..100, --extraction-messages-per-batch 1..64")
 	}
 	set.MaxTokensPerRun = int64(maxTokensPerRun)
 	if missionFile != "" {
@@ -215,6 +223,10 @@ func runConsolidate(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if embedder != nil {
 		eng.Embedder = embedder
 	}
+	// Retained messages become facts first, with the same client and
+	// budget.
+	xs.Bank, xs.Mission, xs.Encoding, xs.MaxAttempts, xs.Trust = set.Bank, set.Mission, set.Encoding, set.MaxAttempts, set.Trust
+	eng.Extractor = &extraction.Extractor{Store: store, LLM: eng.LLM, Settings: xs, Redactor: red, Progress: eng.Progress}
 	summary, err = eng.Run(ctx)
 	return finish(err)
 }

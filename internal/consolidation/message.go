@@ -43,8 +43,10 @@ const (
 
 // Bounds of a message.
 const (
-	// MaxMessageContentBytes bounds a message's content.
-	MaxMessageContentBytes = 64 << 10
+	// MaxMessageContentBytes bounds a message's content (a pasted
+	// document, a tool's output); a run cuts a message longer than its
+	// extraction prompt into parts.
+	MaxMessageContentBytes = 3 << 20
 	// MaxMessageIDBytes bounds a message's id.
 	MaxMessageIDBytes = 128
 	// MaxConversationBytes bounds a conversation's id.
@@ -239,4 +241,10 @@ func RedactMessage(r *redact.Redactor, m *Message, counts redact.Counts) error {
 	}
 	m.Content = redactInto(r, m.Content, counts)
 	return nil
+}
+
+// ConversationRef names a conversation: its scope's key and its name.
+type ConversationRef struct {
+	Key          ScopeKey
+	Conversation string
 }

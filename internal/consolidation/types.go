@@ -382,8 +382,12 @@ type Summary struct {
 	// refused because untrusted facts asked for them (Settings.Trust): an
 	// update kept as a new observation, a delete not made, sources not
 	// joined to a trusted observation.
-	RefusedByTrust int64  `json:"refusedByTrust,omitempty"`
-	Error          string `json:"error,omitempty"`
+	RefusedByTrust int64 `json:"refusedByTrust,omitempty"`
+	// Extraction is what the run's extraction of messages did (its calls
+	// and tokens are also in the run's LLMCalls, Retries and token
+	// counts); nil when the run had no Extractor.
+	Extraction *Extraction `json:"extraction,omitempty"`
+	Error      string      `json:"error,omitempty"`
 }
 
 // Reasons an answer item is dropped, as keys of Summary.DroppedItems.
@@ -405,3 +409,51 @@ const (
 // in Summary.RefusedByTrust, not in DroppedItems, and never lossy (an
 // update is kept as a new observation; a delete names no facts).
 const RefusedByTrust = "refusedByTrust"
+
+// Extractor is a run's first step when the bank holds messages: it turns
+// the bank's pending messages into pending facts (package extraction), so
+// that the run consolidates them with the rest. Its LLM calls count toward
+// the run's MaxTokensPerRun through budget.
+type Extractor interface {
+	Extract(ctx context.Context, budget Budget) (Extraction, error)
+}
+
+// Budget is the run's token budget as an Extractor books it: Reserve
+// books n tokens for a call when they fit (false: MaxTokensPerRun is
+// reached, start no call), Release gives the booking back once the call
+// is done, and Spend counts the tokens it used.
+type Budget interface {
+	Reserve(n int64) bool
+	Release(n int64)
+	Spend(n int64)
+}
+
+// Extraction is what a run's extraction did, in the run's Summary.
+type Extraction struct {
+	// MessagesExtracted and MessagesFailed count the messages extracted
+	// and those marked failed (no usable answer after the attempts).
+	MessagesExtracted int64 `json:"messagesExtracted"`
+	MessagesFailed    int64 `json:"messagesFailed"`
+	// FactsExtracted counts the facts the answers gave; FactsStored those
+	// the bank did not hold already (the same message extracted again
+	// makes none).
+	FactsExtracted int64 `json:"factsExtracted"`
+	FactsStored    int64 `json:"factsStored"`
+	// Batches, LLMCalls (retries included), Retries, PromptTokens and
+	// CompletionTokens are extraction's share of the run's.
+	Batches          int64 `json:"batches"`
+	LLMCalls         int64 `json:"llmCalls"`
+	Retries          int64 `json:"retries"`
+	PromptTokens     int64 `json:"promptTokens"`
+	CompletionTokens int64 `json:"completionTokens"`
+	// CacheablePromptTokens counts the prompt tokens of the calls'
+	// unchanging prefix (the system message, the same in every call of the
+	// bank), which a provider's prompt cache can serve.
+	CacheablePromptTokens int64 `json:"cacheablePromptTokens"`
+	// Redacted counts what extraction redacted from the messages it sent
+	// and the facts it made, by kind.
+	Redacted map[string]int64 `json:"redacted,omitempty"`
+	// CutShort says the run's budget stopped extraction before its
+	// messages were done.
+	CutShort bool `json:"cutShort,omitempty"`
+}

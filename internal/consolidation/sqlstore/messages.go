@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"slices"
 	"sort"
 	"time"
 
@@ -63,12 +64,12 @@ func (s *Store) RetainMessages(ctx context.Context, bank consolidation.BankID, m
 				continue
 			}
 			created := base.Add(time.Duration(i) * time.Microsecond)
-			rows = append(rows, []any{string(keys[i]), m.ID, m.Conversation, string(m.Role), m.Content, s.timeArg(&m.At), s.timeArg(&created)})
+			rows = append(rows, []any{string(keys[i]), m.ID, m.Conversation, string(m.Role), m.Content, s.timeArg(&m.At), s.timeArg(&created), m.At.UnixNano(), created.UnixNano()})
 			before[k] = want
 		}
 		// ON CONFLICT DO NOTHING: a concurrent request may store one of
 		// these ids first; what it stored is compared below.
-		if err := s.insertRows(ctx, tx, "INSERT INTO promptops_messages (bank, id, conversation, role, content, at, created_at) VALUES ", " ON CONFLICT DO NOTHING", rows); err != nil {
+		if err := s.insertRows(ctx, tx, "INSERT INTO promptops_messages (bank, id, conversation, role, content, at, created_at, at_ns, created_ns) VALUES ", " ON CONFLICT DO NOTHING", rows); err != nil {
 			return err
 		}
 		if len(rows) > 0 {
@@ -141,7 +142,7 @@ func scanMessage(rows interface{ Scan(...any) error }, scope string) (consolidat
 // ListScopeMessages lists up to limit of a scope's messages of status
 // ("" for all), by conversation and then in the order they were said.
 func (s *Store) ListScopeMessages(ctx context.Context, key consolidation.ScopeKey, status consolidation.MessageStatus, limit int) ([]consolidation.Message, error) {
-	rows, err := s.db.QueryContext(ctx, s.rebind("SELECT "+messageColumns+" FROM promptops_messages WHERE bank = $1 AND ($2 = '' OR status = $2) ORDER BY conversation, at, created_at, id LIMIT $3"), string(key), string(status), limit)
+	rows, err := s.db.QueryContext(ctx, s.rebind("SELECT "+messageColumns+" FROM promptops_messages WHERE bank = $1 AND ($2 = '' OR status = $2) ORDER BY conversation, at_ns, created_ns, id LIMIT $3"), string(key), string(status), limit)
 	if err != nil {
 		return nil, err
 	}
@@ -167,4 +168,92 @@ func (s *Store) DeleteExpiredMessages(ctx context.Context, bank consolidation.Ba
 		return 0, err
 	}
 	return res.RowsAffected()
+}
+
+// The queries of a run's extraction (package extraction).
+
+// PendingConversations lists up to limit of the bank's conversations that
+// have pending messages, by scope key and name, after after (the zero
+// value starts at the first).
+func (s *Store) PendingConversations(ctx context.Context, bank consolidation.BankID, after consolidation.ConversationRef, limit int) ([]consolidation.ConversationRef, error) {
+	rows, err := s.db.QueryContext(ctx, s.rebind("SELECT DISTINCT bank, conversation FROM promptops_messages WHERE "+inBank+
+		" AND status = 'pending' AND (bank > $4 OR (bank = $4 AND conversation > $5)) ORDER BY bank, conversation LIMIT $6"),
+		bankArgs(bank, string(after.Key), after.Conversation, limit)...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []consolidation.ConversationRef
+	for rows.Next() {
+		var c consolidation.ConversationRef
+		var key string
+		if err := rows.Scan(&key, &c.Conversation); err != nil {
+			return nil, err
+		}
+		c.Key = consolidation.ScopeKey(key)
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// PendingMessages returns up to limit of a conversation's pending
+// messages, in the order they were said.
+func (s *Store) PendingMessages(ctx context.Context, c consolidation.ConversationRef, limit int) ([]consolidation.Message, error) {
+	return s.queryMessages(ctx, c.Key, "SELECT "+messageColumns+" FROM promptops_messages WHERE bank = $1 AND conversation = $2 AND status = 'pending' ORDER BY at_ns, created_ns, id LIMIT $3",
+		string(c.Key), c.Conversation, limit)
+}
+
+// MessagesBefore returns up to limit of a conversation's messages, of any
+// status, said before m (in the order PendingMessages lists them), the
+// latest of them, oldest first.
+func (s *Store) MessagesBefore(ctx context.Context, c consolidation.ConversationRef, m consolidation.Message, limit int) ([]consolidation.Message, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	out, err := s.queryMessages(ctx, c.Key, "SELECT "+messageColumns+" FROM promptops_messages WHERE bank = $1 AND conversation = $2"+
+		" AND (at_ns < $3 OR (at_ns = $3 AND (created_ns < $4 OR (created_ns = $4 AND id < $5)))) ORDER BY at_ns DESC, created_ns DESC, id DESC LIMIT $6",
+		string(c.Key), c.Conversation, m.At.UnixNano(), m.CreatedAt.UnixNano(), m.ID, limit)
+	slices.Reverse(out)
+	return out, err
+}
+
+// MarkMessages sets the status of messages of the scope (extracted, or
+// failed with a reason; a reason is cleared otherwise), in one statement
+// per 500.
+func (s *Store) MarkMessages(ctx context.Context, key consolidation.ScopeKey, ids []string, status consolidation.MessageStatus, reason string) error {
+	var why any
+	if status == consolidation.MessageFailed {
+		why = reason
+	}
+	for start := 0; start < len(ids); start += 500 {
+		chunk := ids[start:min(start+500, len(ids))]
+		args := make([]any, 0, 3+len(chunk))
+		args = append(args, string(status), why, string(key))
+		for _, id := range chunk {
+			args = append(args, id)
+		}
+		q, args := s.anyOf("UPDATE promptops_messages SET status = $1, failure_reason = $2 WHERE bank = $3 AND id @IN", 4, args)
+		if _, err := s.db.ExecContext(ctx, q, args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Store) queryMessages(ctx context.Context, key consolidation.ScopeKey, query string, args ...any) ([]consolidation.Message, error) {
+	rows, err := s.db.QueryContext(ctx, s.rebind(query), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []consolidation.Message
+	scope := key.Name()
+	for rows.Next() {
+		m, err := scanMessage(rows, scope)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, rows.Err()
 }

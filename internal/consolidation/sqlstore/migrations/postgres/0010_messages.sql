@@ -11,9 +11,16 @@ CREATE TABLE promptops_messages (
   content         text NOT NULL CHECK (content <> ''),
   at              timestamptz NOT NULL,
   created_at      timestamptz NOT NULL,
+  -- A message's place in its conversation, as integers both stores
+  -- compare alike: when it was said and when the bank stored it, in
+  -- nanoseconds since 1970 (then its id).
+  at_ns           bigint NOT NULL,
+  created_ns      bigint NOT NULL,
   status          text NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'extracted', 'failed')),
   failure_reason  text,
   PRIMARY KEY (bank, id)
 );
-CREATE INDEX promptops_messages_conversation ON promptops_messages (bank, conversation, at, id);
+CREATE INDEX promptops_messages_conversation ON promptops_messages (bank, conversation, at_ns, created_ns, id);
+-- A run finds the conversations with pending messages.
+CREATE INDEX promptops_messages_pending ON promptops_messages (bank, status, conversation);
 CREATE INDEX promptops_messages_created ON promptops_messages (bank, created_at, id);
