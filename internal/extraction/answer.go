@@ -91,7 +91,7 @@ func validFact(f AnswerFact, index map[string]int) (Extracted, error) {
 		return x, fmt.Errorf("text: %d bytes, at most %d", len(x.Text), MaxFactText)
 	case len(f.SourceMessageIDs) == 0:
 		return x, errors.New("source_message_ids: cite at least one of the NEW MESSAGES")
-	case len(f.SourceMessageIDs) > len(index):
+	case len(f.SourceMessageIDs) > 2*len(index):
 		return x, fmt.Errorf("source_message_ids: %d ids, the batch has %d messages", len(f.SourceMessageIDs), len(index))
 	}
 	seen := map[int]bool{}
