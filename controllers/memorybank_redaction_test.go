@@ -110,3 +110,30 @@ func TestTrustArgs(t *testing.T) {
 		})
 	}
 }
+
+// spec.extraction reaches the bank's consolidation Job as the
+// --extraction-* flags it sets; a bank without it keeps the Job's pod
+// template.
+func TestExtractionArgs(t *testing.T) {
+	zero, twelve := int32(0), int32(12)
+	for _, tc := range []struct {
+		name string
+		x    *promptopsv1.ExtractionSpec
+		want []string
+	}{
+		{"unset", nil, nil},
+		{"all", &promptopsv1.ExtractionSpec{MaxPromptTokens: 4000, ContextMessages: &twelve, MessagesPerBatch: 32},
+			[]string{"--extraction-max-prompt-tokens=4000", "--extraction-context-messages=12", "--extraction-messages-per-batch=32"}},
+		{"no context", &promptopsv1.ExtractionSpec{ContextMessages: &zero}, []string{"--extraction-context-messages=0"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mb := &promptopsv1.MemoryBank{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "ns"}}
+			mb.Spec.Store.SQLite = &promptopsv1.SQLiteStore{Path: "/data/b.db"}
+			mb.Spec.Extraction = tc.x
+			job := desiredJob(mb, "run", "img", "hash", nil)
+			if got, want := job.Spec.Template.Spec.Containers[0].Args, append([]string{"consolidate"}, tc.want...); !slices.Equal(got, want) {
+				t.Errorf("job args %q, want %q", got, want)
+			}
+		})
+	}
+}
