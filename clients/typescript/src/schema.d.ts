@@ -389,6 +389,7 @@ export interface components {
              * @enum {string}
              */
             role: "user" | "assistant" | "tool" | "system";
+            /** @description What was said: at most 3 MiB (the request as a whole is bounded by the server's --max-retain-bytes). A run cuts a message longer than its extraction prompt into parts. */
             content: string;
             /**
              * Format: date-time
