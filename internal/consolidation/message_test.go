@@ -44,7 +44,7 @@ func TestParseMessages(t *testing.T) {
 		{`{"conversation":"c","messages":[{"role":"robot","content":"a","at":"2026-03-01T09:00:00Z"}]}`, "messages[0].role", `messages[0].role: "robot" is not one of user, assistant, tool, system`},
 		{`{"conversation":"c","messages":[{"content":"a","at":"2026-03-01T09:00:00Z"}]}`, "messages[0].role", "messages[0].role is required"},
 		{`{"conversation":"c","messages":[{"role":"user","content":"a","at":"2026-03-01T09:00:00Z"},{"role":"user","content":" ","at":"2026-03-01T09:00:00Z"}]}`, "messages[1].content", "messages[1].content is required"},
-		{`{"conversation":"c","messages":[{"role":"user","content":"` + long + `","at":"2026-03-01T09:00:00Z"}]}`, "messages[0].content", "messages[0].content: 65537 bytes, at most 65536"},
+		{`{"conversation":"c","messages":[{"role":"user","content":"` + long + `","at":"2026-03-01T09:00:00Z"}]}`, "messages[0].content", "messages[0].content: 3145729 bytes, at most 3145728"},
 		{`{"conversation":"c","messages":[{"id":"` + strings.Repeat("i", MaxMessageIDBytes+1) + `","role":"user","content":"a","at":"2026-03-01T09:00:00Z"}]}`, "messages[0].id", "messages[0].id: 129 bytes, at most 128"},
 		{`{"conversation":"c","messages":[{"role":"user","text":"a"}]}`, "messages[0].text", `unknown field "text"`},
 		{`{"conversation":"c","messages":[{"role":"user","role":"user"}]}`, "messages[0].role", "messages[0].role appears twice"},

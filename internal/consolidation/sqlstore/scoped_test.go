@@ -417,6 +417,36 @@ var scopedCases = []isoCase{
 		}
 		return out, err
 	}},
+	{name: "PendingMessages", read: true, call: func(ctx context.Context, s *Store, _ *isoSeed, k consolidation.ScopeKey) ([]consolidation.ScopeKey, error) {
+		msgs, err := s.PendingMessages(ctx, consolidation.ConversationRef{Key: k, Conversation: "c1"}, 100)
+		var out []consolidation.ScopeKey
+		for _, m := range msgs {
+			out = append(out, ownerOfText(m.Content))
+		}
+		if err == nil && len(msgs) != 3 {
+			err = fmt.Errorf("%d pending messages, want the scope's 3", len(msgs))
+		}
+		return out, err
+	}},
+	{name: "MessagesBefore", read: true, call: func(ctx context.Context, s *Store, _ *isoSeed, k consolidation.ScopeKey) ([]consolidation.ScopeKey, error) {
+		c := consolidation.ConversationRef{Key: k, Conversation: "c1"}
+		all, err := s.PendingMessages(ctx, c, 100)
+		if err != nil || len(all) != 3 {
+			return nil, fmt.Errorf("%d messages, %v", len(all), err)
+		}
+		msgs, err := s.MessagesBefore(ctx, c, all[2], 100)
+		var out []consolidation.ScopeKey
+		for _, m := range msgs {
+			out = append(out, ownerOfText(m.Content))
+		}
+		if err == nil && (len(msgs) != 2 || msgs[0].ID != "m1" || msgs[1].ID != "m2") {
+			err = fmt.Errorf("messages before m3: %d, want the scope's m1, m2 in order", len(msgs))
+		}
+		return out, err
+	}},
+	{name: "MarkMessages", call: func(ctx context.Context, s *Store, _ *isoSeed, k consolidation.ScopeKey) ([]consolidation.ScopeKey, error) {
+		return nil, s.MarkMessages(ctx, k, []string{"m1", "m2", "m3"}, consolidation.MessageFailed, "bad")
+	}},
 	{name: "ListScopeFacts", read: true, call: func(ctx context.Context, s *Store, _ *isoSeed, k consolidation.ScopeKey) ([]consolidation.ScopeKey, error) {
 		facts, err := s.ListScopeFacts(ctx, k, "", 100)
 		return ofFacts(facts), err
@@ -506,6 +536,24 @@ var bankCases = []struct {
 			{ID: "m9", Conversation: "c1", Role: consolidation.RoleUser, Content: "new", At: at},
 			{ID: "m9", Scope: "bob", Conversation: "c1", Role: consolidation.RoleUser, Content: "new", At: at}})
 		return nil, err
+	}},
+	{"PendingConversations", func(ctx context.Context, s *Store, _ *isoSeed) ([]consolidation.ScopeKey, error) {
+		refs, err := s.PendingConversations(ctx, isoBank, consolidation.ConversationRef{}, 100)
+		var out []consolidation.ScopeKey
+		for _, r := range refs {
+			out = append(out, r.Key)
+		}
+		if err == nil && len(refs) != 2 {
+			err = fmt.Errorf("%d conversations of %s, want its 2 (c1 of two scopes)", len(refs), isoBank)
+		}
+		if err == nil {
+			// The page after the first starts after it.
+			var rest []consolidation.ConversationRef
+			if rest, err = s.PendingConversations(ctx, isoBank, refs[0], 100); err == nil && (len(rest) != 1 || rest[0] != refs[1]) {
+				err = fmt.Errorf("after %v: %v, want %v", refs[0], rest, refs[1:])
+			}
+		}
+		return out, err
 	}},
 	{"DeleteExpiredMessages", func(ctx context.Context, s *Store, _ *isoSeed) ([]consolidation.ScopeKey, error) {
 		n, err := s.DeleteExpiredMessages(ctx, isoBank, time.Now().Add(24*time.Hour))
