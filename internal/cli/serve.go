@@ -71,14 +71,15 @@ func runServe(args []string, _ io.Reader, _, stderr io.Writer) int {
 	encodingFlag(fs, &encoding)
 	emb.register(fs, &envErrs)
 	maxFacts := fs.Int("max-facts-per-request", serve.DefaultMaxFactsPerRequest, "With --bank, the most facts one POST .../facts may carry; more get 413.")
-	maxRetain := fs.Int64("max-retain-bytes", serve.DefaultMaxRetainBytes, "With --bank, the largest body of POST .../facts; larger ones get 413.")
+	maxMessages := fs.Int("max-messages-per-request", serve.DefaultMaxMessagesPerRequest, "With --bank, the most messages one POST .../messages may carry; more get 413.")
+	maxRetain := fs.Int64("max-retain-bytes", serve.DefaultMaxRetainBytes, "With --bank, the largest body of POST .../facts and of POST .../messages; larger ones get 413.")
 	indexCache := fs.Int64("index-cache-bytes", serve.DefaultIndexCacheBytes, "With --bank, the most bytes of scopes' indexes held in memory beside the shared scope's; the least recently used scope's are dropped and loaded from the store again when asked.")
 	memTokenFile := fs.String("memory-token-file", "", "Bearer token sent to the memory banks that fill memory sections (re-read when it changes); default: the pod's ServiceAccount token ("+serve.DefaultServiceAccountTokenFile+") when it exists, else none.")
 	memTimeout := fs.Duration("memory-timeout", plan.DefaultMemoryTimeout, "Longest a memory section's recall may take; a slower or failed recall leaves the section empty and the answer says so.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: promptops serve (--plans-dir DIR | --watch [--namespace NS,...] | --bank NS/NAME) [--listen ADDR] [--auth none|kubernetes]\n\nPOST /v1/assemble {\"namespace\", \"name\", \"intent\", \"runtime\": {\"<section>\": \"<text>\"}, \"query\"?}\nanswers the prompt as `promptops assemble` would; GET /v1/templates lists the plans.\nWith --bank (and --store or $PROMPTOPS_STORE): POST /v1/banks/NS/NAME/facts {\"facts\": [...]} retains facts,\nPOST /v1/banks/NS/NAME/recall {\"query\", \"maxTokens\", \"maxItems\", \"minScore\", \"tags\", \"includePending\", \"trustedOnly\"} recalls.\n/healthz, /readyz (after the first load) and /metrics are on the same address.")
+		fmt.Fprintln(stderr, "Usage: promptops serve (--plans-dir DIR | --watch [--namespace NS,...] | --bank NS/NAME) [--listen ADDR] [--auth none|kubernetes]\n\nPOST /v1/assemble {\"namespace\", \"name\", \"intent\", \"runtime\": {\"<section>\": \"<text>\"}, \"query\"?}\nanswers the prompt as `promptops assemble` would; GET /v1/templates lists the plans.\nWith --bank (and --store or $PROMPTOPS_STORE): POST /v1/banks/NS/NAME/facts {\"facts\": [...]} retains facts,\nPOST /v1/banks/NS/NAME/messages {\"scope\"?, \"conversation\", \"messages\": [{\"id\"?, \"role\", \"content\", \"at\"}]} retains a conversation's messages,\nPOST /v1/banks/NS/NAME/recall {\"query\", \"maxTokens\", \"maxItems\", \"minScore\", \"tags\", \"includePending\", \"trustedOnly\"} recalls.\n/healthz, /readyz (after the first load) and /metrics are on the same address.")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args); !ok {
@@ -130,8 +131,8 @@ func runServe(args []string, _ io.Reader, _, stderr io.Writer) int {
 			*memTokenFile = serve.DefaultServiceAccountTokenFile
 		}
 	}
-	if *maxInflight/4*3 < max(*maxBody, *maxRetain) || *timeout <= 0 || *maxFacts < 1 || *maxRetain < 1 {
-		fmt.Fprintln(stderr, "promptops serve: --max-inflight-bytes must be at least 4/3 of --max-body-bytes and of --max-retain-bytes; --request-timeout, --max-facts-per-request and --max-retain-bytes positive")
+	if *maxInflight/4*3 < max(*maxBody, *maxRetain) || *timeout <= 0 || *maxFacts < 1 || *maxMessages < 1 || *maxRetain < 1 {
+		fmt.Fprintln(stderr, "promptops serve: --max-inflight-bytes must be at least 4/3 of --max-body-bytes and of --max-retain-bytes; --request-timeout, --max-facts-per-request, --max-messages-per-request and --max-retain-bytes positive")
 		return ExitInvalid
 	}
 	log := zap.New(zap.UseFlagOptions(&zapOpts), zap.WriteTo(stderr)).WithName("serve")
@@ -190,7 +191,7 @@ func runServe(args []string, _ io.Reader, _, stderr io.Writer) int {
 		}
 		bank.IndexCacheBytes = *indexCache
 		opts.Banks = []*serve.Bank{bank}
-		opts.BankLimits = serve.BankLimits{MaxFactsPerRequest: *maxFacts, MaxRetainBytes: *maxRetain}
+		opts.BankLimits = serve.BankLimits{MaxFactsPerRequest: *maxFacts, MaxMessagesPerRequest: *maxMessages, MaxRetainBytes: *maxRetain}
 	}
 	srv := serve.New(opts)
 	if *plansDir == "" && !*watch {

@@ -28,6 +28,9 @@ import (
 const (
 	// DefaultMaxFactsPerRequest bounds the facts of one retain.
 	DefaultMaxFactsPerRequest = 1000
+	// DefaultMaxMessagesPerRequest bounds the messages of one POST
+	// .../messages.
+	DefaultMaxMessagesPerRequest = 1000
 	// DefaultMaxRetainBytes bounds a retain's body.
 	DefaultMaxRetainBytes = 4 << 20
 	// MaxFactTextBytes bounds a fact's text.

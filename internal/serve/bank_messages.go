@@ -15,9 +15,6 @@ import (
 // stores what was said in a conversation at once, for the bank's
 // consolidation Job to extract facts from (no model on the request path).
 
-// DefaultMaxMessagesPerRequest bounds the messages of one POST .../messages.
-const DefaultMaxMessagesPerRequest = 1000
-
 // MessageStore is what POST .../messages needs of a bank's store.
 type MessageStore interface {
 	// RetainMessages stores messages (each with an id) in one
@@ -60,7 +57,7 @@ func (bk *servedBank) retainMessages(w http.ResponseWriter, r *http.Request) err
 		var tooMany *consolidation.TooManyMessagesError
 		switch {
 		case errors.As(err, &tooMany):
-			return problem(http.StatusRequestEntityTooLarge, CodeTooManyMessages, err.Error())
+			return problem(http.StatusRequestEntityTooLarge, CodeTooManyMessages, err.Error()+" (--max-messages-per-request)")
 		case errors.As(err, &fe):
 			return bad(fe.Field + ": " + fe.Detail)
 		}

@@ -114,7 +114,7 @@ func TestRetainMessagesBounds(t *testing.T) {
 		{"bad scope", `{"scope": "a b", "conversation": "c", "messages": [{"role": "user", "content": "a", "at": "2026-03-01T09:00:00Z"}]}`, http.StatusBadRequest, CodeInvalidMessage, "scope: "},
 		{"bad role", `{"conversation": "c", "messages": [{"role": "user", "content": "a", "at": "2026-03-01T09:00:00Z"}, {"role": "bot", "content": "a", "at": "2026-03-01T09:00:00Z"}]}`, http.StatusBadRequest, CodeInvalidMessage, `messages[1].role: \"bot\" is not one of`},
 		{"no at", `{"conversation": "c", "messages": [{"role": "user", "content": "a"}]}`, http.StatusBadRequest, CodeInvalidMessage, "messages[0].at: is required"},
-		{"eleven", string(messagesBody(0, 11)), http.StatusRequestEntityTooLarge, CodeTooManyMessages, "messages: 11 items, at most 10 per request"},
+		{"eleven", string(messagesBody(0, 11)), http.StatusRequestEntityTooLarge, CodeTooManyMessages, "messages: 11 items, at most 10 per request (--max-messages-per-request)"},
 		{"too large", `{"conversation": "c", "messages": [{"role": "user", "content": "` + strings.Repeat("a", 9<<10) + `", "at": "2026-03-01T09:00:00Z"}]}`, http.StatusRequestEntityTooLarge, CodeTooLarge, ""},
 	} {
 		code, out := b.post(t, "messages", "", []byte(tc.body))
