@@ -105,6 +105,7 @@ type bankAPI struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	facts    *prometheus.CounterVec
+	messages *prometheus.CounterVec
 	erasures *prometheus.CounterVec
 	// redactions counts what retain redacted, by bank and kind (a
 	// bounded set: the rules' ids and the personal kinds).
@@ -132,6 +133,9 @@ func (s *Server) initBanks(banks []*Bank, limits BankLimits) {
 		facts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "promptops_serve_bank_facts_total", Help: "Facts posted to a bank, by result: stored, or unchanged (the bank had the id with the same text).",
 		}, []string{"namespace", "name", "result"}),
+		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "promptops_serve_bank_messages_total", Help: "Messages posted to a bank, by result: stored, or unchanged (the bank had the id with the same conversation, role, time and content).",
+		}, []string{"namespace", "name", "result"}),
 		erasures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "promptops_serve_bank_erasures_total", Help: "Erasures done through the bank API, by bank and kind (scope, fact).",
 		}, []string{"namespace", "name", "kind"}),
@@ -147,7 +151,7 @@ func (s *Server) initBanks(banks []*Bank, limits BankLimits) {
 		sb.messageStore, _ = bk.Store.(MessageStore)
 		b.served[Key{bk.Namespace, bk.Name}] = sb
 	}
-	s.metrics.registry.MustRegister(b.requests, b.latency, b.facts, b.erasures, b.redactions)
+	s.metrics.registry.MustRegister(b.requests, b.latency, b.facts, b.messages, b.erasures, b.redactions)
 	s.bank = b
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -176,5 +177,38 @@ func TestRetainMessagesNotImplemented(t *testing.T) {
 	code, out := b.post(t, "messages", "", messagesBody(0, 1))
 	if got, _ := errorCode(t, out); code != http.StatusNotImplemented || got != CodeNotImplemented {
 		t.Fatalf("%d %s", code, out)
+	}
+}
+
+// Retained messages are counted by bank and result, as retained facts
+// are; no series carries a scope, a conversation, an id or content.
+func TestRetainMessagesMetrics(t *testing.T) {
+	b := newBankServer(t, "sqlite://"+t.TempDir()+"/bank.db", nil, BankLimits{}, nil)
+	first := postMessages(t, b, messagesBody(0, 10))
+	postMessages(t, b, messagesBody(0, 15))
+	if code, out := b.post(t, "facts", "", []byte(`{"facts": [{"text": "Ana likes tea"}]}`)); code != http.StatusOK {
+		t.Fatalf("retain: %d %s", code, out)
+	}
+	resp, err := http.Get(b.ts.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	metrics := string(body)
+	for _, want := range []string{
+		`promptops_serve_bank_messages_total{name="support",namespace="team-a",result="stored"} 15`,
+		`promptops_serve_bank_messages_total{name="support",namespace="team-a",result="unchanged"} 10`,
+		`promptops_serve_bank_facts_total{name="support",namespace="team-a",result="stored"} 1`,
+		`promptops_serve_bank_requests_total{code="200",endpoint="messages",name="support",namespace="team-a"} 2`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	for _, secret := range []string{"user:ana", `"c1"`, "message 3", first.IDs[0], "Ana likes tea"} {
+		if strings.Contains(metrics, secret) {
+			t.Errorf("metrics hold %q", secret)
+		}
 	}
 }
