@@ -218,3 +218,39 @@ func TestMessagesImportRedaction(t *testing.T) {
 		})
 	}
 }
+
+// scopes list counts each scope's messages, so a scope that holds only
+// messages is listed; its export lists them and its erasure counts them.
+func TestScopesListCountsMessages(t *testing.T) {
+	for name, url := range storeURLs(t) {
+		t.Run(name, func(t *testing.T) {
+			if code, out, errOut := run(t, scopedJSONL, "facts", "import", "--bank", "a/b", "--store", url, "-"); code != ExitOK {
+				t.Fatalf("facts import: %d %s %s", code, out, errOut)
+			}
+			input := conversationLine("user:ana", "c1", 0, 2) + "\n" + conversationLine("user:cy", "c2", 0, 3) + "\n"
+			if code, out, errOut := run(t, input, "messages", "import", "--bank", "a/b", "--store", url, "-"); code != ExitOK {
+				t.Fatalf("messages import: %d %s %s", code, out, errOut)
+			}
+			code, out, _ := run(t, "", "scopes", "list", "--bank", "a/b", "--store", url)
+			for _, line := range []string{"SCOPE     FACTS  OBSERVATIONS  MESSAGES", "(shared)  1      0             0", "user:ana  2      0             2", "user:bob  1      0             0", "user:cy   0      0             3"} {
+				if code != ExitOK || !strings.Contains(out, line) {
+					t.Fatalf("scopes list: want %q:\n%s", line, out)
+				}
+			}
+			var scopes []consolidation.ScopeCount
+			code, out, _ = run(t, "", "scopes", "list", "--bank", "a/b", "--store", url, "-o", "json")
+			if code != ExitOK || json.Unmarshal([]byte(out), &scopes) != nil || len(scopes) != 4 || scopes[3] != (consolidation.ScopeCount{Scope: "user:cy", Messages: 3}) || !strings.Contains(out, `"messages": 3`) {
+				t.Fatalf("scopes list -o json: %d %s", code, out)
+			}
+			if code, out, _ := run(t, "", "scopes", "export", "--bank", "a/b", "--store", url, "user:cy"); code != ExitOK || strings.Count(out, `"kind":"message"`) != 3 {
+				t.Fatalf("scopes export: %d %s", code, out)
+			}
+			if code, out, errOut := run(t, "", "scopes", "delete", "--bank", "a/b", "--store", url, "user:cy"); code != ExitOK || out != "scope user:cy erased: 0 facts, 0 observations, 3 messages\n" {
+				t.Fatalf("scopes delete: %d %q %s", code, out, errOut)
+			}
+			if _, out, _ := run(t, "", "scopes", "list", "--bank", "a/b", "--store", url); strings.Contains(out, "user:cy") {
+				t.Fatalf("an erased scope is listed:\n%s", out)
+			}
+		})
+	}
+}

@@ -76,13 +76,13 @@ func runScopesList(args []string, stdout, stderr io.Writer) int {
 		return writeJSON(stdout, scopes)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SCOPE\tFACTS\tOBSERVATIONS")
+	fmt.Fprintln(tw, "SCOPE\tFACTS\tOBSERVATIONS\tMESSAGES")
 	for _, s := range scopes {
 		name := s.Scope
 		if name == "" {
 			name = sharedScope
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\n", name, s.Facts, s.Observations)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\n", name, s.Facts, s.Observations, s.Messages)
 	}
 	_ = tw.Flush()
 	return ExitOK
@@ -93,7 +93,7 @@ func runScopesExport(args []string, stdout, stderr io.Writer) int {
 	var sf storeFlags
 	sf.register(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: promptops scopes export --bank NS/NAME SCOPE\n\nWrites the scope's facts and observations (with their source fact ids) as JSON lines, each with \"kind\": \"fact\" or \"observation\"; \"\" is the shared scope.")
+		fmt.Fprintln(stderr, "Usage: promptops scopes export --bank NS/NAME SCOPE\n\nWrites the scope's facts, observations (with their source fact ids) and messages as JSON lines, each with \"kind\": \"fact\", \"observation\" or \"message\"; \"\" is the shared scope.")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args); !ok {
@@ -133,7 +133,7 @@ func runScopesDelete(args []string, stdout, stderr io.Writer) int {
 	var sf storeFlags
 	sf.register(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: promptops scopes delete --bank NS/NAME SCOPE ...\n\nErases each scope: every fact, observation, vector and history row of it, one transaction a scope.")
+		fmt.Fprintln(stderr, "Usage: promptops scopes delete --bank NS/NAME SCOPE ...\n\nErases each scope: every fact, observation, vector, history row and message of it, one transaction a scope.")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args); !ok {
@@ -160,7 +160,7 @@ func runScopesDelete(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "promptops scopes delete: %s: %v\n", scope, err)
 			return ExitFailed
 		}
-		fmt.Fprintf(stdout, "scope %s erased: %d facts, %d observations\n", scope, e.Facts, e.Observations)
+		fmt.Fprintf(stdout, "scope %s erased: %d facts, %d observations, %d messages\n", scope, e.Facts, e.Observations, e.Messages)
 	}
 	return ExitOK
 }

@@ -82,11 +82,12 @@ type Erasure struct {
 	Requeued     int64 `json:"requeued"`
 }
 
-// ScopeCount is a scope's facts and observations.
+// ScopeCount is a scope's facts, observations and messages.
 type ScopeCount struct {
 	Scope        string `json:"scope"`
 	Facts        int64  `json:"facts"`
 	Observations int64  `json:"observations"`
+	Messages     int64  `json:"messages"`
 }
 
 // Exported is one line of a scope's export: a fact (with its source), an

@@ -190,14 +190,19 @@ func (s *Store) deleteFacts(ctx context.Context, bank consolidation.BankID, only
 	return out, nil
 }
 
-// ListScopes lists the bank's scopes with their facts and observations,
-// the shared scope ("") first when it has any, then by name.
+// ListScopes lists the bank's scopes with their facts, observations and
+// messages (a scope that holds only messages is listed), the shared scope
+// ("") first when it has any, then by name.
 func (s *Store) ListScopes(ctx context.Context, bank consolidation.BankID) ([]consolidation.ScopeCount, error) {
 	counts := map[string]*consolidation.ScopeCount{}
 	for _, t := range []struct {
 		table string
-		obs   bool
-	}{{"promptops_facts", false}, {"promptops_observations", true}} {
+		n     func(*consolidation.ScopeCount) *int64
+	}{
+		{"promptops_facts", func(c *consolidation.ScopeCount) *int64 { return &c.Facts }},
+		{"promptops_observations", func(c *consolidation.ScopeCount) *int64 { return &c.Observations }},
+		{"promptops_messages", func(c *consolidation.ScopeCount) *int64 { return &c.Messages }},
+	} {
 		rows, err := s.db.QueryContext(ctx, s.rebind("SELECT bank, count(*) FROM "+t.table+" WHERE "+inBank+" GROUP BY bank"), bankArgs(bank)...)
 		if err != nil {
 			return nil, err
@@ -215,11 +220,7 @@ func (s *Store) ListScopes(ctx context.Context, bank consolidation.BankID) ([]co
 				c = &consolidation.ScopeCount{Scope: scope}
 				counts[scope] = c
 			}
-			if t.obs {
-				c.Observations = n
-			} else {
-				c.Facts = n
-			}
+			*t.n(c) = n
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
