@@ -1,5 +1,6 @@
 // Package cli implements the verbs of the promptops binary: manager, render,
-// assemble, serve, consolidate, facts, observations, tokens and rollout.
+// assemble, serve, consolidate, facts, messages, observations, scopes, tokens
+// and rollout.
 package cli
 
 import (
