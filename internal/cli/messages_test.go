@@ -184,6 +184,15 @@ func TestMessagesImportConflict(t *testing.T) {
 			if n := len(scopeMessages(t, url, "a/b", "user:ana")); n != 0 {
 				t.Fatalf("the transaction of the conflict stored %d messages", n)
 			}
+			// A transaction written before the conflict's stays.
+			input = conversationLine("user:bo", "c1", 0, messagesChunk) + "\n" + line("I moved to Porto") + "\n" + conversationLine("user:ana", "c1", 0, 2) + "\n"
+			code, out, errOut = run(t, input, "messages", "import", "--bank", "a/b", "--store", url, "-")
+			if code != ExitInvalid || out != "" || !strings.Contains(errOut, fmt.Sprintf(`line 2: message "m-1" is already in bank a/b with another conversation, role, time or content; the lines before line 2 are stored (%d new messages, 0 unchanged), none from it on`, messagesChunk)) {
+				t.Fatalf("exit %d, %q %q", code, out, errOut)
+			}
+			if bo, ana := len(scopeMessages(t, url, "a/b", "user:bo")), len(scopeMessages(t, url, "a/b", "user:ana")); bo != messagesChunk || ana != 0 {
+				t.Fatalf("%d of user:bo's messages and %d of user:ana's stored, want %d and 0", bo, ana, messagesChunk)
+			}
 		})
 	}
 }
