@@ -90,3 +90,31 @@ func TestLineAndPrompt(t *testing.T) {
 		t.Error("the system prompt does not start with the mission")
 	}
 }
+
+// FuzzParse: any answer is refused or gives facts that hold to the
+// bounds, citing messages of the batch only; never a panic.
+func FuzzParse(f *testing.F) {
+	f.Add(`{"facts": [{"text": "The user prefers tea.", "source_message_ids": ["m1"], "occurred_start": "2026-03-01"}]}`)
+	f.Add(`{"facts": [{"text": "x", "source_message_ids": ["m2", "m1"], "entities": ["a", "b"]}]}`)
+	f.Add(`{"facts": []}`)
+	f.Add(`{"facts": [{"text": "\u0000", "source_message_ids": ["m1"]}], "x": 1}`)
+	f.Fuzz(func(t *testing.T, answer string) {
+		facts, err := Parse(answer, []string{"m1", "m2"})
+		if err != nil {
+			return
+		}
+		if len(facts) > 2*MaxFactsPerMessage {
+			t.Fatalf("%d facts", len(facts))
+		}
+		for _, x := range facts {
+			if x.Text == "" || len(x.Text) > MaxFactText || len(x.Messages) == 0 || len(x.Entities) > MaxEntities {
+				t.Fatalf("%+v", x)
+			}
+			for _, k := range x.Messages {
+				if k < 0 || k > 1 {
+					t.Fatalf("cites %d", k)
+				}
+			}
+		}
+	})
+}
