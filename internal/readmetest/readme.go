@@ -9,6 +9,8 @@
 //	                                    build tag e2e) on the one-node cluster of `make cluster`
 //	<!-- readme-check cluster NAME -->  run by `make readme-check-cluster` (TestReadmeDeploying) in the
 //	                                    order that test gives the names, between its own steps
+//	<!-- readme-check store NAME -->    run by TestOperationsBackupRestore against a real PostgreSQL and
+//	                                    SQLite bank, between its own steps (docs/operations.md's backups)
 //
 // and a ```go block marked <!-- readme-check go --> is a program (package
 // main) of this module that TestReadme builds and runs where the page's
@@ -61,15 +63,23 @@ type Chunk struct {
 	Commands string
 	Expected []string
 	Cluster  bool   // the block is marked ClusterMarker, with a name or without
-	Block    string // the name of a named cluster block
+	Block    string // the name of a named cluster or store block
+	Store    bool   // the block is marked <!-- readme-check store NAME -->
 	Go       bool   // the block is a Go program (GoMarker); Commands is its source
 }
 
-var namedMark = regexp.MustCompile(`^<!-- readme-check cluster ([a-z][a-z0-9-]*) -->$`)
+var (
+	namedMark = regexp.MustCompile(`^<!-- readme-check cluster ([a-z][a-z0-9-]*) -->$`)
+	storeMark = regexp.MustCompile(`^<!-- readme-check store ([a-z][a-z0-9-]*) -->$`)
+)
 
-// mark returns whether line is a readme-check mark, and which.
+// mark returns whether line is a readme-check mark, and which: a store
+// block's name comes with the prefix "store:".
 func mark(line string) (ok, cluster bool, name string) {
 	line = strings.TrimSpace(line)
+	if m := storeMark.FindStringSubmatch(line); m != nil {
+		return true, false, "store:" + m[1]
+	}
 	switch {
 	case line == Marker:
 		return true, false, ""
@@ -105,7 +115,7 @@ func Parse(readme string) ([]Chunk, error) {
 		case !inBlock && isMark:
 			marked, cluster, name = true, isCluster, isName
 		case !inBlock && strings.HasPrefix(strings.TrimSpace(line), "<!-- readme-check"):
-			return nil, fmt.Errorf("line %d: unknown mark %q (%s, %s, %s or <!-- readme-check cluster NAME -->)", n, strings.TrimSpace(line), Marker, ClusterMarker, GoMarker)
+			return nil, fmt.Errorf("line %d: unknown mark %q (%s, %s, %s, <!-- readme-check cluster NAME --> or <!-- readme-check store NAME -->)", n, strings.TrimSpace(line), Marker, ClusterMarker, GoMarker)
 		case !inBlock && marked && strings.TrimSpace(line) == "":
 		case !inBlock && marked && name == "go" && !cluster:
 			if strings.TrimSpace(line) != "```go" {
@@ -134,6 +144,9 @@ func Parse(readme string) ([]Chunk, error) {
 			}
 			if cur == nil {
 				cur = &Chunk{Line: n, Cluster: cluster, Block: name}
+				if b, ok := strings.CutPrefix(name, "store:"); ok {
+					cur.Block, cur.Store = b, true
+				}
 			}
 			cur.Commands += line + "\n"
 		}

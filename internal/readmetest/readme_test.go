@@ -80,9 +80,16 @@ func readmeChunks(t *testing.T, root string, cluster bool) []Chunk {
 // name, each block's in README order.
 func namedBlocks(t *testing.T, root string) map[string][]Chunk {
 	t.Helper()
+	return blocksOf(t, root, false)
+}
+
+// blocksOf returns the chunks of the named cluster blocks (store false) or
+// of the store blocks (store true) by name, each block's in page order.
+func blocksOf(t *testing.T, root string, store bool) map[string][]Chunk {
+	t.Helper()
 	blocks := map[string][]Chunk{}
 	for _, c := range parseReadme(t, root) {
-		if c.Block != "" {
+		if c.Block != "" && c.Store == store {
 			blocks[c.Block] = append(blocks[c.Block], c)
 		}
 	}
@@ -266,6 +273,10 @@ func TestParse(t *testing.T) {
 	if err != nil || len(chunks) != 3 || chunks[0].Block != "helm-delete" || chunks[1].Block != "helm-delete" ||
 		!chunks[1].Cluster || chunks[2].Block != "" || !chunks[2].Cluster {
 		t.Fatalf("named cluster marks: %+v, %v", chunks, err)
+	}
+	chunks, err = Parse("<!-- readme-check store pg-backup -->\n```sh\na\n```\n")
+	if err != nil || len(chunks) != 1 || chunks[0].Block != "pg-backup" || !chunks[0].Store || chunks[0].Cluster {
+		t.Fatalf("a store mark: %+v, %v", chunks, err)
 	}
 	if _, err := Parse("<!-- readme-check cluster Helm -->\n```sh\n```\n"); err == nil || !regexp.MustCompile("unknown mark").MatchString(err.Error()) {
 		t.Fatalf("a name in capitals: %v", err)

@@ -1,0 +1,242 @@
+package readmetest
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/promptops/promptops/internal/llmtest"
+	"github.com/promptops/promptops/internal/pgtest"
+	"github.com/promptops/promptops/internal/testenv"
+)
+
+// operationsBank is the bank docs/operations.md's backup blocks name.
+const operationsBank = "team/support"
+
+// TestOperationsBackupRestore runs the backup and restore blocks of
+// docs/operations.md (<!-- readme-check store NAME -->) against a real
+// PostgreSQL and a SQLite bank: the bank holds examples/facts.jsonl
+// consolidated by a scripted model; after the backup a fact is deleted
+// (erasing the observations citing it), and the restored bank must
+// recall what it recalled before, through promptops serve --bank. The
+// whole PostgreSQL store is also restored into an empty database.
+func TestOperationsBackupRestore(t *testing.T) {
+	root := testenv.Root()
+	blocks := blocksOf(t, root, true)
+	for _, name := range []string{"postgres-backup", "postgres-restore", "postgres-bank-backup", "postgres-bank-restore", "sqlite-backup", "sqlite-restore"} {
+		if len(blocks[name]) == 0 {
+			t.Fatalf("docs/operations.md has no block marked <!-- readme-check store %s -->", name)
+		}
+	}
+	for name := range blocks {
+		if !strings.HasPrefix(name, "postgres-") && !strings.HasPrefix(name, "sqlite-") {
+			t.Fatalf("store block %q: no test runs it", name)
+		}
+	}
+	for _, tool := range []string{"sqlite3", "pg_dump", "pg_restore", "psql"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if _, err := os.Stat(filepath.Join(pgBinDir(), tool)); err != nil {
+				t.Fatalf("%s is not installed: the backup commands of docs/operations.md need it", tool)
+			}
+		}
+	}
+	bin := t.TempDir()
+	if out, err := exec.Command("go", "build", "-C", root, "-o", filepath.Join(bin, "promptops"), ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	llm := llmtest.New(llmtest.OnePerFact)
+	defer llm.Close()
+	pg, err := pgtest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Stop()
+
+	newStore := func(t *testing.T, kind, work string) string {
+		if kind == "sqlite" {
+			return "sqlite://" + filepath.Join(work, "data", "bank.db")
+		}
+		dsn, err := pg.NewDatabase(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return dsn
+	}
+	for _, kind := range []string{"postgres", "sqlite"} {
+		t.Run(kind, func(t *testing.T) {
+			work := t.TempDir()
+			if err := os.MkdirAll(filepath.Join(work, "data"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if out, err := exec.Command("cp", "-r", filepath.Join(root, "examples"), filepath.Join(work, "examples")).CombinedOutput(); err != nil {
+				t.Fatalf("cp: %v %s", err, out)
+			}
+			store := newStore(t, kind, work)
+			env := func(store string) []string {
+				return []string{"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH") + string(os.PathListSeparator) + pgBinDir(),
+					"HOME=" + work, "LANG=C.UTF-8", "TMPDIR=" + work, "PROMPTOPS_STORE=" + store}
+			}
+			shell(t, work, env(store), fmt.Sprintf(`promptops facts import --bank %[1]s examples/facts.jsonl
+promptops consolidate --bank %[1]s --llm-base-url %[2]s --model scripted >/dev/null`, operationsBank, llm.BaseURL()))
+			before := recallAll(t, bin, work, env(store))
+			t.Logf("the bank recalls:\n%s", before)
+			if !strings.Contains(before, "vol-17") {
+				t.Fatalf("the seeded bank recalls nothing of vol-17: %s", before)
+			}
+			if kind == "postgres" {
+				checkBankTables(t, store, blocks["postgres-bank-backup"])
+			}
+
+			runChunks(t, blocks[kind+"-backup"], work, env(store), 2*time.Minute)
+			if kind == "postgres" {
+				runChunks(t, blocks["postgres-bank-backup"], work, env(store), 2*time.Minute)
+			}
+			erase := func() {
+				t.Helper()
+				shell(t, work, env(store), "promptops facts delete --bank "+operationsBank+" 2f1c7a52-3b0e-4c1d-9a77-0d6b1e5a4c01 >/dev/null")
+				if got := recallAll(t, bin, work, env(store)); got == before {
+					t.Fatalf("deleting a fact changed nothing the bank recalls: %s", got)
+				}
+			}
+			erase()
+			runChunks(t, blocks[kind+"-restore"], work, env(store), 2*time.Minute)
+			if got := recallAll(t, bin, work, env(store)); got != before {
+				t.Fatalf("restored from %s-backup, the bank recalls\n%s\nwhere it recalled\n%s", kind, got, before)
+			}
+			if kind != "postgres" {
+				return
+			}
+			// The whole store into an empty database.
+			fresh := newStore(t, kind, work)
+			runChunks(t, blocks["postgres-restore"], work, env(fresh), 2*time.Minute)
+			if got := recallAll(t, bin, work, env(fresh)); got != before {
+				t.Fatalf("restored into an empty database, the bank recalls\n%s\nwhere it recalled\n%s", got, before)
+			}
+			// One bank, the way back from its CSV files.
+			erase()
+			shell(t, work, env(store), "promptops facts import --bank team/other examples/facts.jsonl >/dev/null")
+			runChunks(t, blocks["postgres-bank-restore"], work, env(store), 2*time.Minute)
+			if got := recallAll(t, bin, work, env(store)); got != before {
+				t.Fatalf("restored from postgres-bank-backup, the bank recalls\n%s\nwhere it recalled\n%s", got, before)
+			}
+			shell(t, work, env(store), "promptops scopes list --bank team/other | grep -q '^(shared) *4 '")
+		})
+	}
+}
+
+// pgBinDir is where Debian keeps PostgreSQL's programs, for a machine whose
+// PATH has only the server's.
+func pgBinDir() string {
+	matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	if len(matches) == 0 {
+		return "/usr/lib/postgresql/15/bin"
+	}
+	return matches[len(matches)-1]
+}
+
+// shell runs script under bash in dir with env and fails the test when it
+// fails.
+func shell(t *testing.T, dir string, env []string, script string) {
+	t.Helper()
+	cmd := exec.Command("bash", "-c", "set -euo pipefail\n"+script)
+	cmd.Dir, cmd.Env = dir, env
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", script, err, out)
+	}
+}
+
+// recallAll starts promptops serve --bank on the store of env and returns
+// its answers to a few recalls, one line each.
+func recallAll(t *testing.T, bin, dir string, env []string) string {
+	t.Helper()
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	var logs bytes.Buffer
+	cmd := exec.Command(filepath.Join(bin, "promptops"), "serve", "--bank", operationsBank, "--listen", addr)
+	cmd.Dir, cmd.Env = dir, env
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+	}()
+	base := "http://" + addr
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(base + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve --bank did not start: %v\n%s", err, logs.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var out strings.Builder
+	for _, q := range []string{"backup failures on vol-17", "Dana Ruiz", "张伟 续约", "snapshot quota"} {
+		body := fmt.Sprintf(`{"query": %q, "maxTokens": 2000, "maxItems": 10, "includePending": true}`, q)
+		resp, err := http.Post(base+"/v1/banks/"+operationsBank+"/recall", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("recall %s: %d %s\n%s", body, resp.StatusCode, data, logs.String())
+		}
+		fmt.Fprintf(&out, "%s\n", bytes.TrimSpace(data))
+	}
+	return out.String()
+}
+
+// checkBankTables holds the table list of the one-bank backup to the
+// store's tables: every promptops_* table but the migrations' must be in
+// it, or a bank restored from it would miss rows.
+func checkBankTables(t *testing.T, dsn string, chunks []Chunk) {
+	t.Helper()
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query(`SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' AND table_name LIKE 'promptops\_%' ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var commands string
+	for _, c := range chunks {
+		commands += c.Commands
+	}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			t.Fatal(err)
+		}
+		if name == "promptops_schema_migrations" {
+			continue
+		}
+		if !regexp.MustCompile(`[\s']` + strings.TrimPrefix(name, "promptops_") + `:`).MatchString(commands) {
+			t.Errorf("docs/operations.md's one-bank backup leaves out table %s", name)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
