@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,9 +18,11 @@ import (
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib"
+	"sigs.k8s.io/yaml"
 
 	"github.com/promptops/promptops/internal/llmtest"
 	"github.com/promptops/promptops/internal/pgtest"
+	"github.com/promptops/promptops/internal/promtest"
 	"github.com/promptops/promptops/internal/testenv"
 )
 
@@ -239,4 +242,115 @@ func checkBankTables(t *testing.T, dsn string, chunks []Chunk) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// alertRules is the Prometheus rule file format, as far as
+// docs/operations.md uses it.
+type alertRules struct {
+	Groups []struct {
+		Name  string `json:"name"`
+		Rules []struct {
+			Alert       string            `json:"alert"`
+			Expr        string            `json:"expr"`
+			For         string            `json:"for,omitempty"`
+			Labels      map[string]string `json:"labels,omitempty"`
+			Annotations map[string]string `json:"annotations,omitempty"`
+		} `json:"rules"`
+	} `json:"groups"`
+}
+
+// TestOperationsAlerts checks docs/operations.md's alert rules and
+// dashboard queries: the rules are a rule file (no unknown field), every
+// alert has a severity and a summary, every expression parses in a real
+// Prometheus (an instant query answers 400 to one that does not), and
+// every promptops_* metric they name is registered by the code.
+func TestOperationsAlerts(t *testing.T) {
+	root := testenv.Root()
+	page, err := os.ReadFile(filepath.Join(root, "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := string(page)
+	if _, after, ok := strings.Cut(section, "\n## Alerts and a dashboard\n"); ok {
+		section, _, _ = strings.Cut(after, "\n## ")
+	} else {
+		t.Fatal(`docs/operations.md has no section "## Alerts and a dashboard"`)
+	}
+	_, rest, ok := strings.Cut(section, "```yaml\ngroups:\n")
+	if !ok {
+		t.Fatal("the alerts section has no ```yaml block of rule groups")
+	}
+	block, dashboard, _ := strings.Cut(rest, "```")
+	var rules alertRules
+	if err := yaml.UnmarshalStrict([]byte("groups:\n"+block), &rules); err != nil {
+		t.Fatalf("the alert rules: %v", err)
+	}
+	var exprs []string
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "" || r.Expr == "" || r.Labels["severity"] == "" || r.Annotations["summary"] == "" {
+				t.Errorf("rule %+v: an alert needs a name, an expression, a severity and a summary", r)
+			}
+			exprs = append(exprs, r.Expr)
+		}
+	}
+	if len(exprs) < 8 {
+		t.Fatalf("%d alert rules; the block was cut?", len(exprs))
+	}
+	// The dashboard's queries: the code spans after the rules that name a
+	// metric.
+	for _, m := range regexp.MustCompile("`([^`]*promptops_[^`]*)`").FindAllStringSubmatch(dashboard, -1) {
+		exprs = append(exprs, m[1])
+	}
+
+	code := registeredMetrics(t, root)
+	base := promtest.Start(t)
+	for _, e := range exprs {
+		for _, name := range regexp.MustCompile(`promptops_[a-z_]+`).FindAllString(e, -1) {
+			name = strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(name, "_bucket"), "_count"), "_sum")
+			if !code[name] {
+				t.Errorf("%s: no metric %s is registered by the code", e, name)
+			}
+		}
+		resp, err := http.Get(base + "/api/v1/query?query=" + url.QueryEscape(e))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("Prometheus refuses %s: %s", e, body)
+		}
+	}
+}
+
+// registeredMetrics is the set of promptops_* metric names the code's
+// (not the tests') string literals hold.
+func registeredMetrics(t *testing.T, root string) map[string]bool {
+	t.Helper()
+	names := map[string]bool{}
+	lit := regexp.MustCompile(`"(promptops_[a-z_]+)"`)
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "node_modules" || d.Name() == "bin" || strings.HasPrefix(d.Name(), ".")) && path != root {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range lit.FindAllStringSubmatch(string(data), -1) {
+			names[m[1]] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
 }
