@@ -354,3 +354,99 @@ func registeredMetrics(t *testing.T, root string) map[string]bool {
 	}
 	return names
 }
+
+// TestTroubleshootingNames holds docs/troubleshooting.md to the code: every
+// condition type, reason, error code and enum value it names in backticks
+// (a PascalCase word, alone or as Type=Status) is a string the code
+// defines in api/v1, internal/serve/errors.go or plan (the memory codes),
+// or one of Kubernetes' own; every log line it quotes is a string literal
+// of the code; every promptops_* metric is registered.
+func TestTroubleshootingNames(t *testing.T) {
+	root := testenv.Root()
+	page, err := os.ReadFile(filepath.Join(root, "docs", "troubleshooting.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	literal := regexp.MustCompile(`"([A-Za-z0-9]+)"`)
+	known := map[string]bool{
+		// Kubernetes' own: condition statuses, a Job's failure reasons,
+		// access modes.
+		"True": true, "False": true, "Unknown": true, "BackoffLimitExceeded": true, "DeadlineExceeded": true,
+		"ReadWriteOnce": true, "ReadWriteMany": true,
+	}
+	var sources []string
+	for _, glob := range []string{"api/v1/*.go", "internal/serve/errors.go", "plan/*.go"} {
+		files, _ := filepath.Glob(filepath.Join(root, glob))
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") || strings.HasSuffix(f, "zz_generated.deepcopy.go") {
+				continue
+			}
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sources = append(sources, string(data))
+			for _, m := range literal.FindAllStringSubmatch(string(data), -1) {
+				known[m[1]] = true
+			}
+		}
+	}
+	if !known["ReferenceNotFound"] || !known["StoreUnavailable"] || !known["TimedOut"] {
+		t.Fatal("the code's reasons and codes were not found; did api/v1, internal/serve/errors.go or plan move?")
+	}
+	word := regexp.MustCompile(`^[A-Z][A-Za-z0-9]*$`)
+	checked := 0
+	for _, m := range regexp.MustCompile("`([^`\n]+)`").FindAllStringSubmatch(string(page), -1) {
+		for _, part := range strings.Split(m[1], "=") {
+			if !word.MatchString(part) || part == strings.ToUpper(part) || strings.HasPrefix(part, "Test") {
+				continue // a column of kubectl's, or a test's name
+			}
+			checked++
+			name := strings.TrimRight(part, "0123456789") // RecallHTTPError403
+			if !known[name] {
+				t.Errorf("docs/troubleshooting.md names %s, which neither the code (api/v1, internal/serve/errors.go, plan) nor Kubernetes defines", part)
+			}
+		}
+	}
+	if checked < 30 {
+		t.Fatalf("only %d names checked in docs/troubleshooting.md; the page lost its reasons?", checked)
+	}
+
+	// Log lines: what follows "log line", up to the end of the clause.
+	var code strings.Builder
+	err = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "node_modules" || d.Name() == "bin" || strings.HasPrefix(d.Name(), ".")) && path != root {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "_test.go") {
+			data, err := os.ReadFile(path)
+			code.Write(data)
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := 0
+	for _, m := range regexp.MustCompile(`log lines?\s+([^;.]*)`).FindAllStringSubmatch(string(page), -1) {
+		for _, q := range regexp.MustCompile("`([^`]+)`").FindAllStringSubmatch(m[1], -1) {
+			lines++
+			if !strings.Contains(code.String(), `"`+q[1]+`"`) {
+				t.Errorf("docs/troubleshooting.md quotes the log line %q, which no code writes", q[1])
+			}
+		}
+	}
+	if lines == 0 {
+		t.Error("docs/troubleshooting.md quotes no log line; the check found none to check")
+	}
+	metrics := registeredMetrics(t, root)
+	for _, name := range regexp.MustCompile(`\bpromptops_[a-z][a-z_]*[a-z]\b`).FindAllString(string(page), -1) {
+		if !metrics[name] {
+			t.Errorf("docs/troubleshooting.md names the metric %s, which the code does not register", name)
+		}
+	}
+}
