@@ -110,7 +110,7 @@ test-argocd: ## The Argo CD health checks (config/argocd) through Argo CD's own 
 	cd test/argocd && go vet ./... && go test -count=1 ./...
 
 .PHONY: readme-check
-readme-check: ## Run the checked blocks of README.md and docs/ (<!-- readme-check -->, <!-- readme-check go -->) and compare their documented output.
+readme-check: prometheus ## Run the checked blocks of README.md and docs/ (<!-- readme-check -->, <!-- readme-check go -->, the backups of operations.md against PostgreSQL and SQLite) and compare their documented output.
 	go test -count=1 ./internal/readmetest/
 
 .PHONY: bench
