@@ -162,7 +162,7 @@ func (r *PromptTemplateReconciler) init() {
 // phase.
 type templateScope struct {
 	pt      *promptopsv1.PromptTemplate
-	sources map[assembler.SourceKey]string
+	sources assembler.ConfigMaps
 	// banks the memory sections recall from, in spec order, and their
 	// endpoints ("" when not served).
 	banks     []bankState
@@ -279,20 +279,20 @@ func (r *PromptTemplateReconciler) reconcileSources(ctx context.Context, s *temp
 	return phaseResult{}, r.readBanks(ctx, s)
 }
 
-// ReadSources reads the ConfigMap keys a template references, in its
+// ReadSources reads the ConfigMaps a template references, in its
 // namespace, with r (the API server itself: the manager caches ConfigMaps
 // as metadata only), for the reconciler and the admission webhook alike. A
-// missing ConfigMap is absent from the result; the assembler decides
-// whether a fallback applies. Any other failure to read one goes to
-// unreadable: its error ends the read, nil counts the ConfigMap as missing.
-func ReadSources(ctx context.Context, r client.Reader, pt *promptopsv1.PromptTemplate, unreadable func(configMap string, err error) error) (map[assembler.SourceKey]string, error) {
-	refs := assembler.References(&pt.Spec)
-	out := make(map[assembler.SourceKey]string, len(refs))
-	cms := map[string]*corev1.ConfigMap{}
-	for _, ref := range refs {
-		cm, read := cms[ref.ConfigMap]
-		if !read {
-			cm = &corev1.ConfigMap{}
+// missing ConfigMap is absent from the result; the assembler decides what
+// a missing ConfigMap or key means (a fallback applies to a key only). Any
+// other failure to read one goes to unreadable: its error ends the read,
+// nil counts the ConfigMap as missing.
+func ReadSources(ctx context.Context, r client.Reader, pt *promptopsv1.PromptTemplate, unreadable func(configMap string, err error) error) (assembler.ConfigMaps, error) {
+	out := assembler.ConfigMaps{}
+	read := map[string]bool{}
+	for _, ref := range assembler.References(&pt.Spec) {
+		if !read[ref.ConfigMap] {
+			read[ref.ConfigMap] = true
+			cm := &corev1.ConfigMap{}
 			// Same namespace only: the API has no field to name another.
 			if err := r.Get(ctx, types.NamespacedName{Namespace: pt.Namespace, Name: ref.ConfigMap}, cm); err != nil {
 				if !apierrors.IsNotFound(err) {
@@ -300,15 +300,9 @@ func ReadSources(ctx context.Context, r client.Reader, pt *promptopsv1.PromptTem
 						return nil, err
 					}
 				}
-				cm = nil
+				continue
 			}
-			cms[ref.ConfigMap] = cm
-		}
-		if cm == nil {
-			continue
-		}
-		if v, ok := cm.Data[ref.Key]; ok {
-			out[ref] = v
+			out[ref.ConfigMap] = cm.Data // nil when it has no data: it exists all the same
 		}
 	}
 	return out, nil

@@ -47,8 +47,8 @@ const (
 	// ReasonInvalidTemplate: the template's content cannot be rendered
 	// (unknown variable, invalid text); a user must change the spec.
 	ReasonInvalidTemplate = "InvalidTemplate"
-	// ReasonReferenceNotFound: a referenced ConfigMap or key is missing and
-	// the section has no fallback text.
+	// ReasonReferenceNotFound: a referenced ConfigMap is missing, or a key
+	// of one that exists is and the section or intent has no fallback text.
 	ReasonReferenceNotFound = "ReferenceNotFound"
 	// ReasonInvalidSchedule: the consolidation schedule does not parse, or
 	// never fires.

@@ -250,8 +250,9 @@ type Section struct {
 	Heading string `json:"heading,omitempty"`
 
 	// text is the section's inline text; with from it is the fallback used
-	// when the referenced key is missing. {{ name }} is replaced by the
-	// variable of that name.
+	// when the referenced ConfigMap exists and lacks the key (a ConfigMap
+	// that does not exist is ReferenceNotFound). {{ name }} is replaced by
+	// the variable of that name.
 	// +optional
 	// +kubebuilder:validation:MaxLength=65536
 	Text *string `json:"text,omitempty"`
@@ -295,7 +296,8 @@ type Intent struct {
 	Name string `json:"name"`
 
 	// instruction is the intent's inline instruction; with from it is the
-	// fallback used when the referenced key is missing.
+	// fallback used when the referenced ConfigMap exists and lacks the key
+	// (a ConfigMap that does not exist is ReferenceNotFound).
 	// +optional
 	// +kubebuilder:validation:MaxLength=65536
 	Instruction *string `json:"instruction,omitempty"`
