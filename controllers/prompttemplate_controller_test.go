@@ -636,7 +636,7 @@ func TestMemorySectionFollowsTheBankEndpoint(t *testing.T) {
 	}
 	p := planOf(t, ns, "recalls")
 	m := p.Sections[2]
-	if m.Kind != plan.KindMemory || m.Memory.Endpoint != "" || m.Memory.Bank != (plan.BankRef{Namespace: ns, Name: "customers"}) || m.Memory.MinScore != 0.25 || m.Memory.MaxItems != 20 {
+	if m.Kind != plan.KindMemory || m.Memory.Endpoint != "" || m.Memory.Bank != (plan.BankRef{Namespace: ns, Name: "customers"}) || m.Memory.MinScorePerMille != 250 || m.Memory.MaxItems != 20 {
 		t.Fatalf("memory section %+v %+v", m, m.Memory)
 	}
 

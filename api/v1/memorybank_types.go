@@ -541,10 +541,17 @@ type RunSummary struct {
 	// deleted observations.
 	// +optional
 	Deleted int64 `json:"deleted,omitempty"`
-	// promptTokens the LLM reported for the run.
+	// promptTokens of every call the run sent, retries and extraction's
+	// included: the prompt tokens the LLM server reported for a call, or,
+	// for a call it reported no usage for (a call refused or failed
+	// included), the prompt as the run counted it in the bank's encoding.
+	// A run whose every call was refused still counts its prompts.
 	// +optional
 	PromptTokens int64 `json:"promptTokens,omitempty"`
-	// completionTokens the LLM reported for the run.
+	// completionTokens of every call the run sent: the completion tokens
+	// the LLM server reported for a call, or, without usage, the answer's
+	// bytes over three (the call's maximum for an answer too large to read,
+	// 0 for a call refused or failed without an answer).
 	// +optional
 	CompletionTokens int64 `json:"completionTokens,omitempty"`
 	// observations in the bank after the run.
@@ -637,7 +644,9 @@ type RunExtraction struct {
 	// llmCalls of extraction, retries included.
 	// +optional
 	LLMCalls int64 `json:"llmCalls,omitempty"`
-	// promptTokens and completionTokens of extraction's calls.
+	// promptTokens and completionTokens of extraction's calls, counted as
+	// the run's are: the usage the LLM server reported, or, without it,
+	// the prompt as counted and the answer's bytes over three.
 	// +optional
 	PromptTokens int64 `json:"promptTokens,omitempty"`
 	// +optional

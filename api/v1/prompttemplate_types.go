@@ -190,8 +190,10 @@ type MemorySection struct {
 	// +kubebuilder:validation:Maximum=1000
 	MaxItems int32 `json:"maxItems,omitempty"`
 
-	// minScore is the lowest recall score, per mille (0 to 1000; 250 is
-	// 0.25), of an item the section takes. 0 (the default) takes any.
+	// minScore is the lowest recall score of an item the section takes,
+	// per mille (0 to 1000; 250 takes scores of 0.25 and above): the unit
+	// of the plan's and the recall API's minScorePerMille and of a bank's
+	// duplicateSimilarity. 0 (the default) takes any.
 	// +optional
 	// +kubebuilder:default=0
 	// +kubebuilder:validation:Minimum=0

@@ -483,7 +483,7 @@ func memoryInputs() []input {
 			memory: map[string]MemoryInput{"memory": {Items: memItems(customerFacts[:2]...)}}},
 		{name: "memory-reserve", template: "memory-support", intent: "chat", description: "more items than the reserve (40) and maxItems (4) allow: the longest prefix that fits", runtime: q,
 			memory: map[string]MemoryInput{"memory": {Items: memItems(customerFacts...)}}},
-		{name: "memory-min-score", template: "memory-support", intent: "chat", description: "an item scored below minScore (0.3) is dropped, the items after it kept", runtime: q,
+		{name: "memory-min-score", template: "memory-support", intent: "chat", description: "an item scored below minScorePerMille (300, a score of 0.3) is dropped, the items after it kept", runtime: q,
 			memory: map[string]MemoryInput{"memory": {Items: low}}},
 		{name: "memory-cut-by-priority", template: "memory-support", intent: "chat", description: "over budget: memory (priority 5) loses its lowest-ranked items before history (3) is cut", runtime: withHistory,
 			memory: map[string]MemoryInput{"memory": {Items: memItems(customerFacts[:3]...)}}},
@@ -513,12 +513,12 @@ func memoryInputs() []input {
 			query: "What do we know?", memory: map[string]MemoryInput{"memory": {Items: spaced}}},
 		{name: "memory-dates", template: "memory-big", intent: "chat", description: "an item's dates as UTC days: start only, start and end, end only, start and end on one UTC day (one date), a time in another zone moved to its UTC day",
 			query: "What do we know?", memory: map[string]MemoryInput{"memory": {Items: dates}}},
-		{name: "memory-defaults", template: "memory-big", intent: "chat", description: "a plan without maxItems and minScore (written by hand): no item limit, and a score of 0 is taken",
+		{name: "memory-defaults", template: "memory-big", intent: "chat", description: "a plan without maxItems and minScorePerMille (written by hand): no item limit, and a score of 0 is taken",
 			query: "What do we know?", memory: map[string]MemoryInput{"memory": {Items: many}},
 			edit: func(p *plan.Plan) {
 				for i := range p.Sections {
 					if m := p.Sections[i].Memory; m != nil {
-						m.MaxItems, m.MinScore = 0, 0
+						m.MaxItems, m.MinScorePerMille = 0, 0
 					}
 				}
 			}},

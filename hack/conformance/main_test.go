@@ -194,7 +194,7 @@ func docAssemble(p *plan.Plan, intent string, runtime map[string]string, query, 
 			m.Recalled = len(in.Items)
 			var kept []plan.MemoryItem
 			for _, it := range planItems(in.Items) {
-				if it.Score >= s.Memory.MinScore && (it.Trusted || !s.Memory.TrustedOnly) {
+				if it.Score >= plan.ScoreOfPerMille(s.Memory.MinScorePerMille) && (it.Trusted || !s.Memory.TrustedOnly) {
 					kept = append(kept, it)
 				}
 			}

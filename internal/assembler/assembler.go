@@ -241,9 +241,9 @@ func RenderContext(ctx context.Context, in Input) (*Result, error) {
 				Endpoint: in.MemoryEndpoints[m.BankRef.Name],
 				Query:    MemoryQuery{FromRuntime: m.Query.FromRuntime, FromRequest: m.Query.FromRequest},
 				MaxItems: maxItems,
-				// Per mille in the spec, 0 to 1 in the plan, as recall scores are.
-				MinScore:    float64(m.MinScore) / 1000,
-				TrustedOnly: m.TrustedOnly,
+				// Per mille in the spec, the plan and the recall API alike.
+				MinScorePerMille: int(m.MinScore),
+				TrustedOnly:      m.TrustedOnly,
 			}
 			if sc := m.Scope; sc != nil {
 				ps.Memory.Scope = &MemoryScope{FromRuntime: sc.FromRuntime, FromRequest: sc.FromRequest, IncludeShared: sc.IncludeShared}

@@ -36,7 +36,7 @@ func memoryPlanJSON(t testing.TB, endpoint string, fromRequest bool) []byte {
 			{Name: "role", Kind: plan.KindStatic, Text: "You are the support assistant.", Policy: plan.PolicyNever},
 			{Name: "question", Kind: plan.KindRuntime, Heading: "## Question", ReserveTokens: 50, Policy: plan.PolicyNever},
 			{Name: "memory", Kind: plan.KindMemory, Heading: "## What we know", ReserveTokens: 100, Policy: plan.PolicyPriority, Priority: 10,
-				Memory: &plan.MemorySource{Bank: plan.BankRef{Namespace: "shop", Name: "customers"}, Endpoint: endpoint, Query: q, MaxItems: 10, MinScore: 0.3}},
+				Memory: &plan.MemorySource{Bank: plan.BankRef{Namespace: "shop", Name: "customers"}, Endpoint: endpoint, Query: q, MaxItems: 10, MinScorePerMille: 300}},
 			{Name: "task", Kind: plan.KindIntent, Heading: "## Task", Policy: plan.PolicyNever},
 		},
 		Intents: []plan.Intent{{Name: "chat", Instruction: "Answer briefly."}},
@@ -116,7 +116,7 @@ func TestAssembleFillsMemoryByRecall(t *testing.T) {
 		if gotPath != "/v1/banks/shop/customers/recall" || gotAuth.Load() != "Bearer token-one" {
 			t.Errorf("called %s with %q", gotPath, gotAuth.Load())
 		}
-		if gotReq.Query != "How do I reach them?" || gotReq.MaxTokens == nil || *gotReq.MaxTokens != 100 || gotReq.MaxItems == nil || *gotReq.MaxItems != 10 || gotReq.MinScore == nil || *gotReq.MinScore != 0.3 {
+		if gotReq.Query != "How do I reach them?" || gotReq.MaxTokens == nil || *gotReq.MaxTokens != 100 || gotReq.MaxItems == nil || *gotReq.MaxItems != 10 || gotReq.MinScorePerMille == nil || *gotReq.MinScorePerMille != 300 || gotReq.LegacyMinScore != nil {
 			t.Errorf("recall request %+v", gotReq)
 		}
 	}

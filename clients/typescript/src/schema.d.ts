@@ -354,12 +354,14 @@ export interface components {
         };
         /** @description A fact as an application tells it. The snake_case names of before (occurred_start, occurred_end, mentioned_at) are refused (400 InvalidFact) with a message that names the camelCase one. */
         Fact: {
-            /** @description Derived from the bank, scope, text, times and source (when one is named) when left out. */
+            /** @description At most 128 bytes. Derived from the bank, scope, text, times and source (when one is named) when left out. */
             id?: string;
             scope?: components["schemas"]["Scope"];
+            /** @description At most 64 KiB (65,536 bytes), not only white space. */
             text: string;
             /** @description Who said it: a short lowercase name (user, assistant, crm, tool.web-search). Absent, the fact's source is "unspecified". A bank that names trusted sources (--trusted-sources, a MemoryBank's spec.trustedSources) trusts the facts of those alone; untrusted facts never update, delete or join a trusted observation. */
             source?: string;
+            /** @description At most 64, each at most 256 bytes. */
             entities?: string[] | null;
             /** @description RFC 3339, or YYYY-MM-DD. */
             occurredStart?: string;
@@ -367,9 +369,11 @@ export interface components {
             occurredEnd?: string;
             /** @description RFC 3339, or YYYY-MM-DD. */
             mentionedAt?: string;
+            /** @description At most 64, each at most 256 bytes. */
             tags?: string[] | null;
         };
         RetainRequest: {
+            /** @description At most the server's --max-facts-per-request (1,000 unless set otherwise; more is 413 TooManyFacts), in a body of at most --max-retain-bytes (4 MiB unless set otherwise). */
             facts: components["schemas"]["Fact"][];
         };
         RetainResponse: {
@@ -400,6 +404,7 @@ export interface components {
         MessagesRequest: {
             scope?: components["schemas"]["Scope"];
             conversation: string;
+            /** @description At most the server's --max-messages-per-request (1,000 unless set otherwise; more is 413 TooManyMessages), in a body of at most --max-retain-bytes (4 MiB unless set otherwise). */
             messages: components["schemas"]["Message"][];
         };
         MessagesResponse: {
@@ -414,12 +419,18 @@ export interface components {
             };
         };
         RecallRequest: {
+            /** @description What to recall memories about: at most 4,096 bytes of UTF-8, not only white space. */
             query: string;
+            /** @description The most tokens the answer's text takes, in the bank's encoding. */
             maxTokens: number;
+            /** @description The most items answered; 20 when left out. */
             maxItems?: number;
-            minScore?: number;
+            /** @description The lowest score of an item answered, in thousandths of a score (0 to 1000; 250 takes scores of 0.25 and above), as a memory section's minScore is; 0 when left out. The minScore of before (0 to 1) is refused (400 InvalidRecall) with a message that names this field. */
+            minScorePerMille?: number;
+            /** @description Keep only items with one of these tags: at most 32, each 1 to 256 bytes. */
             tags?: string[] | null;
             includePending?: boolean;
+            /** @description The scope to recall from; left out or empty, the bank's shared scope. */
             scope?: string;
             includeShared?: boolean;
             /** @description Recall trusted items alone: observations whose every source fact is of a source the bank trusts, pending facts of such a source. A bank that names no trusted sources trusts every item. */
