@@ -275,6 +275,17 @@ func (s *Store) EnsureBank(ctx context.Context, bank consolidation.BankID) error
 	return s.ensureKeys(ctx, bank, nil)
 }
 
+// HasBank reports whether the store knows the bank: EnsureBank, a retain,
+// an import or a run registered it.
+func (s *Store) HasBank(ctx context.Context, bank consolidation.BankID) (bool, error) {
+	var one int
+	err := s.db.QueryRowContext(ctx, s.rebind("SELECT 1 FROM promptops_banks WHERE id = $1"), string(bank.Scope(""))).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
 // ensureKeys registers the bank and the keys of the facts' scopes.
 func (s *Store) ensureKeys(ctx context.Context, bank consolidation.BankID, facts []consolidation.Fact) error {
 	return s.ensureScopeKeys(ctx, bank, factKeys(bank, facts))
