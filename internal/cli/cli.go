@@ -136,6 +136,16 @@ func tokenizersDirFlag(fs *flag.FlagSet) {
 	fs.String(tokenizersDirName, "", "Directory (`DIR`) of the supplied encodings' vocabularies, DIR/<encoding>/tokenizer.json (default $"+tokens.EnvDir+").")
 }
 
+// outputUsageError reports an -o that is neither text nor json as verb's
+// usage error; ok when it is one of them.
+func outputUsageError(verb, output string, stderr io.Writer) (code int, ok bool) {
+	if output != "text" && output != "json" {
+		fmt.Fprintf(stderr, "promptops %s: -o is %q; want text or json\n", verb, output)
+		return ExitInvalid, false
+	}
+	return 0, true
+}
+
 // isHelp reports whether arg asks for help.
 func isHelp(arg string) bool {
 	return arg == "-h" || arg == "--help" || arg == "-help" || arg == "help"

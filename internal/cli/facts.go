@@ -205,6 +205,17 @@ func runFactsList(args []string, stdout, stderr io.Writer) int {
 	if code, ok := sf.usageError("facts list", stderr); !ok {
 		return code
 	}
+	if code, ok := outputUsageError("facts list", *output, stderr); !ok {
+		return code
+	}
+	switch {
+	case *status != "" && *status != consolidation.FactPending && *status != consolidation.FactConsolidated && *status != consolidation.FactFailed:
+		fmt.Fprintf(stderr, "promptops facts list: --status is %q; want pending, consolidated or failed\n", *status)
+		return ExitInvalid
+	case *limit < 1:
+		fmt.Fprintf(stderr, "promptops facts list: --limit is %d; want 1 or more\n", *limit)
+		return ExitInvalid
+	}
 	ctx := context.Background()
 	store, err := sf.openKnown(ctx)
 	if err != nil {
@@ -328,6 +339,9 @@ func runObservations(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return code
 	}
 	if code, ok := sf.usageError("observations list", stderr); !ok {
+		return code
+	}
+	if code, ok := outputUsageError("observations list", *output, stderr); !ok {
 		return code
 	}
 	ctx := context.Background()

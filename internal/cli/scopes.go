@@ -62,6 +62,9 @@ func runScopesList(args []string, stdout, stderr io.Writer) int {
 	if code, ok := sf.usageError("scopes list", stderr); !ok {
 		return code
 	}
+	if code, ok := outputUsageError("scopes list", *output, stderr); !ok {
+		return code
+	}
 	ctx := context.Background()
 	store, err := sf.openKnown(ctx)
 	if err != nil {
