@@ -11,6 +11,8 @@ import (
 	"io"
 	"sort"
 
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
 	"github.com/promptops/promptops/internal/tokens"
 )
 
@@ -134,6 +136,23 @@ const tokenizersDirName = "tokenizers-dir"
 // tokenizersDirFlag adds --tokenizers-dir to a verb that counts tokens.
 func tokenizersDirFlag(fs *flag.FlagSet) {
 	fs.String(tokenizersDirName, "", "Directory (`DIR`) of the supplied encodings' vocabularies, DIR/<encoding>/tokenizer.json (default $"+tokens.EnvDir+").")
+}
+
+// bindLogFlags adds controller-runtime's --zap-* flags, their usages
+// saying what each takes (controller-runtime's have no placeholder, so -h
+// showed "value").
+func bindLogFlags(fs *flag.FlagSet, o *zap.Options) {
+	o.BindFlags(fs)
+	for name, usage := range map[string]string{
+		"zap-encoder":          "Log `ENCODING`: json or console.",
+		"zap-log-level":        "Log `LEVEL`: debug, info, error, panic, or an integer above 0 for debug levels of increasing verbosity.",
+		"zap-stacktrace-level": "`LEVEL` at and above which stack traces are logged: info, error or panic.",
+		"zap-time-encoding":    "Time `ENCODING` of log lines: epoch (the default), millis, nano, iso8601, rfc3339 or rfc3339nano.",
+	} {
+		if f := fs.Lookup(name); f != nil {
+			f.Usage = usage
+		}
+	}
 }
 
 // outputUsageError reports an -o that is neither text nor json as verb's

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -57,6 +58,38 @@ func TestUnknownBank(t *testing.T) {
 		known := append(append(append([]string{}, args[:2]...), "--bank", "team/known"), args[2:]...)
 		if code, _, errOut := run(t, "", known...); strings.Contains(errOut, "not in this store") {
 			t.Errorf("promptops %s: exit %d, %q; the bank is known", strings.Join(known, " "), code, errOut)
+		}
+	}
+}
+
+// flagLineRE is a flag's line in -h: its name, then a placeholder that
+// says what it takes (an upper-case word such as DIR, URL, NAMESPACE/NAME,
+// or a number's or duration's type); never words of the usage
+// ("render --out-dir") or "string" and "value".
+var flagLineRE = regexp.MustCompile(`^  -[a-z0-9-]+( [A-Z][A-Z0-9_:/.,|-]*| int| float| duration)?$`)
+
+// TestHelpPlaceholders: every flag line of every verb's -h has a
+// placeholder that reads as one, and serve -h lists every field of the
+// bodies it shows.
+func TestHelpPlaceholders(t *testing.T) {
+	for _, path := range verbPaths() {
+		args := append(append([]string{}, path...), "-h")
+		_, out, _ := run(t, "", args...)
+		for _, line := range strings.Split(out, "\n") {
+			if strings.HasPrefix(line, "  -") && !flagLineRE.MatchString(line) {
+				t.Errorf("promptops %s: flag line %q: want a placeholder such as DIR, URL or FILE", strings.Join(args, " "), line)
+			}
+		}
+	}
+	_, out, _ := run(t, "", "serve", "-h")
+	for _, want := range []string{
+		`"query"?, "scope"?, "assignmentKey"?}`,
+		`{"facts": [{"id"?, "scope"?, "text"`,
+		`"includePending"?, "scope"?, "includeShared"?, "trustedOnly"?}`,
+		"-plans-dir DIR\n", "-store URL\n", "-bank NAMESPACE/NAME\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("serve -h lacks %q:\n%s", want, out)
 		}
 	}
 }

@@ -61,7 +61,7 @@ func runManager(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs.Float64Var(&qps, "kube-api-qps", 100, "Requests per second the manager may send to the API server.")
 	fs.IntVar(&burst, "kube-api-burst", 200, "Burst of requests above --kube-api-qps.")
 	zapOpts := zap.Options{}
-	zapOpts.BindFlags(fs)
+	bindLogFlags(fs, &zapOpts)
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}

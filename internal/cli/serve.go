@@ -77,7 +77,7 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	memTokenFile := fs.String("memory-token-file", "", "`FILE` holding the bearer token sent to the memory banks that fill memory sections (re-read when it changes); default: the pod's ServiceAccount token ("+serve.DefaultServiceAccountTokenFile+") when it exists, else none.")
 	memTimeout := fs.Duration("memory-timeout", plan.DefaultMemoryTimeout, "Longest a memory section's recall may take; a slower or failed recall leaves the section empty and the answer says so.")
 	zapOpts := zap.Options{}
-	zapOpts.BindFlags(fs)
+	bindLogFlags(fs, &zapOpts)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: promptops serve (--plans-dir DIR | --watch [--namespace NS,...] | --bank NS/NAME) [--listen HOST:PORT] [--auth none|kubernetes]
 
