@@ -129,7 +129,7 @@ func TestMessagesImportRejectsBadLines(t *testing.T) {
 		{"no conversation", `{"messages": [{"role": "user", "content": "a", "at": "2026-03-01T09:00:00Z"}]}`, "line 1: conversation: is required", "nothing imported"},
 		{"no messages", `{"conversation": "c", "messages": []}`, "line 1: messages: at least one message is required", "nothing imported"},
 		{"bad scope", `{"scope": "a b", "conversation": "c", "messages": [{"role": "user", "content": "a", "at": "2026-03-01T09:00:00Z"}]}`, "line 1: scope: ", "nothing imported"},
-		{"content too long", msg(`"role": "user", "content": "` + strings.Repeat("a", consolidation.MaxMessageContentBytes+1) + `", "at": "2026-03-01T09:00:00Z"`), "line 1: messages[1].content: 65537 bytes, at most 65536", "nothing imported"},
+		{"content too long", msg(`"role": "user", "content": "` + strings.Repeat("a", consolidation.MaxMessageContentBytes+1) + `", "at": "2026-03-01T09:00:00Z"`), fmt.Sprintf("line 1: messages[1].content: %d bytes, at most %d", consolidation.MaxMessageContentBytes+1, consolidation.MaxMessageContentBytes), "nothing imported"},
 		{"too many messages", conversationLine("", "c", 0, MaxMessagesPerLine+1), fmt.Sprintf("line 1: messages: %d items, at most %d per line", MaxMessagesPerLine+1, MaxMessagesPerLine), "nothing imported"},
 		{"line too long", ok + "\n" + strings.Repeat(" ", MaxMessageLine+3) + "x\n", "line 2: longer than 4 MiB", "the lines before line 2 are stored"},
 		{"not JSON", ok + "\n" + ok + "\n{", "line 3: ", "the lines before line 3 are stored (2 new messages, 2 unchanged)"},
