@@ -25,8 +25,7 @@ func init() {
 
 func runFacts(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 || isHelp(args[0]) {
-		fmt.Fprintln(stderr, "Usage: promptops facts import|list|retry|delete --bank NS/NAME --store URL ...\n\nRun 'promptops facts <subcommand> -h' for its flags.")
-		return helpCode(args)
+		return groupUsage(args, stdout, stderr, "Usage: promptops facts import|list|retry|delete --bank NS/NAME ...\n\n"+storeNote+"\nRun 'promptops facts <subcommand> -h' for its flags.")
 	}
 	switch args[0] {
 	case "import":
@@ -121,16 +120,19 @@ func derivedFactID(bank consolidation.BankID, f consolidation.Fact) string {
 }
 
 func runFactsImport(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlagSet("facts import", stderr)
+	fs := newFlagSet("facts import", stdout, stderr)
 	var sf storeFlags
 	sf.register(fs)
 	var rf redactionFlags
 	rf.register(fs)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: promptops facts import --bank NS/NAME --store URL FILE.jsonl|-\n\nOne fact per line: {\"id\"?, \"scope\"?, \"text\", \"source\"?, \"entities\", \"occurredStart\", \"occurredEnd\", \"mentionedAt\", \"tags\"}.\nUTF-8, with or without a byte order mark; LF or CRLF line endings; blank lines are skipped.\nA line may hold at most %d MiB. A fact without an id gets one derived from the bank, its scope, text, three times and source\n(a UUID from their SHA-256), so importing a file again adds nothing. A repeated id with\nthe same text and source is skipped and counted as already present; with different text or\nanother source it is an error, as is occurredEnd before occurredStart.\nA bad line is reported with its number and nothing of the file is imported (exit code 2).\nSecrets (and the --redact-personal-data kinds) are replaced by [REDACTED:<kind>] before a fact is stored\nand counted by kind; with --redact-secrets=Reject a line holding a secret fails the import (exit code 2).\n", MaxFactLine>>20)
+		fmt.Fprintf(fs.Output(), "Usage: promptops facts import --bank NS/NAME FILE.jsonl|-\n\nOne fact per line: {\"id\"?, \"scope\"?, \"text\", \"source\"?, \"entities\", \"occurredStart\", \"occurredEnd\", \"mentionedAt\", \"tags\"}.\nUTF-8, with or without a byte order mark; LF or CRLF line endings; blank lines are skipped.\nA line may hold at most %d MiB. A fact without an id gets one derived from the bank, its scope, text, three times and source\n(a UUID from their SHA-256), so importing a file again adds nothing. A repeated id with\nthe same text and source is skipped and counted as already present; with different text or\nanother source it is an error, as is occurredEnd before occurredStart.\nA bad line is reported with its number and nothing of the file is imported (exit code 2).\nSecrets (and the --redact-personal-data kinds) are replaced by [REDACTED:<kind>] before a fact is stored\nand counted by kind; with --redact-secrets=Reject a line holding a secret fails the import (exit code 2).\n", MaxFactLine>>20)
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	if code, ok := sf.usageError("facts import", stderr); !ok {
 		return code
 	}
 	if fs.NArg() != 1 {
@@ -190,18 +192,32 @@ func runFactsImport(args []string, stdin io.Reader, stdout, stderr io.Writer) in
 }
 
 func runFactsList(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("facts list", stderr)
+	fs := newFlagSet("facts list", stdout, stderr)
 	var sf storeFlags
 	sf.register(fs)
-	status := fs.String("status", "", "Only facts in this state: pending, consolidated or failed.")
-	output := fs.String("o", "text", "Output: text or json.")
+	status := fs.String("status", "", "Only facts in this `STATE`: pending, consolidated or failed.")
+	output := fs.String("o", "text", "Output `FORMAT`: text or json.")
 	limit := fs.Int("limit", 1000, "At most this many facts.")
 	scope := scopeFlag(fs, "facts")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
+	if code, ok := sf.usageError("facts list", stderr); !ok {
+		return code
+	}
+	if code, ok := outputUsageError("facts list", *output, stderr); !ok {
+		return code
+	}
+	switch {
+	case *status != "" && *status != consolidation.FactPending && *status != consolidation.FactConsolidated && *status != consolidation.FactFailed:
+		fmt.Fprintf(stderr, "promptops facts list: --status is %q; want pending, consolidated or failed\n", *status)
+		return ExitInvalid
+	case *limit < 1:
+		fmt.Fprintf(stderr, "promptops facts list: --limit is %d; want 1 or more\n", *limit)
+		return ExitInvalid
+	}
 	ctx := context.Background()
-	store, err := sf.open(ctx)
+	store, err := sf.openKnown(ctx)
 	if err != nil {
 		fmt.Fprintln(stderr, "promptops facts list:", err)
 		return ExitFailed
@@ -233,18 +249,21 @@ func runFactsList(args []string, stdout, stderr io.Writer) int {
 }
 
 func runFactsRetry(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("facts retry", stderr)
+	fs := newFlagSet("facts retry", stdout, stderr)
 	var sf storeFlags
 	sf.register(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: promptops facts retry --bank NS/NAME --store URL [FACT-ID ...]\n\nSets failed facts (all of the bank's, or those named) back to pending.")
+		fmt.Fprintln(fs.Output(), "Usage: promptops facts retry --bank NS/NAME [FACT-ID ...]\n\nSets failed facts (all of the bank's, or those named) back to pending.")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
+	if code, ok := sf.usageError("facts retry", stderr); !ok {
+		return code
+	}
 	ctx := context.Background()
-	store, err := sf.open(ctx)
+	store, err := sf.openKnown(ctx)
 	if err != nil {
 		fmt.Fprintln(stderr, "promptops facts retry:", err)
 		return ExitFailed
@@ -260,15 +279,18 @@ func runFactsRetry(args []string, stdout, stderr io.Writer) int {
 }
 
 func runFactsDelete(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("facts delete", stderr)
+	fs := newFlagSet("facts delete", stdout, stderr)
 	var sf storeFlags
 	sf.register(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: promptops facts delete --bank NS/NAME [--scope SCOPE] FACT-ID ...\n\nDeletes the facts (in every scope that holds one of the ids, unless --scope), and every observation that cites one of them; the other sources of those observations go back to pending. One transaction.")
+		fmt.Fprintln(fs.Output(), "Usage: promptops facts delete --bank NS/NAME [--scope SCOPE] FACT-ID ...\n\nDeletes the facts (in every scope that holds one of the ids, unless --scope), and every observation that cites one of them; the other sources of those observations go back to pending. One transaction.")
 		fs.PrintDefaults()
 	}
 	scope := scopeFlag(fs, "facts")
 	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	if code, ok := sf.usageError("facts delete", stderr); !ok {
 		return code
 	}
 	ids := map[string]bool{}
@@ -280,7 +302,7 @@ func runFactsDelete(args []string, stdout, stderr io.Writer) int {
 		return ExitInvalid
 	}
 	ctx := context.Background()
-	store, err := sf.open(ctx)
+	store, err := sf.openKnown(ctx)
 	if err != nil {
 		fmt.Fprintln(stderr, "promptops facts delete:", err)
 		return ExitFailed
@@ -306,19 +328,24 @@ func runFactsDelete(args []string, stdout, stderr io.Writer) int {
 
 func runObservations(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] != "list" {
-		fmt.Fprintln(stderr, "Usage: promptops observations list --bank NS/NAME --store URL [-o text|json]")
-		return helpCode(args)
+		return groupUsage(args, stdout, stderr, "Usage: promptops observations list --bank NS/NAME [-o text|json]\n\n"+storeNote)
 	}
-	fs := newFlagSet("observations list", stderr)
+	fs := newFlagSet("observations list", stdout, stderr)
 	var sf storeFlags
 	sf.register(fs)
-	output := fs.String("o", "text", "Output: text or json (with each observation's source fact ids).")
+	output := fs.String("o", "text", "Output `FORMAT`: text or json (with each observation's source fact ids).")
 	scope := scopeFlag(fs, "observations")
 	if code, ok := parseFlags(fs, args[1:]); !ok {
 		return code
 	}
+	if code, ok := sf.usageError("observations list", stderr); !ok {
+		return code
+	}
+	if code, ok := outputUsageError("observations list", *output, stderr); !ok {
+		return code
+	}
 	ctx := context.Background()
-	store, err := sf.open(ctx)
+	store, err := sf.openKnown(ctx)
 	if err != nil {
 		fmt.Fprintln(stderr, "promptops observations list:", err)
 		return ExitFailed
@@ -373,7 +400,7 @@ func runObservations(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 // scopeFlag defines --scope: nil until given, "" names the shared scope.
 func scopeFlag(fs *flag.FlagSet, what string) **string {
 	scope := new(*string)
-	fs.Func("scope", "Only the "+what+" of this scope (\"\" for the bank's shared scope); every scope's when not given.", func(v string) error {
+	fs.Func("scope", "Only the "+what+" of this `SCOPE` (\"\" for the bank's shared scope); every scope's when not given.", func(v string) error {
 		if msg := memscope.Problem(v); msg != "" {
 			return fmt.Errorf("scope %s", msg)
 		}

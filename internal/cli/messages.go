@@ -34,8 +34,7 @@ const (
 
 func runMessages(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 || isHelp(args[0]) {
-		fmt.Fprintln(stderr, "Usage: promptops messages import --bank NS/NAME --store URL FILE.jsonl|-\n\nRun 'promptops messages <subcommand> -h' for its flags.")
-		return helpCode(args)
+		return groupUsage(args, stdout, stderr, "Usage: promptops messages import --bank NS/NAME FILE.jsonl|-\n\n"+storeNote+"\nRun 'promptops messages <subcommand> -h' for its flags.")
 	}
 	if args[0] == "import" {
 		return runMessagesImport(args[1:], stdin, stdout, stderr)
@@ -213,13 +212,13 @@ func lineErrorf(line int, format string, a ...any) error {
 }
 
 func runMessagesImport(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlagSet("messages import", stderr)
+	fs := newFlagSet("messages import", stdout, stderr)
 	var sf storeFlags
 	sf.register(fs)
 	var rf redactionFlags
 	rf.register(fs)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, `Usage: promptops messages import --bank NS/NAME --store URL FILE.jsonl|-
+		fmt.Fprintf(fs.Output(), `Usage: promptops messages import --bank NS/NAME FILE.jsonl|-
 
 One conversation per line, the body of POST /v1/banks/NS/NAME/messages:
   {"scope"?, "conversation", "messages": [{"id"?, "role", "content", "at"}, ...]}
@@ -241,6 +240,9 @@ import the corrected file again.
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	if code, ok := sf.usageError("messages import", stderr); !ok {
 		return code
 	}
 	if fs.NArg() != 1 {

@@ -76,16 +76,16 @@ type manifest struct {
 }
 
 func runRender(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlagSet("render", stderr)
+	fs := newFlagSet("render", stdout, stderr)
 	tokenizersDirFlag(fs)
 	var files stringList
-	fs.Var(&files, "f", "Manifest file or directory (recursive); repeatable.")
-	output := fs.String("o", "text", "Output: text or json.")
-	intent := fs.String("intent", "", "Only this intent.")
-	outDir := fs.String("out-dir", "", "Also write what the operator would put in each ConfigMap: DIR/<namespace>/<name>/{plan.json,<intent>.txt}; nothing for a template it would not render (over budget under Reject, or still over under Truncate), named on stderr.")
-	namespace := fs.String("n", "default", "Namespace of manifests that name none, as kubectl apply -n would give them (the plan's revision includes it).")
+	fs.Var(&files, "f", "Manifest `FILE` or directory (recursive); repeatable.")
+	output := fs.String("o", "text", "Output `FORMAT`: text or json.")
+	intent := fs.String("intent", "", "Only this intent (`NAME`).")
+	outDir := fs.String("out-dir", "", "Also write what the operator would put in each ConfigMap to `DIR`: DIR/<namespace>/<name>/{plan.json,<intent>.txt}; nothing for a template it would not render (over budget under Reject, or still over under Truncate), named on stderr.")
+	namespace := fs.String("n", "default", "`NAMESPACE` of manifests that name none, as kubectl apply -n would give them (the plan's revision includes it).")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: promptops render -f FILE|DIR [-o text|json] [--intent NAME]\n\nReads PromptTemplate manifests and the ConfigMaps they reference from the same input,\nand reports each intent's tokens against its budget. A referenced ConfigMap that is not\namong the inputs does not exist, as for the operator: ReferenceNotFound (a fallback text\nstands in only for a key missing from a ConfigMap that is). Exit 0: all within budget;\n1: some intent over budget, or ReferenceNotFound; 2: invalid input.")
+		fmt.Fprintln(fs.Output(), "Usage: promptops render -f FILE|DIR [-o text|json] [--intent NAME]\n\nReads PromptTemplate manifests and the ConfigMaps they reference from the same input,\nand reports each intent's tokens against its budget. A referenced ConfigMap that is not\namong the inputs does not exist, as for the operator: ReferenceNotFound (a fallback text\nstands in only for a key missing from a ConfigMap that is). Exit 0: all within budget;\n1: some intent over budget, or ReferenceNotFound; 2: invalid input.")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args); !ok {

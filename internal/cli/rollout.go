@@ -32,8 +32,7 @@ const rolloutTimeout = 30 * time.Second
 
 func runRollout(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 || isHelp(args[0]) {
-		fmt.Fprintln(stderr, "Usage: promptops rollout status|promote|abort NAME [-n NAMESPACE] [--kubeconfig FILE] [--context NAME]\n\nRun 'promptops rollout <subcommand> -h' for its flags.")
-		return helpCode(args)
+		return groupUsage(args, stdout, stderr, "Usage: promptops rollout status|promote|abort NAME [-n NAMESPACE] [--kubeconfig FILE] [--context NAME]\n\nRun 'promptops rollout <subcommand> -h' for its flags.")
 	}
 	switch args[0] {
 	case "status":
@@ -55,10 +54,10 @@ type kubeFlags struct {
 }
 
 func (k *kubeFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&k.kubeconfig, "kubeconfig", "", "Path to a kubeconfig; by default $KUBECONFIG, then ~/.kube/config (as kubectl).")
-	fs.StringVar(&k.context, "context", "", "The kubeconfig context to use; by default its current context.")
-	fs.StringVar(&k.namespace, "namespace", "", "The template's namespace; by default the context's namespace.")
-	fs.StringVar(&k.namespace, "n", "", "Short for --namespace.")
+	fs.StringVar(&k.kubeconfig, "kubeconfig", "", "Path to a kubeconfig `FILE`; by default $KUBECONFIG, then ~/.kube/config (as kubectl).")
+	fs.StringVar(&k.context, "context", "", "The kubeconfig context to use (`NAME`); by default its current context.")
+	fs.StringVar(&k.namespace, "namespace", "", "The template's `NAMESPACE`; by default the context's namespace.")
+	fs.StringVar(&k.namespace, "n", "", "Short for --namespace (`NAMESPACE`).")
 }
 
 // client returns a client for PromptTemplates and the namespace to use.
@@ -152,12 +151,12 @@ func getTemplate(ctx context.Context, c client.Client, key types.NamespacedName)
 }
 
 func runRolloutStatus(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("rollout status", stderr)
+	fs := newFlagSet("rollout status", stdout, stderr)
 	var kf kubeFlags
 	kf.register(fs)
-	output := fs.String("o", "text", "Output: text, or json (status.rollout as the API server has it; null without a rollout).")
+	output := fs.String("o", "text", "Output `FORMAT`: text, or json (status.rollout as the API server has it; null without a rollout).")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: promptops rollout status NAME [-n NAMESPACE] [-o json]\n\nShows the template's rollout: its phase, step, weight, stable and canary revisions, analysis failures and message.\n\nFlags:")
+		fmt.Fprintln(fs.Output(), "Usage: promptops rollout status NAME [-n NAMESPACE] [-o json]\n\nShows the template's rollout: its phase, step, weight, stable and canary revisions, analysis failures and message.\n\nFlags:")
 		fs.PrintDefaults()
 	}
 	c, key, code, ok := rolloutTarget("status", args, fs, &kf, stderr)
@@ -240,7 +239,7 @@ func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 // revision, which the manager acts on at its next reconcile; a stale
 // annotation (another revision) it ignores.
 func runRolloutRequest(args []string, annotation, verb string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("rollout "+verb, stderr)
+	fs := newFlagSet("rollout "+verb, stdout, stderr)
 	var kf kubeFlags
 	kf.register(fs)
 	what := map[string]string{
@@ -248,7 +247,7 @@ func runRolloutRequest(args []string, annotation, verb string, stdout, stderr io
 		"abort":   "Sends every request of the running rollout back to the stable revision; the aborted revision stays visible in status.rollout until the spec changes.",
 	}[verb]
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: promptops rollout %s NAME [-n NAMESPACE]\n\n%s It sets the annotation %s to status.rollout.canaryRevision; the manager acts at its next reconcile. Exit 1 when no rollout is Progressing or Paused.\n\nFlags:\n", verb, what, annotation)
+		fmt.Fprintf(fs.Output(), "Usage: promptops rollout %s NAME [-n NAMESPACE]\n\n%s It sets the annotation %s to status.rollout.canaryRevision; the manager acts at its next reconcile. Exit 1 when no rollout is Progressing or Paused.\n\nFlags:\n", verb, what, annotation)
 		fs.PrintDefaults()
 	}
 	c, key, code, ok := rolloutTarget(verb, args, fs, &kf, stderr)

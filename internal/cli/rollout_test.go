@@ -288,8 +288,8 @@ func TestRollout(t *testing.T) {
 		if code, _, errOut := runMain("rollout", "status", "x", "--kubeconfig", filepath.Join(t.TempDir(), "none")); code != ExitInvalid || !strings.Contains(errOut, "no cluster configuration") {
 			t.Errorf("missing kubeconfig: exit %d: %s", code, errOut)
 		}
-		if code, _, errOut := runMain("rollout", "promote", "-h"); code != ExitOK || !strings.Contains(errOut, promptopsv1.AnnotationRolloutPromote) {
-			t.Errorf("help: exit %d: %s", code, errOut)
+		if code, out, _ := runMain("rollout", "promote", "-h"); code != ExitOK || !strings.Contains(out, promptopsv1.AnnotationRolloutPromote) {
+			t.Errorf("help: exit %d: %s", code, out)
 		}
 	})
 }

@@ -43,14 +43,14 @@ var serveTimeouts = struct {
 // serveReady, when set by a test, receives the listener's address.
 var serveReady func(addr string)
 
-func runServe(args []string, _ io.Reader, _, stderr io.Writer) int {
-	fs := newFlagSet("serve", stderr)
+func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	fs := newFlagSet("serve", stdout, stderr)
 	tokenizersDirFlag(fs)
-	listen := fs.String("listen", "127.0.0.1:8089", "Address to listen on (the default suits a sidecar; use :8089 for a shared Deployment).")
-	plansDir := fs.String("plans-dir", "", "Directory of plans: a mounted <name>-prompts ConfigMap, a tree of them, or `render --out-dir` output. Reloaded when its files change.")
+	listen := fs.String("listen", "127.0.0.1:8089", "Address to listen on, `HOST:PORT` (the default suits a sidecar; use :8089 for a shared Deployment).")
+	plansDir := fs.String("plans-dir", "", "Directory of plans (`DIR`): a mounted <name>-prompts ConfigMap, a tree of them, or what render --out-dir writes. Reloaded when its files change.")
 	watch := fs.Bool("watch", false, "Read the rendered ConfigMaps from the API server instead of --plans-dir.")
-	namespace := fs.String("namespace", "", "With --watch, the namespaces to watch, comma-separated; all namespaces when empty.")
-	auth := fs.String("auth", authNone, "Who may call /v1/*: none (only when --listen is a loopback address), or kubernetes (a ServiceAccount token allowed get on the PromptTemplate, checked with TokenReview and SubjectAccessReview; /metrics needs get on the URL /metrics).")
+	namespace := fs.String("namespace", "", "With --watch, the namespaces to watch, comma-separated (`NS,...`); all namespaces when empty.")
+	auth := fs.String("auth", authNone, "Who may call /v1/* (`MODE`): none (only when --listen is a loopback address), or kubernetes (a ServiceAccount token allowed get on the PromptTemplate, checked with TokenReview and SubjectAccessReview; /metrics needs get on the URL /metrics).")
 	maxBody := fs.Int64("max-body-bytes", serve.DefaultMaxBodyBytes, "Largest request body accepted; larger ones get 413.")
 	maxInflight := fs.Int64("max-inflight-bytes", serve.DefaultMaxInflightBytes, "Request body bytes buffered at once by all requests in flight, each held until its answer; a request that would go over it gets 503 with Retry-After. One over 256 KiB may use three quarters of it.")
 	timeout := fs.Duration("request-timeout", serve.DefaultRequestTimeout, "Longest a request may take, body included; a body not in by then gets 408.")
@@ -74,12 +74,24 @@ func runServe(args []string, _ io.Reader, _, stderr io.Writer) int {
 	maxMessages := fs.Int("max-messages-per-request", serve.DefaultMaxMessagesPerRequest, "With --bank, the most messages one POST .../messages may carry; more get 413.")
 	maxRetain := fs.Int64("max-retain-bytes", serve.DefaultMaxRetainBytes, "With --bank, the largest body of POST .../facts and of POST .../messages; larger ones get 413.")
 	indexCache := fs.Int64("index-cache-bytes", serve.DefaultIndexCacheBytes, "With --bank, the most bytes of scopes' indexes held in memory beside the shared scope's; the least recently used scope's are dropped and loaded from the store again when asked.")
-	memTokenFile := fs.String("memory-token-file", "", "Bearer token sent to the memory banks that fill memory sections (re-read when it changes); default: the pod's ServiceAccount token ("+serve.DefaultServiceAccountTokenFile+") when it exists, else none.")
+	memTokenFile := fs.String("memory-token-file", "", "`FILE` holding the bearer token sent to the memory banks that fill memory sections (re-read when it changes); default: the pod's ServiceAccount token ("+serve.DefaultServiceAccountTokenFile+") when it exists, else none.")
 	memTimeout := fs.Duration("memory-timeout", plan.DefaultMemoryTimeout, "Longest a memory section's recall may take; a slower or failed recall leaves the section empty and the answer says so.")
 	zapOpts := zap.Options{}
-	zapOpts.BindFlags(fs)
+	bindLogFlags(fs, &zapOpts)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: promptops serve (--plans-dir DIR | --watch [--namespace NS,...] | --bank NS/NAME) [--listen ADDR] [--auth none|kubernetes]\n\nPOST /v1/assemble {\"namespace\", \"name\", \"intent\", \"runtime\": {\"<section>\": \"<text>\"}, \"query\"?}\nanswers the prompt as `promptops assemble` would; GET /v1/templates lists the plans.\nWith --bank (and --store or $PROMPTOPS_STORE): POST /v1/banks/NS/NAME/facts {\"facts\": [...]} retains facts,\nPOST /v1/banks/NS/NAME/messages {\"scope\"?, \"conversation\", \"messages\": [{\"id\"?, \"role\", \"content\", \"at\"}]} retains a conversation's messages,\nPOST /v1/banks/NS/NAME/recall {\"query\", \"maxTokens\", \"maxItems\", \"minScorePerMille\", \"tags\", \"includePending\", \"trustedOnly\"} recalls.\n/healthz, /readyz (after the first load) and /metrics are on the same address.")
+		fmt.Fprint(fs.Output(), `Usage: promptops serve (--plans-dir DIR | --watch [--namespace NS,...] | --bank NS/NAME) [--listen HOST:PORT] [--auth none|kubernetes]
+
+POST /v1/assemble {"namespace", "name", "intent", "runtime": {"<section>": "<text>"}, "query"?, "scope"?, "assignmentKey"?}
+answers the prompt as 'promptops assemble' would; GET /v1/templates lists the plans.
+With --bank (the store's URL in $PROMPTOPS_STORE):
+POST /v1/banks/NS/NAME/facts {"facts": [{"id"?, "scope"?, "text", "source"?, "entities", "tags", "occurredStart", "occurredEnd", "mentionedAt"}]} retains facts,
+POST /v1/banks/NS/NAME/messages {"scope"?, "conversation", "messages": [{"id"?, "role", "content", "at"}]} retains a conversation's messages,
+POST /v1/banks/NS/NAME/recall {"query", "maxTokens", "maxItems"?, "minScorePerMille"?, "tags"?, "includePending"?, "scope"?, "includeShared"?, "trustedOnly"?} recalls,
+DELETE /v1/banks/NS/NAME/scopes/SCOPE and .../facts/ID[?scope=SCOPE] erase, GET /v1/banks/NS/NAME/scopes/SCOPE/export exports.
+/healthz, /readyz (after the first load) and /metrics are on the same address.
+
+Flags:
+`)
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args); !ok {

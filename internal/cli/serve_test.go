@@ -31,7 +31,7 @@ func TestServeFlags(t *testing.T) {
 	if code, _, e := run(t, "", "serve", "--plans-dir", "x", "--max-messages-per-request", "0"); !strings.Contains(e, "--max-messages-per-request and --max-retain-bytes positive") {
 		t.Errorf("--max-messages-per-request 0: exit %d %s", code, e)
 	}
-	if _, _, e := run(t, "", "serve", "-h"); !strings.Contains(e, "-max-messages-per-request int") || !strings.Contains(e, "POST .../messages may carry; more get 413. (default 1000)") || !strings.Contains(e, "POST /v1/banks/NS/NAME/messages") {
+	if _, e, _ := run(t, "", "serve", "-h"); !strings.Contains(e, "-max-messages-per-request int") || !strings.Contains(e, "POST .../messages may carry; more get 413. (default 1000)") || !strings.Contains(e, "POST /v1/banks/NS/NAME/messages") {
 		t.Errorf("serve -h does not show --max-messages-per-request: %s", e)
 	}
 	if code, _, e := run(t, "", "serve", "--plans-dir", filepath.Join(t.TempDir(), "missing")); code != ExitInvalid || !strings.Contains(e, "missing") {

@@ -11,8 +11,7 @@ import (
 // trustedSourcesFlag is --trusted-sources, shared by consolidate and serve
 // --bank (a MemoryBank's spec.trustedSources, passed by the manager).
 func trustedSourcesFlag(fs *flag.FlagSet, p *string) {
-	fs.StringVar(p, "trusted-sources", envDefault(lookupEnv, "PROMPTOPS_TRUSTED_SOURCES", ""),
-		"Sources the bank trusts, comma-separated (a fact's \"source\"; \"unspecified\" for facts without one), at most 64: untrusted facts never update, delete or join a trusted observation, and a recall may ask for trusted items alone. Unset trusts every source ($PROMPTOPS_TRUSTED_SOURCES).")
+	envStringVar(fs, p, "trusted-sources", "PROMPTOPS_TRUSTED_SOURCES", "", "`SOURCES` the bank trusts, comma-separated (a fact's \"source\"; \"unspecified\" for facts without one), at most 64: untrusted facts never update, delete or join a trusted observation, and a recall may ask for trusted items alone. Unset trusts every source ($PROMPTOPS_TRUSTED_SOURCES).")
 }
 
 // trustedSources parses --trusted-sources (consolidation.ParseTrust); an

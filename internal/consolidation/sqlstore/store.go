@@ -132,12 +132,24 @@ func Open(ctx context.Context, storeURL string) (*Store, error) {
 	return s, nil
 }
 
-// redact removes the URL and its password from an error message.
+// redact removes the URL and its passwords (the user's, and a query's
+// password or sslpassword) from an error message.
 func redact(err error, storeURL string) error {
 	msg := strings.ReplaceAll(err.Error(), storeURL, "<store URL>")
-	if u, perr := url.Parse(storeURL); perr == nil && u.User != nil {
-		if p, ok := u.User.Password(); ok && p != "" {
-			msg = strings.ReplaceAll(msg, p, "<redacted>")
+	if u, perr := url.Parse(storeURL); perr == nil {
+		var secrets []string
+		if u.User != nil {
+			if p, ok := u.User.Password(); ok {
+				secrets = append(secrets, p)
+			}
+		}
+		q := u.Query()
+		secrets = append(secrets, q["password"]...)
+		secrets = append(secrets, q["sslpassword"]...)
+		for _, p := range secrets {
+			if p != "" {
+				msg = strings.ReplaceAll(msg, p, "<redacted>")
+			}
 		}
 	}
 	return errors.New(msg)
@@ -273,6 +285,17 @@ func (s *Store) migrateTo(ctx context.Context, last int) error {
 // EnsureBank registers a bank.
 func (s *Store) EnsureBank(ctx context.Context, bank consolidation.BankID) error {
 	return s.ensureKeys(ctx, bank, nil)
+}
+
+// HasBank reports whether the store knows the bank: EnsureBank, a retain,
+// an import or a run registered it.
+func (s *Store) HasBank(ctx context.Context, bank consolidation.BankID) (bool, error) {
+	var one int
+	err := s.db.QueryRowContext(ctx, s.rebind("SELECT 1 FROM promptops_banks WHERE id = $1"), string(bank.Scope(""))).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // ensureKeys registers the bank and the keys of the facts' scopes.
