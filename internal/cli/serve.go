@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/promptops/promptops/internal/consolidation"
@@ -46,7 +48,10 @@ var serveReady func(addr string)
 func runServe(args []string, _ io.Reader, _, stderr io.Writer) int {
 	fs := newFlagSet("serve", stderr)
 	tokenizersDirFlag(fs)
-	listen := fs.String("listen", "127.0.0.1:8089", "Address to listen on (the default suits a sidecar; use :8089 for a shared Deployment).")
+	listen := fs.String("listen", "127.0.0.1:8089", "Address to listen on (the default suits a sidecar; use :8089 with --tls-cert-file and --tls-key-file for a shared Deployment).")
+	tlsCert := fs.String("tls-cert-file", "", "PEM certificate (and chain) to serve HTTPS with, TLS 1.2 or later; with --tls-key-file. Both files are reloaded when they change. Without them serve speaks plain HTTP, on a loopback --listen only.")
+	tlsKey := fs.String("tls-key-file", "", "PEM private key of --tls-cert-file.")
+	plainHTTP := fs.Bool("plain-http", false, "Serve plain HTTP on a --listen that is not loopback: only behind a proxy in the same pod that terminates TLS (a service mesh's sidecar). Callers' tokens cross the pod's network in clear text otherwise.")
 	plansDir := fs.String("plans-dir", "", "Directory of plans: a mounted <name>-prompts ConfigMap, a tree of them, or `render --out-dir` output. Reloaded when its files change.")
 	watch := fs.Bool("watch", false, "Read the rendered ConfigMaps from the API server instead of --plans-dir.")
 	namespace := fs.String("namespace", "", "With --watch, the namespaces to watch, comma-separated; all namespaces when empty.")
@@ -79,7 +84,7 @@ func runServe(args []string, _ io.Reader, _, stderr io.Writer) int {
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: promptops serve (--plans-dir DIR | --watch [--namespace NS,...] | --bank NS/NAME) [--listen ADDR] [--auth none|kubernetes]\n\nPOST /v1/assemble {\"namespace\", \"name\", \"intent\", \"runtime\": {\"<section>\": \"<text>\"}, \"query\"?}\nanswers the prompt as `promptops assemble` would; GET /v1/templates lists the plans.\nWith --bank (and --store or $PROMPTOPS_STORE): POST /v1/banks/NS/NAME/facts {\"facts\": [...]} retains facts,\nPOST /v1/banks/NS/NAME/messages {\"scope\"?, \"conversation\", \"messages\": [{\"id\"?, \"role\", \"content\", \"at\"}]} retains a conversation's messages,\nPOST /v1/banks/NS/NAME/recall {\"query\", \"maxTokens\", \"maxItems\", \"minScore\", \"tags\", \"includePending\", \"trustedOnly\"} recalls.\n/healthz, /readyz (after the first load) and /metrics are on the same address.")
+		fmt.Fprintln(stderr, "Usage: promptops serve (--plans-dir DIR | --watch [--namespace NS,...] | --bank NS/NAME) [--listen ADDR [--tls-cert-file FILE --tls-key-file FILE]] [--auth none|kubernetes]\n\nPOST /v1/assemble {\"namespace\", \"name\", \"intent\", \"runtime\": {\"<section>\": \"<text>\"}, \"query\"?}\nanswers the prompt as `promptops assemble` would; GET /v1/templates lists the plans.\nWith --bank (and --store or $PROMPTOPS_STORE): POST /v1/banks/NS/NAME/facts {\"facts\": [...]} retains facts,\nPOST /v1/banks/NS/NAME/messages {\"scope\"?, \"conversation\", \"messages\": [{\"id\"?, \"role\", \"content\", \"at\"}]} retains a conversation's messages,\nPOST /v1/banks/NS/NAME/recall {\"query\", \"maxTokens\", \"maxItems\", \"minScore\", \"tags\", \"includePending\", \"trustedOnly\"} recalls.\n/healthz, /readyz (after the first load) and /metrics are on the same address.")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args); !ok {
@@ -117,6 +122,10 @@ func runServe(args []string, _ io.Reader, _, stderr io.Writer) int {
 		}
 	default:
 		fmt.Fprintf(stderr, "promptops serve: --auth is none or kubernetes, not %q\n", *auth)
+		return ExitInvalid
+	}
+	if err := checkTLSFlags(*tlsCert, *tlsKey, *plainHTTP, *listen); err != nil {
+		fmt.Fprintln(stderr, "promptops serve:", err)
 		return ExitInvalid
 	}
 	if *maxBody <= 0 {
@@ -203,6 +212,15 @@ func runServe(args []string, _ io.Reader, _, stderr io.Writer) int {
 			return ExitInvalid
 		}
 	}
+	var tlsConfig *tls.Config
+	if *tlsCert != "" {
+		// certwatcher logs through controller-runtime's logger.
+		ctrl.SetLogger(log)
+		if tlsConfig, err = watchedTLS(ctx, *tlsCert, *tlsKey, log); err != nil {
+			fmt.Fprintln(stderr, "promptops serve:", err)
+			return ExitInvalid
+		}
+	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		fmt.Fprintln(stderr, "promptops serve:", err)
@@ -216,10 +234,17 @@ func runServe(args []string, _ io.Reader, _, stderr io.Writer) int {
 		IdleTimeout:       serveTimeouts.idle,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          nil,
+		TLSConfig:         tlsConfig,
 	}
 	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
-	log.Info("Serving", "address", ln.Addr().String(), "plansDir", *plansDir, "watch", *watch, "namespaces", namespaces, "bank", sf.bank, "auth", *auth)
+	go func() {
+		if tlsConfig != nil {
+			served <- hs.ServeTLS(ln, "", "")
+			return
+		}
+		served <- hs.Serve(ln)
+	}()
+	log.Info("Serving", "address", ln.Addr().String(), "plansDir", *plansDir, "watch", *watch, "namespaces", namespaces, "bank", sf.bank, "auth", *auth, "tls", tlsConfig != nil)
 	if serveReady != nil {
 		serveReady(ln.Addr().String())
 	}
@@ -245,6 +270,48 @@ func runServe(args []string, _ io.Reader, _, stderr io.Writer) int {
 		return ExitFailed
 	}
 	return ExitOK
+}
+
+// checkTLSFlags refuses a half-given certificate pair, and plain HTTP off
+// loopback unless --plain-http says a proxy in the pod terminates TLS.
+func checkTLSFlags(cert, key string, plain bool, listen string) error {
+	switch {
+	case cert != "" && key == "":
+		return errors.New("--tls-cert-file needs --tls-key-file")
+	case cert == "" && key != "":
+		return errors.New("--tls-key-file needs --tls-cert-file")
+	case cert != "" && plain:
+		return errors.New("--plain-http and --tls-cert-file exclude each other")
+	case cert == "" && !plain && !loopback(listen):
+		return fmt.Errorf("--listen %s is not a loopback address: give --tls-cert-file and --tls-key-file, so that callers' tokens do not cross the network in clear text, or --plain-http when a proxy in the same pod terminates TLS", listen)
+	}
+	return nil
+}
+
+// certWatchInterval is how often the certificate files are re-read beside
+// the file system's notifications; a var so that tests can shorten it.
+var certWatchInterval = 10 * time.Second
+
+// watchedTLS loads the certificate pair and keeps it current: a rewritten
+// pair (cert-manager's renewal, a Secret's update) is served to the next
+// handshake without a restart.
+func watchedTLS(ctx context.Context, certFile, keyFile string, log logr.Logger) (*tls.Config, error) {
+	cw, err := certwatcher.New(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-cert-file, --tls-key-file: %w", err)
+	}
+	cw.WithWatchInterval(certWatchInterval)
+	go func() {
+		if err := cw.Start(ctx); err != nil {
+			log.Error(err, "Watching the TLS certificate")
+		}
+	}()
+	return &tls.Config{
+		MinVersion:     tls.VersionTLS12,
+		GetCertificate: cw.GetCertificate,
+		// HTTP/1.1 only, as the manager's servers (HTTP/2 rapid reset).
+		NextProtos: []string{"http/1.1"},
+	}, nil
 }
 
 const (
