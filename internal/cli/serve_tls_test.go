@@ -3,6 +3,7 @@ package cli
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -140,5 +141,52 @@ func TestServeTLSFlags(t *testing.T) {
 		if err := checkTLSFlags(c.cert, c.key, c.plain, c.listen); (err == nil) != c.ok {
 			t.Errorf("%+v: %v", c, err)
 		}
+	}
+}
+
+// A memory section's recall over HTTPS: the bank's serve has a certificate
+// from a CA that the plans' serve trusts by --memory-ca-file; without the
+// file, the system's roots do not know the CA and the section says
+// RecallFailed.
+func TestServeRecallOverTLS(t *testing.T) {
+	certs, _ := testCA(t)
+	dir := t.TempDir()
+	store := "sqlite://" + filepath.Join(dir, "bank.db")
+	serves := newServes(t)
+	bank := serves.start("--bank", "shop/customers", "--store", store,
+		"--tls-cert-file", filepath.Join(certs, webhook.CertFile), "--tls-key-file", filepath.Join(certs, webhook.KeyFile))
+	plans, _ := renderPlans(t, dir, `apiVersion: promptops.io/v1
+kind: PromptTemplate
+metadata: {name: support, namespace: shop}
+spec:
+  budget: {maxTokens: 400}
+  sections:
+  - {name: role, text: "You are the support assistant."}
+  - name: memory
+    heading: "## What we know"
+    memory: {bankRef: {name: customers}, query: {fromRequest: true}, scope: {fromRequest: true}, reserveTokens: 100}
+  - {name: task, heading: "## Task", intent: true}
+  intents: [{name: chat, instruction: "Answer briefly."}]
+`, "https://"+bank)
+	assemble := func(front string) string {
+		t.Helper()
+		code, body := httpDo(t, "POST", "http://"+front+"/v1/assemble", `{"namespace": "shop", "name": "support", "intent": "chat", "query": "Where is the passport?", "scope": "user:ana"}`)
+		var out struct {
+			Memory []struct {
+				Error string `json:"error"`
+			} `json:"memory"`
+		}
+		if code != http.StatusOK || json.Unmarshal([]byte(body), &out) != nil || len(out.Memory) != 1 {
+			t.Fatalf("assemble: %d %s", code, body)
+		}
+		return out.Memory[0].Error
+	}
+	verified := serves.start("--plans-dir", plans, "--memory-token-file", "", "--memory-ca-file", filepath.Join(certs, webhook.CAFile))
+	if code := assemble(verified); code != "" {
+		t.Errorf("with the bank's CA: the memory section failed with %s\n%s", code, serves.logged())
+	}
+	system := serves.start("--plans-dir", plans, "--memory-token-file", "")
+	if code := assemble(system); code != "RecallFailed" {
+		t.Errorf("with the system's roots: %q, want RecallFailed", code)
 	}
 }
