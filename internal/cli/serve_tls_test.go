@@ -190,3 +190,13 @@ spec:
 		t.Errorf("with the system's roots: %q, want RecallFailed", code)
 	}
 }
+
+// manager --memory-cert-issuer is KIND/NAME, refused otherwise before the
+// manager starts.
+func TestManagerCertIssuerFlag(t *testing.T) {
+	for _, bad := range []string{"ca", "Secret/ca", "ClusterIssuer/"} {
+		if code, _, e := run(t, "", "manager", "--memory-cert-issuer", bad); code != ExitInvalid || !strings.Contains(e, "--memory-cert-issuer") {
+			t.Errorf("%q: exit %d %s", bad, code, e)
+		}
+	}
+}
