@@ -80,7 +80,7 @@ func runServe(args []string, _ io.Reader, _, stderr io.Writer) int {
 	maxRetain := fs.Int64("max-retain-bytes", serve.DefaultMaxRetainBytes, "With --bank, the largest body of POST .../facts and of POST .../messages; larger ones get 413.")
 	indexCache := fs.Int64("index-cache-bytes", serve.DefaultIndexCacheBytes, "With --bank, the most bytes of scopes' indexes held in memory beside the shared scope's; the least recently used scope's are dropped and loaded from the store again when asked.")
 	memTokenFile := fs.String("memory-token-file", "", "Bearer token sent to the memory banks that fill memory sections (re-read when it changes); default: the pod's ServiceAccount token ("+serve.DefaultServiceAccountTokenFile+") when it exists, else none.")
-	memCAFile := fs.String("memory-ca-file", "", "PEM certificates of the CAs that sign the memory banks' certificates, to verify an https bank endpoint against (re-read when it changes): the ca.crt of a served bank's <bank>-memory-tls Secret or of the cert-manager issuer; default: the system's roots.")
+	memCAFile := fs.String("memory-ca-file", "", "PEM certificates of the CAs that sign the memory banks' certificates, to verify an https bank endpoint against (re-read when it changes): a served bank's ConfigMap <bank>-memory-ca (ca.crt) or the cert-manager issuer's CA, several in one file for several banks; default: the system's roots.")
 	memTimeout := fs.Duration("memory-timeout", plan.DefaultMemoryTimeout, "Longest a memory section's recall may take; a slower or failed recall leaves the section empty and the answer says so.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
