@@ -7,10 +7,16 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	promptopsv1 "github.com/promptops/promptops/api/v1"
 	"github.com/promptops/promptops/internal/certs"
@@ -153,5 +159,143 @@ func TestDesiredCertificate(t *testing.T) {
 		if _, err := ParseCertIssuer(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+// unmanagedBank creates a served bank the suite's manager leaves alone and
+// returns it as read back.
+func unmanagedBank(t *testing.T, ns, name string) *promptopsv1.MemoryBank {
+	t.Helper()
+	createYAML(t, ns, strings.Replace(servedBankYAML(name, 1), "metadata: {name: "+name+"}", "metadata: {name: "+name+", labels: {"+unmanagedLabel+": \"true\"}}", 1))
+	return getMB(t, ns, name)
+}
+
+// managerClient is a client with the manager's own RBAC (the generated
+// ClusterRole), not the test's.
+func managerClient(t *testing.T) client.Client {
+	t.Helper()
+	c, err := client.New(managerCfg, client.Options{Scheme: NewScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// A certificate the manager issued is renewed once a third of its
+// validity is left: a new pair in the Secret, and the ConfigMap holds the
+// new CA and the one before it, so that callers that have not seen the new
+// one yet and pods still serving the old certificate both verify.
+func TestServingTLSRenewal(t *testing.T) {
+	ns := newNamespace(t)
+	mb := unmanagedBank(t, ns, "renew")
+	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	c := managerClient(t)
+	r := &MemoryBankReconciler{Client: c, APIReader: c, Clock: clock}
+	res, err := r.reconcileServingCert(ctx, mb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := res.requeueAfter; d < 240*24*time.Hour || d > 245*24*time.Hour {
+		t.Errorf("renewal asked in %s, want two thirds of a year", d)
+	}
+	first := &corev1.ConfigMap{}
+	if err := getObj(t, ns, "renew-memory-ca", first); err != nil {
+		t.Fatal(err)
+	}
+	clock.Set(clock.Now().Add(200 * 24 * time.Hour))
+	if _, err := r.reconcileServingCert(ctx, mb); err != nil {
+		t.Fatal(err)
+	}
+	same := &corev1.ConfigMap{}
+	if err := getObj(t, ns, "renew-memory-ca", same); err != nil || same.ResourceVersion != first.ResourceVersion {
+		t.Fatalf("renewed before a third was left: %v", err)
+	}
+	clock.Set(clock.Now().Add(50 * 24 * time.Hour))
+	if _, err := r.reconcileServingCert(ctx, mb); err != nil {
+		t.Fatal(err)
+	}
+	next, secret := &corev1.ConfigMap{}, &corev1.Secret{}
+	if err := getObj(t, ns, "renew-memory-ca", next); err != nil {
+		t.Fatal(err)
+	}
+	if err := getObj(t, ns, "renew-memory-tls", secret); err != nil {
+		t.Fatal(err)
+	}
+	hosts := servingHosts(mb)
+	if err := certs.Current([]byte(next.Data["ca.crt"]), secret.Data[corev1.TLSCertKey], hosts, clock.Now()); err != nil {
+		t.Errorf("the renewed certificate: %v", err)
+	}
+	if !strings.HasSuffix(next.Data["ca.crt"], first.Data["ca.crt"]) || next.Data["ca.crt"] == first.Data["ca.crt"] {
+		t.Error("the ConfigMap does not hold the new CA and the one before it")
+	}
+	if err := certs.Current([]byte(next.Data["ca.crt"]), []byte(first.Data[corev1.TLSCertKey]), hosts, clock.Now().Add(-50*24*time.Hour)); err != nil {
+		t.Errorf("the old certificate does not verify against the bundle: %v", err)
+	}
+}
+
+// With --memory-cert-issuer the manager writes the bank's cert-manager
+// Certificate, with its own RBAC, and once only; its Secret is cert-manager's.
+func TestServingTLSCertManager(t *testing.T) {
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.Unmarshal([]byte(`
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: certificates.cert-manager.io}
+spec:
+  group: cert-manager.io
+  names: {kind: Certificate, listKind: CertificateList, plural: certificates, singular: certificate}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+`), crd); err != nil {
+		t.Fatal(err)
+	}
+	scheme := NewScheme()
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	admin, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Create(ctx, crd); client.IgnoreAlreadyExists(err) != nil {
+		t.Fatal(err)
+	}
+	ns := newNamespace(t)
+	mb := unmanagedBank(t, ns, "cm")
+	c := managerClient(t)
+	r := &MemoryBankReconciler{Client: c, APIReader: c, Clock: testClock, CertIssuer: &CertIssuer{Kind: "ClusterIssuer", Name: "cluster-ca"}}
+	eventually(t, func() error { _, err := r.reconcileServingCert(ctx, mb); return err })
+	cert := &unstructured.Unstructured{}
+	cert.SetAPIVersion("cert-manager.io/v1")
+	cert.SetKind("Certificate")
+	if err := getObj(t, ns, "cm-memory", cert); err != nil {
+		t.Fatal(err)
+	}
+	if secret, _, _ := unstructured.NestedString(cert.Object, "spec", "secretName"); secret != "cm-memory-tls" || !isControlledBy(cert.GetOwnerReferences(), mb.UID) {
+		t.Errorf("Certificate %v, owners %v", cert.Object["spec"], cert.GetOwnerReferences())
+	}
+	if _, err := r.reconcileServingCert(ctx, mb); err != nil {
+		t.Fatal(err)
+	}
+	again := cert.DeepCopy()
+	if err := getObj(t, ns, "cm-memory", again); err != nil || again.GetResourceVersion() != cert.GetResourceVersion() {
+		t.Errorf("the Certificate was written again with nothing changed: %v", err)
+	}
+	if err := getObj(t, ns, "cm-memory-ca", &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a CA ConfigMap beside cert-manager: %v", err)
+	}
+	d, err := desiredServing(mb, "promptops:test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vols := d.deployment.Spec.Template.Spec.Volumes; !slices.ContainsFunc(vols, func(v corev1ac.VolumeApplyConfiguration) bool {
+		return v.Secret != nil && *v.Secret.SecretName == "cm-memory-tls"
+	}) {
+		t.Errorf("the Deployment does not mount cert-manager's Secret: %+v", vols)
 	}
 }
