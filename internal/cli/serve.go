@@ -179,6 +179,16 @@ func runServe(args []string, _ io.Reader, _, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// The pair is read before the bank is loaded: a wrong file fails fast.
+	var tlsConfig *tls.Config
+	if *tlsCert != "" {
+		// certwatcher logs through controller-runtime's logger.
+		ctrl.SetLogger(log)
+		if tlsConfig, err = watchedTLS(ctx, *tlsCert, *tlsKey, log); err != nil {
+			fmt.Fprintln(stderr, "promptops serve:", err)
+			return ExitInvalid
+		}
+	}
 	stopTraces, err := telemetry.Setup(ctx, "promptops-serve")
 	if err != nil {
 		fmt.Fprintln(stderr, "promptops serve: OpenTelemetry:", err)
@@ -211,15 +221,6 @@ func runServe(args []string, _ io.Reader, _, stderr io.Writer) int {
 	}
 	if *plansDir != "" {
 		if err := srv.WatchDir(ctx, *plansDir, *poll); err != nil {
-			fmt.Fprintln(stderr, "promptops serve:", err)
-			return ExitInvalid
-		}
-	}
-	var tlsConfig *tls.Config
-	if *tlsCert != "" {
-		// certwatcher logs through controller-runtime's logger.
-		ctrl.SetLogger(log)
-		if tlsConfig, err = watchedTLS(ctx, *tlsCert, *tlsKey, log); err != nil {
 			fmt.Fprintln(stderr, "promptops serve:", err)
 			return ExitInvalid
 		}
