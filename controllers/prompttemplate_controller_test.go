@@ -647,7 +647,7 @@ func TestMemorySectionFollowsTheBankEndpoint(t *testing.T) {
 	// status.serving by hand would race it, as it clears status.serving of
 	// a bank not served).
 	mb := &promptopsv1.MemoryBank{}
-	endpoint := "http://customers-memory." + ns + ".svc:8089"
+	endpoint := "https://customers-memory." + ns + ".svc:8089"
 	eventually(t, func() error {
 		if err := k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: "customers"}, mb); err != nil {
 			return err

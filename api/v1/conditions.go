@@ -95,6 +95,10 @@ const (
 	// ReasonServingNotAvailable: the bank's memory server Deployment does
 	// not yet have its replicas updated and available.
 	ReasonServingNotAvailable = "ServingNotAvailable"
+	// ReasonCertificateConflict: the Secret a served bank's certificate
+	// goes into exists and was not written by the manager, which does not
+	// overwrite it.
+	ReasonCertificateConflict = "CertificateConflict"
 )
 
 // Annotations and labels.

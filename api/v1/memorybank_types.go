@@ -728,7 +728,7 @@ type MemoryBankStatus struct {
 // ServingStatus is the observed state of a bank's memory server.
 type ServingStatus struct {
 	// endpoint is the URL of the bank's HTTP API inside the cluster
-	// (http://<bank>-memory.<namespace>.svc:8089); prompt templates with a
+	// (https://<bank>-memory.<namespace>.svc:8089); prompt templates with a
 	// memory section carry it in their plan.
 	// +optional
 	// +kubebuilder:validation:MaxLength=512

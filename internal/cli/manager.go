@@ -57,6 +57,7 @@ func runManager(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "Path to a kubeconfig `FILE`; by default $KUBECONFIG, the in-cluster config, then ~/.kube/config.")
 	envStringVar(fs, &jobImage, "job-image", "PROMPTOPS_JOB_IMAGE", "", "`IMAGE` of consolidation Jobs: the operator's own image ($PROMPTOPS_JOB_IMAGE).")
 	fs.IntVar(&concurrency, "max-concurrent-reconciles", 12, "Reconciles run in parallel per controller: a reconcile mostly waits for the API server.")
+	memoryCertIssuer := fs.String("memory-cert-issuer", "", "cert-manager issuer of served banks' certificates, ClusterIssuer/NAME or Issuer/NAME (an Issuer of that name in each bank's namespace): the manager writes a Certificate <bank>-memory. Empty: the manager issues each served bank a CA and certificate of its own (Secret <bank>-memory-tls, CA in ConfigMap <bank>-memory-ca).")
 	perTemplate := fs.Bool("per-template-metrics", false, "Also publish series of each PromptTemplate (Ready) and intent (tokens, budget, overrun), about 20 a template; the counts per namespace are always published.")
 	fs.Float64Var(&qps, "kube-api-qps", 100, "Requests per second the manager may send to the API server.")
 	fs.IntVar(&burst, "kube-api-burst", 200, "Burst of requests above --kube-api-qps.")
@@ -64,6 +65,14 @@ func runManager(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	bindLogFlags(fs, &zapOpts)
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
+	}
+	var certIssuer *controllers.CertIssuer
+	if *memoryCertIssuer != "" {
+		var err error
+		if certIssuer, err = controllers.ParseCertIssuer(*memoryCertIssuer); err != nil {
+			fmt.Fprintf(stderr, "promptops manager: --memory-cert-issuer: %v\n", err)
+			return ExitInvalid
+		}
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
@@ -128,7 +137,7 @@ func runManager(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return ExitInvalid
 	}
 	defer flushTraces(stopTraces)
-	if err := controllers.Setup(mgr, controllers.Options{JobImage: jobImage, JobEnv: jobTelemetryEnv(), MaxConcurrentReconciles: concurrency, PerTemplateMetrics: *perTemplate}); err != nil {
+	if err := controllers.Setup(mgr, controllers.Options{JobImage: jobImage, JobEnv: jobTelemetryEnv(), MaxConcurrentReconciles: concurrency, PerTemplateMetrics: *perTemplate, CertIssuer: certIssuer}); err != nil {
 		log.Error(err, "Unable to set up the controllers")
 		return ExitFailed
 	}

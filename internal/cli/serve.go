@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/promptops/promptops/internal/consolidation"
@@ -46,7 +48,10 @@ var serveReady func(addr string)
 func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlagSet("serve", stdout, stderr)
 	tokenizersDirFlag(fs)
-	listen := fs.String("listen", "127.0.0.1:8089", "Address to listen on, `HOST:PORT` (the default suits a sidecar; use :8089 for a shared Deployment).")
+	listen := fs.String("listen", "127.0.0.1:8089", "Address to listen on, `HOST:PORT` (the default suits a sidecar; use :8089 with --tls-cert-file and --tls-key-file for a shared Deployment).")
+	tlsCert := fs.String("tls-cert-file", "", "PEM certificate (and chain) `FILE` to serve HTTPS with, TLS 1.2 or later; with --tls-key-file. Both files are reloaded when they change. Without them serve speaks plain HTTP, on a loopback --listen only.")
+	tlsKey := fs.String("tls-key-file", "", "PEM private key `FILE` of --tls-cert-file.")
+	plainHTTP := fs.Bool("plain-http", false, "Serve plain HTTP on a --listen that is not loopback: only behind a proxy in the same pod that terminates TLS (a service mesh's sidecar). Callers' tokens cross the pod's network in clear text otherwise.")
 	plansDir := fs.String("plans-dir", "", "Directory of plans (`DIR`): a mounted <name>-prompts ConfigMap, a tree of them, or what render --out-dir writes. Reloaded when its files change.")
 	watch := fs.Bool("watch", false, "Read the rendered ConfigMaps from the API server instead of --plans-dir.")
 	namespace := fs.String("namespace", "", "With --watch, the namespaces to watch, comma-separated (`NS,...`); all namespaces when empty.")
@@ -75,11 +80,12 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	maxRetain := fs.Int64("max-retain-bytes", serve.DefaultMaxRetainBytes, "With --bank, the largest body of POST .../facts and of POST .../messages; larger ones get 413.")
 	indexCache := fs.Int64("index-cache-bytes", serve.DefaultIndexCacheBytes, "With --bank, the most bytes of scopes' indexes held in memory beside the shared scope's; the least recently used scope's are dropped and loaded from the store again when asked.")
 	memTokenFile := fs.String("memory-token-file", "", "`FILE` holding the bearer token sent to the memory banks that fill memory sections (re-read when it changes); default: the pod's ServiceAccount token ("+serve.DefaultServiceAccountTokenFile+") when it exists, else none.")
+	memCAFile := fs.String("memory-ca-file", "", "`FILE` of PEM certificates of the CAs that sign the memory banks' certificates, to verify an https bank endpoint against (re-read when it changes): a served bank's ConfigMap <bank>-memory-ca (ca.crt) or the cert-manager issuer's CA, several in one file for several banks; default: the system's roots.")
 	memTimeout := fs.Duration("memory-timeout", plan.DefaultMemoryTimeout, "Longest a memory section's recall may take; a slower or failed recall leaves the section empty and the answer says so.")
 	zapOpts := zap.Options{}
 	bindLogFlags(fs, &zapOpts)
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: promptops serve (--plans-dir DIR | --watch [--namespace NS,...] | --bank NS/NAME) [--listen HOST:PORT] [--auth none|kubernetes]
+		fmt.Fprint(fs.Output(), `Usage: promptops serve (--plans-dir DIR | --watch [--namespace NS,...] | --bank NS/NAME) [--listen HOST:PORT [--tls-cert-file FILE --tls-key-file FILE]] [--auth none|kubernetes]
 
 POST /v1/assemble {"namespace", "name", "intent", "runtime": {"<section>": "<text>"}, "query"?, "scope"?, "assignmentKey"?}
 answers the prompt as 'promptops assemble' would; GET /v1/templates lists the plans.
@@ -131,6 +137,10 @@ Flags:
 		fmt.Fprintf(stderr, "promptops serve: --auth is none or kubernetes, not %q\n", *auth)
 		return ExitInvalid
 	}
+	if err := checkTLSFlags(*tlsCert, *tlsKey, *plainHTTP, *listen); err != nil {
+		fmt.Fprintln(stderr, "promptops serve:", err)
+		return ExitInvalid
+	}
 	if *maxBody <= 0 {
 		*maxBody = serve.DefaultMaxBodyBytes
 	}
@@ -162,8 +172,10 @@ Flags:
 	gogc := debug.SetGCPercent(-1) // reads it, and turns collection off until the next line
 	debug.SetGCPercent(gogc)
 	log.Info("Memory", "limit", limit, "from", from, "GOGC", gogc)
+	recaller := serve.NewHTTPRecaller(*memTokenFile)
+	recaller.CAFile = *memCAFile
 	opts := serve.Options{MaxBodyBytes: *maxBody, MaxInflightBytes: *maxInflight, RequestTimeout: *timeout, Log: log,
-		MemoryRecaller: serve.NewHTTPRecaller(*memTokenFile), MemoryTimeout: *memTimeout}
+		MemoryRecaller: recaller, MemoryTimeout: *memTimeout}
 	var cfg *rest.Config
 	if *watch || *auth == authKubernetes {
 		if cfg, err = ctrl.GetConfig(); err != nil {
@@ -179,6 +191,16 @@ Flags:
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// The pair is read before the bank is loaded: a wrong file fails fast.
+	var tlsConfig *tls.Config
+	if *tlsCert != "" {
+		// certwatcher logs through controller-runtime's logger.
+		ctrl.SetLogger(log)
+		if tlsConfig, err = watchedTLS(ctx, *tlsCert, *tlsKey, log); err != nil {
+			fmt.Fprintln(stderr, "promptops serve:", err)
+			return ExitInvalid
+		}
+	}
 	stopTraces, err := telemetry.Setup(ctx, "promptops-serve")
 	if err != nil {
 		fmt.Fprintln(stderr, "promptops serve: OpenTelemetry:", err)
@@ -228,10 +250,17 @@ Flags:
 		IdleTimeout:       serveTimeouts.idle,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          nil,
+		TLSConfig:         tlsConfig,
 	}
 	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
-	log.Info("Serving", "address", ln.Addr().String(), "plansDir", *plansDir, "watch", *watch, "namespaces", namespaces, "bank", sf.bank, "auth", *auth)
+	go func() {
+		if tlsConfig != nil {
+			served <- hs.ServeTLS(ln, "", "")
+			return
+		}
+		served <- hs.Serve(ln)
+	}()
+	log.Info("Serving", "address", ln.Addr().String(), "plansDir", *plansDir, "watch", *watch, "namespaces", namespaces, "bank", sf.bank, "auth", *auth, "tls", tlsConfig != nil)
 	if serveReady != nil {
 		serveReady(ln.Addr().String())
 	}
@@ -257,6 +286,48 @@ Flags:
 		return ExitFailed
 	}
 	return ExitOK
+}
+
+// checkTLSFlags refuses a half-given certificate pair, and plain HTTP off
+// loopback unless --plain-http says a proxy in the pod terminates TLS.
+func checkTLSFlags(cert, key string, plain bool, listen string) error {
+	switch {
+	case cert != "" && key == "":
+		return errors.New("--tls-cert-file needs --tls-key-file")
+	case cert == "" && key != "":
+		return errors.New("--tls-key-file needs --tls-cert-file")
+	case cert != "" && plain:
+		return errors.New("--plain-http and --tls-cert-file exclude each other")
+	case cert == "" && !plain && !loopback(listen):
+		return fmt.Errorf("--listen %s is not a loopback address: give --tls-cert-file and --tls-key-file, so that callers' tokens do not cross the network in clear text, or --plain-http when a proxy in the same pod terminates TLS", listen)
+	}
+	return nil
+}
+
+// certWatchInterval is how often the certificate files are re-read beside
+// the file system's notifications; a var so that tests can shorten it.
+var certWatchInterval = 10 * time.Second
+
+// watchedTLS loads the certificate pair and keeps it current: a rewritten
+// pair (cert-manager's renewal, a Secret's update) is served to the next
+// handshake without a restart.
+func watchedTLS(ctx context.Context, certFile, keyFile string, log logr.Logger) (*tls.Config, error) {
+	cw, err := certwatcher.New(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-cert-file, --tls-key-file: %w", err)
+	}
+	cw.WithWatchInterval(certWatchInterval)
+	go func() {
+		if err := cw.Start(ctx); err != nil {
+			log.Error(err, "Watching the TLS certificate")
+		}
+	}()
+	return &tls.Config{
+		MinVersion:     tls.VersionTLS12,
+		GetCertificate: cw.GetCertificate,
+		// HTTP/1.1 only, as the manager's servers (HTTP/2 rapid reset).
+		NextProtos: []string{"http/1.1"},
+	}, nil
 }
 
 const (

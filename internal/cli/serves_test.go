@@ -83,7 +83,8 @@ func (s *serveProcs) logged() string {
 
 // renderPlans renders a PromptTemplate's YAML as `render --out-dir` does
 // into dir/plans, and points its memory sections at the bank served at
-// bankAddr, as the operator writes a served bank's endpoint; it returns
+// bankAddr (host:port, over HTTP; or a URL), as the operator writes a
+// served bank's endpoint; it returns
 // the plans' directory (for serve --plans-dir) and the plan.
 func renderPlans(t *testing.T, dir, template, bankAddr string) (string, *plan.Plan) {
 	t.Helper()
@@ -107,9 +108,13 @@ func renderPlans(t *testing.T, dir, template, bankAddr string) (string, *plan.Pl
 	if err != nil {
 		t.Fatal(err)
 	}
+	endpoint := bankAddr
+	if !strings.Contains(endpoint, "://") {
+		endpoint = "http://" + bankAddr
+	}
 	for i := range p.Sections {
 		if p.Sections[i].Memory != nil {
-			p.Sections[i].Memory.Endpoint = "http://" + bankAddr
+			p.Sections[i].Memory.Endpoint = endpoint
 		}
 	}
 	p.Revision = p.Digest()

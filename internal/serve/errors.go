@@ -77,6 +77,9 @@ const (
 	// CodeTokenUnreadable: the token serve sends to the bank could not be
 	// read from its file.
 	CodeTokenUnreadable plan.MemoryCode = "TokenUnreadable"
+	// CodeCAUnreadable: the CA file serve verifies the bank's certificate
+	// with (--memory-ca-file) could not be read or holds no certificate.
+	CodeCAUnreadable plan.MemoryCode = "CAUnreadable"
 )
 
 // APIError is an error answer: the handler has decided its status, code

@@ -2,9 +2,16 @@ package serve
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -294,4 +301,76 @@ func TestHTTPRecallerEdges(t *testing.T) {
 	rc.MaxBytes--
 	_, err = rc.Recall(context.Background(), req(tlsBank.URL))
 	wantCode("an answer one byte over MaxBytes", err, string(CodeRecallTooLarge))
+}
+
+// With CAFile, a recall verifies the bank's certificate against the file's
+// CAs, re-read when the file changes; without it, against the system's,
+// which do not know a cluster's own CA.
+func TestHTTPRecallerCAFile(t *testing.T) {
+	bank := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`{"items":[{"id":"o1","text":"t","score":0.9,"tokens":1}]}`))
+	}))
+	defer bank.Close()
+	bankCA := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: bank.Certificate().Raw})
+	otherCA := selfSignedCA(t)
+	req := plan.MemoryRequest{Bank: plan.BankRef{Namespace: "shop", Name: "customers"}, Endpoint: bank.URL, Query: "q", MaxTokens: 100}
+	wantCode := func(what string, err error, want plan.MemoryCode) {
+		t.Helper()
+		var re *plan.RecallError
+		if !errors.As(err, &re) || re.Code != want {
+			t.Errorf("%s: %v, want code %s", what, err, want)
+		}
+	}
+
+	rc := NewHTTPRecaller("")
+	_, err := rc.Recall(context.Background(), req)
+	wantCode("the system's roots", err, plan.MemoryRecallFailed)
+
+	caFile := filepath.Join(t.TempDir(), "ca.crt")
+	rc.CAFile = caFile
+	_, err = rc.Recall(context.Background(), req)
+	wantCode("a missing CA file", err, CodeCAUnreadable)
+	if err := os.WriteFile(caFile, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = rc.Recall(context.Background(), req)
+	wantCode("a CA file without a certificate", err, CodeCAUnreadable)
+
+	write := func(data []byte, mod time.Time) {
+		t.Helper()
+		if err := os.WriteFile(caFile, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(caFile, mod, mod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Now()
+	write(otherCA, now.Add(-time.Minute))
+	_, err = rc.Recall(context.Background(), req)
+	wantCode("another CA", err, plan.MemoryRecallFailed)
+	// A bundle of both, as during a CA's rotation: re-read, and verified.
+	write(append(otherCA, bankCA...), now)
+	if items, err := rc.Recall(context.Background(), req); err != nil || len(items) != 1 {
+		t.Fatalf("the bank's CA in the file: %v, %v", items, err)
+	}
+	if items, err := rc.Recall(context.Background(), req); err != nil || len(items) != 1 {
+		t.Fatalf("again, the file unchanged: %v, %v", items, err)
+	}
+}
+
+// selfSignedCA is a CA certificate (PEM) no server in these tests uses.
+func selfSignedCA(t *testing.T) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "other-ca"}, NotBefore: time.Now().Add(-time.Hour),
+		NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }
