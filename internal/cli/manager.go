@@ -57,7 +57,7 @@ func runManager(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "Path to a kubeconfig `FILE`; by default $KUBECONFIG, the in-cluster config, then ~/.kube/config.")
 	envStringVar(fs, &jobImage, "job-image", "PROMPTOPS_JOB_IMAGE", "", "`IMAGE` of consolidation Jobs: the operator's own image ($PROMPTOPS_JOB_IMAGE).")
 	fs.IntVar(&concurrency, "max-concurrent-reconciles", 12, "Reconciles run in parallel per controller: a reconcile mostly waits for the API server.")
-	memoryCertIssuer := fs.String("memory-cert-issuer", "", "cert-manager issuer of served banks' certificates, ClusterIssuer/NAME or Issuer/NAME (an Issuer of that name in each bank's namespace): the manager writes a Certificate <bank>-memory. Empty: the manager issues each served bank a CA and certificate of its own (Secret <bank>-memory-tls, CA in ConfigMap <bank>-memory-ca).")
+	memoryCertIssuer := fs.String("memory-cert-issuer", "", "cert-manager issuer of served banks' certificates, `KIND/NAME`: ClusterIssuer/NAME or Issuer/NAME (an Issuer of that name in each bank's namespace): the manager writes a Certificate <bank>-memory. Empty: the manager issues each served bank a CA and certificate of its own (Secret <bank>-memory-tls, CA in ConfigMap <bank>-memory-ca).")
 	perTemplate := fs.Bool("per-template-metrics", false, "Also publish series of each PromptTemplate (Ready) and intent (tokens, budget, overrun), about 20 a template; the counts per namespace are always published.")
 	fs.Float64Var(&qps, "kube-api-qps", 100, "Requests per second the manager may send to the API server.")
 	fs.IntVar(&burst, "kube-api-burst", 200, "Burst of requests above --kube-api-qps.")
