@@ -132,29 +132,12 @@ func runFactsImport(args []string, stdin io.Reader, stdout, stderr io.Writer) in
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	if code, ok := sf.usageError("facts import", stderr); !ok {
+	r, red, closeInput, code, ok := importInput("facts import", fs, &sf, &rf, stdin, stderr)
+	if !ok {
 		return code
 	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return ExitInvalid
-	}
-	var r io.Reader = stdin
+	defer closeInput()
 	name := fs.Arg(0)
-	if name != "-" {
-		f, err := os.Open(name)
-		if err != nil {
-			fmt.Fprintln(stderr, "promptops facts import:", err)
-			return ExitInvalid
-		}
-		defer f.Close()
-		r = f
-	}
-	red, err := rf.redactor()
-	if err != nil {
-		fmt.Fprintln(stderr, "promptops facts import:", err)
-		return ExitInvalid
-	}
 	facts, lines, dups, err := readFacts(r)
 	if err != nil {
 		fmt.Fprintf(stderr, "promptops facts import: %s: %v; nothing imported\n", name, err)
@@ -427,4 +410,36 @@ func cell(s string, n int) string {
 		return string(r[:n-1]) + "…"
 	}
 	return s
+}
+
+// importInput is what an import verb (facts import, messages import)
+// reads after its flags: the store's flags checked, exactly one FILE
+// argument ("-" for stdin), opened, and the redactor of the redaction
+// flags. ok is false, with the exit code, after a usage error or an
+// error it printed; closeInput closes the file.
+func importInput(verb string, fs *flag.FlagSet, sf *storeFlags, rf *redactionFlags, stdin io.Reader, stderr io.Writer) (r io.Reader, red *redact.Redactor, closeInput func(), code int, ok bool) {
+	closeInput = func() {}
+	if code, ok := sf.usageError(verb, stderr); !ok {
+		return nil, nil, closeInput, code, false
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return nil, nil, closeInput, ExitInvalid, false
+	}
+	r = stdin
+	if name := fs.Arg(0); name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			fmt.Fprintf(stderr, "promptops %s: %v\n", verb, err)
+			return nil, nil, closeInput, ExitInvalid, false
+		}
+		r, closeInput = f, func() { _ = f.Close() }
+	}
+	red, err := rf.redactor()
+	if err != nil {
+		closeInput()
+		fmt.Fprintf(stderr, "promptops %s: %v\n", verb, err)
+		return nil, nil, func() {}, ExitInvalid, false
+	}
+	return r, red, closeInput, 0, true
 }

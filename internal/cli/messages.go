@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/promptops/promptops/internal/consolidation"
@@ -242,29 +241,12 @@ import the corrected file again.
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	if code, ok := sf.usageError("messages import", stderr); !ok {
+	r, red, closeInput, code, ok := importInput("messages import", fs, &sf, &rf, stdin, stderr)
+	if !ok {
 		return code
 	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return ExitInvalid
-	}
-	var r io.Reader = stdin
+	defer closeInput()
 	name := fs.Arg(0)
-	if name != "-" {
-		f, err := os.Open(name)
-		if err != nil {
-			fmt.Fprintln(stderr, "promptops messages import:", err)
-			return ExitInvalid
-		}
-		defer f.Close()
-		r = f
-	}
-	red, err := rf.redactor()
-	if err != nil {
-		fmt.Fprintln(stderr, "promptops messages import:", err)
-		return ExitInvalid
-	}
 	ctx := context.Background()
 	store, err := sf.open(ctx)
 	if err != nil {

@@ -142,21 +142,7 @@ func scanMessage(rows interface{ Scan(...any) error }, scope string) (consolidat
 // ListScopeMessages lists up to limit of a scope's messages of status
 // ("" for all), by conversation and then in the order they were said.
 func (s *Store) ListScopeMessages(ctx context.Context, key consolidation.ScopeKey, status consolidation.MessageStatus, limit int) ([]consolidation.Message, error) {
-	rows, err := s.db.QueryContext(ctx, s.rebind("SELECT "+messageColumns+" FROM promptops_messages WHERE bank = $1 AND ($2 = '' OR status = $2) ORDER BY conversation, at_ns, created_ns, id LIMIT $3"), string(key), string(status), limit)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []consolidation.Message
-	scope := key.Name()
-	for rows.Next() {
-		m, err := scanMessage(rows, scope)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, m)
-	}
-	return out, rows.Err()
+	return s.queryMessages(ctx, key, "SELECT "+messageColumns+" FROM promptops_messages WHERE bank = $1 AND ($2 = '' OR status = $2) ORDER BY conversation, at_ns, created_ns, id LIMIT $3", string(key), string(status), limit)
 }
 
 // DeleteExpiredMessages removes the bank's messages, of every scope and
