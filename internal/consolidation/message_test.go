@@ -136,3 +136,26 @@ func TestRedactMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Every bound of a conversation is inclusive: at the bound, accepted; one
+// past it, refused (TestParseMessages).
+func TestParseMessagesAtTheBounds(t *testing.T) {
+	msg := func(id, content string) string {
+		return `{"id":"` + id + `","role":"user","content":"` + content + `","at":"2026-03-01T09:00:00Z"}`
+	}
+	two := msg("a", "x") + "," + msg("b", "y")
+	for name, in := range map[string]string{
+		"conversation": `{"conversation":"` + strings.Repeat("c", MaxConversationBytes) + `","messages":[` + msg("a", "x") + `]}`,
+		"content":      `{"conversation":"c","messages":[` + msg("a", strings.Repeat("x", MaxMessageContentBytes)) + `]}`,
+		"id":           `{"conversation":"c","messages":[` + msg(strings.Repeat("i", MaxMessageIDBytes), "x") + `]}`,
+		"messages":     `{"conversation":"c","messages":[` + two + `]}`,
+	} {
+		if _, err := ParseMessages([]byte(in), 2); err != nil {
+			t.Errorf("%s at its bound: %v", name, err)
+		}
+	}
+	var tooMany *TooManyMessagesError
+	if _, err := ParseMessages([]byte(`{"conversation":"c","messages":[`+two+`]}`), 1); !errors.As(err, &tooMany) || tooMany.Count != 2 || tooMany.Most != 1 {
+		t.Errorf("two messages, at most one: %v", err)
+	}
+}
