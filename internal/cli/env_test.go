@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/promptops/promptops/internal/tokens"
 )
@@ -259,8 +258,8 @@ func TestNoSecretInHelpUsageOrLogs(t *testing.T) {
 				t.Errorf("consolidate prints a secret:\n%s%s", out, errOut)
 			}
 		}
+		// startServe returns once serve listens, after its Serving line.
 		s := startServe(t, "team/secrets", "")
-		time.Sleep(100 * time.Millisecond)
 		logs := s.stop()
 		if !strings.Contains(logs, "Serving") || strings.Contains(logs, secretMark) {
 			t.Errorf("serve --bank's logs hold a secret or no Serving line:\n%s", logs)

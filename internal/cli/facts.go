@@ -61,10 +61,40 @@ func parseFacts(r io.Reader) (facts []consolidation.Fact, dups int, err error) {
 func readFacts(r io.Reader) (facts []consolidation.Fact, lines []int, dups int, err error) {
 	type seenID struct{ line, index int }
 	seen := map[string]seenID{}
+	err = eachJSONLine(r, MaxFactLine, func(n int, line []byte) error {
+		f, err := parseFactLine(line)
+		if err != nil {
+			return fmt.Errorf("line %d: %w", n, err)
+		}
+		if f.ID != "" {
+			if first, ok := seen[f.ID]; ok {
+				if prev := facts[first.index]; prev.Text != f.Text || prev.Source != f.Source {
+					return fmt.Errorf("line %d: id %q repeats line %d with different text or source", n, f.ID, first.line)
+				}
+				dups++
+				return nil
+			}
+			seen[f.ID] = seenID{line: n, index: len(facts)}
+		}
+		facts = append(facts, f)
+		lines = append(lines, n)
+		return nil
+	})
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	return facts, lines, dups, nil
+}
+
+// eachJSONLine gives fn each non-blank line of r with its number, one line
+// held at a time: a UTF-8 byte order mark, CRLF endings and surrounding
+// white space dropped. A line longer than max bytes is an error naming
+// it, as is a read error; fn's errors end the reading as they are.
+func eachJSONLine(r io.Reader, max int, fn func(n int, line []byte) error) error {
 	sc := bufio.NewScanner(r)
-	// Room for a line of MaxFactLine bytes and its CRLF; longer lines are
-	// refused below or by the scanner with bufio.ErrTooLong.
-	sc.Buffer(make([]byte, 64<<10), MaxFactLine+2)
+	// Room for a line of max bytes and its CRLF; longer lines are refused
+	// below or by the scanner with bufio.ErrTooLong.
+	sc.Buffer(make([]byte, 64<<10), max+2)
 	n := 1
 	for ; sc.Scan(); n++ {
 		line := sc.Bytes()
@@ -76,37 +106,20 @@ func readFacts(r io.Reader) (facts []consolidation.Fact, lines []int, dups int, 
 		if len(line) == 0 {
 			continue
 		}
-		if len(line) > MaxFactLine {
-			return nil, nil, 0, tooLong(n)
+		if len(line) > max {
+			return lineErrorf(n, "longer than %d MiB", max>>20)
 		}
-		f, err := parseFactLine(line)
-		if err != nil {
-			return nil, nil, 0, fmt.Errorf("line %d: %w", n, err)
+		if err := fn(n, line); err != nil {
+			return err
 		}
-		if f.ID != "" {
-			if first, ok := seen[f.ID]; ok {
-				if prev := facts[first.index]; prev.Text != f.Text || prev.Source != f.Source {
-					return nil, nil, 0, fmt.Errorf("line %d: id %q repeats line %d with different text or source", n, f.ID, first.line)
-				}
-				dups++
-				continue
-			}
-			seen[f.ID] = seenID{line: n, index: len(facts)}
-		}
-		facts = append(facts, f)
-		lines = append(lines, n)
 	}
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
-			return nil, nil, 0, tooLong(n)
+			return lineErrorf(n, "longer than %d MiB", max>>20)
 		}
-		return nil, nil, 0, fmt.Errorf("line %d: %w", n, err)
+		return lineErrorf(n, "%v", err)
 	}
-	return facts, lines, dups, nil
-}
-
-func tooLong(n int) error {
-	return fmt.Errorf("line %d: longer than %d MiB", n, MaxFactLine>>20)
+	return nil
 }
 
 // parseFactLine decodes one non-blank line; errors name the field.

@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -42,27 +40,13 @@ func runMessages(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return ExitInvalid
 }
 
-// readConversations reads JSONL a line at a time, as facts import does (a
+// readConversations reads JSONL a line at a time (eachJSONLine: a
 // UTF-8 byte order mark, CRLF line endings and blank lines accepted), and
 // gives fn each line's messages, parsed by consolidation.ParseMessages
 // with at most MaxMessagesPerLine. It holds one line at a time. An error
 // names the line and, when it is about one, the field.
 func readConversations(r io.Reader, fn func(line int, msgs []consolidation.Message) error) error {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), MaxMessageLine+2)
-	n := 1
-	for ; sc.Scan(); n++ {
-		line := sc.Bytes()
-		if n == 1 {
-			line = bytes.TrimPrefix(line, utf8BOM)
-		}
-		line = bytes.TrimSpace(line)
-		if len(line) == 0 {
-			continue
-		}
-		if len(line) > MaxMessageLine {
-			return messageLineTooLong(n)
-		}
+	return eachJSONLine(r, MaxMessageLine, func(n int, line []byte) error {
 		msgs, err := consolidation.ParseMessages(line, MaxMessagesPerLine)
 		if err != nil {
 			var fe *consolidation.FieldError
@@ -75,21 +59,8 @@ func readConversations(r io.Reader, fn func(line int, msgs []consolidation.Messa
 			}
 			return lineErrorf(n, "%v", err)
 		}
-		if err := fn(n, msgs); err != nil {
-			return err
-		}
-	}
-	if err := sc.Err(); err != nil {
-		if errors.Is(err, bufio.ErrTooLong) {
-			return messageLineTooLong(n)
-		}
-		return lineErrorf(n, "%v", err)
-	}
-	return nil
-}
-
-func messageLineTooLong(n int) error {
-	return lineErrorf(n, "longer than %d MiB", MaxMessageLine>>20)
+		return fn(n, msgs)
+	})
 }
 
 // messagesImport stores the messages of an import in transactions of

@@ -248,6 +248,22 @@ type RetainResponse struct {
 }
 
 // retain answers POST .../facts: the facts stored in one transaction.
+// countRetained adds what a retain of facts or messages stored and found
+// unchanged to its counter (promptops_serve_bank_facts_total or
+// _messages_total) and what it redacted to the bank's redactions, and
+// returns redacted, nil when nothing was (the answer leaves it out).
+func (bk *servedBank) countRetained(items *prometheus.CounterVec, stored, unchanged int, redacted redact.Counts) redact.Counts {
+	items.WithLabelValues(bk.Namespace, bk.Name, "stored").Add(float64(stored))
+	items.WithLabelValues(bk.Namespace, bk.Name, "unchanged").Add(float64(unchanged))
+	for kind, n := range redacted {
+		bk.s.bank.redactions.WithLabelValues(bk.Namespace, bk.Name, kind).Add(float64(n))
+	}
+	if len(redacted) == 0 {
+		return nil
+	}
+	return redacted
+}
+
 func (bk *servedBank) retain(w http.ResponseWriter, r *http.Request) error {
 	s := bk.s
 	body, release, err := s.body(w, r, s.bank.limits.MaxRetainBytes, "--max-retain-bytes", "; send fewer facts per request")
@@ -313,14 +329,7 @@ func (bk *servedBank) retain(w http.ResponseWriter, r *http.Request) error {
 		se.note = "; nothing of it was stored"
 		return se
 	}
-	s.bank.facts.WithLabelValues(bk.Namespace, bk.Name, "stored").Add(float64(stored))
-	s.bank.facts.WithLabelValues(bk.Namespace, bk.Name, "unchanged").Add(float64(unchanged))
-	for kind, n := range redacted {
-		s.bank.redactions.WithLabelValues(bk.Namespace, bk.Name, kind).Add(float64(n))
-	}
-	if len(redacted) == 0 {
-		redacted = nil
-	}
+	redacted = bk.countRetained(s.bank.facts, stored, unchanged, redacted)
 	writeJSON(w, http.StatusOK, &RetainResponse{Stored: stored, Unchanged: unchanged, IDs: ids, Redacted: redacted})
 	return nil
 }

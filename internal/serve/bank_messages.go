@@ -94,14 +94,7 @@ func (bk *servedBank) retainMessages(w http.ResponseWriter, r *http.Request) err
 		se.note = "; nothing of it was stored"
 		return se
 	}
-	s.bank.messages.WithLabelValues(bk.Namespace, bk.Name, "stored").Add(float64(stored))
-	s.bank.messages.WithLabelValues(bk.Namespace, bk.Name, "unchanged").Add(float64(unchanged))
-	for kind, n := range redacted {
-		s.bank.redactions.WithLabelValues(bk.Namespace, bk.Name, kind).Add(float64(n))
-	}
-	if len(redacted) == 0 {
-		redacted = nil
-	}
+	redacted = bk.countRetained(s.bank.messages, stored, unchanged, redacted)
 	writeJSON(w, http.StatusOK, &MessagesResponse{Stored: stored, Unchanged: unchanged, IDs: ids, Redacted: redacted})
 	return nil
 }
