@@ -92,7 +92,16 @@ otelcol: $(BIN)/otelcol ## Build bin/otelcol, the OpenTelemetry Collector (OTLP 
 $(BIN)/otelcol: hack/otelcol/go.mod hack/otelcol/main.go
 	cd hack/otelcol && go build -o $(BIN)/otelcol .
 
-test: envtest lint helm tokenizers otelcol ## Run every test against a real kube-apiserver, PostgreSQL, SQLite and an OpenTelemetry Collector.
+# remove_all_sd leaves out the cloud service discoveries (Prometheus' own
+# build tag; static, file and HTTP discovery stay), which the tests do not
+# use and which are most of the build; without builtinassets there is no
+# web UI, and the HTTP API is whole.
+.PHONY: prometheus
+prometheus: $(BIN)/prometheus ## Build bin/prometheus, the Prometheus server the rollout analysis tests query, from its Go module.
+$(BIN)/prometheus: hack/prometheus/go.mod hack/prometheus/go.sum
+	cd hack/prometheus && go build -tags remove_all_sd -o $(BIN)/prometheus github.com/prometheus/prometheus/cmd/prometheus
+
+test: envtest lint helm tokenizers otelcol prometheus ## Run every test against a real kube-apiserver, PostgreSQL, SQLite, an OpenTelemetry Collector and Prometheus.
 	PROMPTOPS_TOKENIZERS_DIR=$(TOKENIZERS_DIR) PROMPTOPS_TOKENIZERS_REQUIRED=1 go test $(GO_TEST_FLAGS) -race -count=1 -timeout 30m ./...
 	$(MAKE) test-argocd test-client
 
@@ -101,7 +110,7 @@ test-argocd: ## The Argo CD health checks (config/argocd) through Argo CD's own 
 	cd test/argocd && go vet ./... && go test -count=1 ./...
 
 .PHONY: readme-check
-readme-check: ## Run the checked blocks of README.md and docs/ (<!-- readme-check -->, <!-- readme-check go -->) and compare their documented output.
+readme-check: prometheus ## Run the checked blocks of README.md and docs/ (<!-- readme-check -->, <!-- readme-check go -->, the backups of operations.md against PostgreSQL and SQLite) and compare their documented output.
 	go test -count=1 ./internal/readmetest/
 
 .PHONY: bench

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -9,6 +10,7 @@ import (
 
 	promptopsv1 "github.com/promptops/promptops/api/v1"
 	"github.com/promptops/promptops/internal/assembler"
+	"github.com/promptops/promptops/internal/consolidation"
 )
 
 // TestRenderAndAPIServerAgreeOnLimits: what `promptops render` refuses
@@ -43,4 +45,51 @@ func templateSpec(t *testing.T, obj map[string]any) *promptopsv1.PromptTemplateS
 		t.Fatal(err)
 	}
 	return &pt.Spec
+}
+
+// TestTrustedSourcesAgreeWithConsolidation: the API server accepts in
+// spec.trustedSources exactly the names and counts the Job and serve
+// accept in --trusted-sources (consolidation.NewTrust), so a bank that
+// applies never fails in its pods.
+func TestTrustedSourcesAgreeWithConsolidation(t *testing.T) {
+	ns := newNamespace(t)
+	many := func(n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprintf("s%d", i)
+		}
+		return out
+	}
+	cases := [][]string{
+		{"user"}, {"unspecified", "crm", "tool.web-search", "a1_b2-c3"},
+		{strings.Repeat("a", consolidation.MaxSourceBytes)}, {strings.Repeat("a", consolidation.MaxSourceBytes+1)},
+		{"User"}, {"1user"}, {"user."}, {"a..b"}, {"a.-b"}, {"tool web"}, {"crm/x"}, {"_x"}, {"é"},
+		many(consolidation.MaxTrustedSources), many(consolidation.MaxTrustedSources + 1),
+	}
+	for i, sources := range cases {
+		u := decodeYAML(t, []byte(validBank))[0]
+		u.SetNamespace(ns)
+		u.SetName(fmt.Sprintf("trust-%d", i))
+		list := make([]any, len(sources))
+		for j, s := range sources {
+			list[j] = s
+		}
+		set(u.Object, list, "spec", "trustedSources")
+		apiErr := k8sClient.Create(context.Background(), u)
+		_, trustErr := consolidation.NewTrust(sources)
+		if (apiErr == nil) != (trustErr == nil) {
+			t.Errorf("case %d (%.40q): the API server says %v, --trusted-sources says %v", i, sources, apiErr, trustErr)
+		}
+	}
+	// An empty list is refused at apply (leave the field out to trust
+	// every source), and a name twice is not a set.
+	for i, sources := range []any{[]any{}, []any{"user", "user"}} {
+		u := decodeYAML(t, []byte(validBank))[0]
+		u.SetNamespace(ns)
+		u.SetName(fmt.Sprintf("trust-bad-%d", i))
+		set(u.Object, sources, "spec", "trustedSources")
+		if err := k8sClient.Create(context.Background(), u); err == nil {
+			t.Errorf("trustedSources %v accepted", sources)
+		}
+	}
 }

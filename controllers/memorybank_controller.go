@@ -44,6 +44,8 @@ type MemoryBankReconciler struct {
 	JobImage string
 	// JobEnv is set in every Job (Options.JobEnv).
 	JobEnv []corev1.EnvVar
+	// CertIssuer issues served banks' certificates; nil: the manager does.
+	CertIssuer *CertIssuer
 
 	cms *configMapWriter
 	// deferred holds, per bank UID, the request value whose RunDeferred

@@ -268,7 +268,15 @@ func finishedRun(job *batchv1.Job, sum *consolidation.Summary, why string, last 
 		}
 		run.Recall = textclip.Fit(sum.Recall, 16, "...")
 		run.EmbeddingCalls, run.EmbeddingTokens, run.Reembedded = sum.EmbeddingCalls, sum.EmbeddingTokens, sum.Reembedded
-		run.ExpiredFacts = sum.ExpiredFacts
+		run.ExpiredFacts, run.RefusedByTrust, run.ExpiredMessages = sum.ExpiredFacts, sum.RefusedByTrust, sum.ExpiredMessages
+		if x := sum.Extraction; x != nil && x.LLMCalls+x.MessagesExtracted+x.MessagesFailed > 0 {
+			run.Extraction = &promptopsv1.RunExtraction{
+				MessagesExtracted: x.MessagesExtracted, MessagesFailed: x.MessagesFailed,
+				FactsExtracted: x.FactsExtracted, FactsStored: x.FactsStored,
+				LLMCalls: x.LLMCalls, PromptTokens: x.PromptTokens, CompletionTokens: x.CompletionTokens,
+				CacheablePromptTokens: x.CacheablePromptTokens,
+			}
+		}
 		if sum.Error != "" {
 			run.Succeeded = false
 			run.Message = textclip.Fit(sum.Error, 4096, "...")
@@ -634,7 +642,7 @@ func desiredJob(mb *promptopsv1.MemoryBank, name, image, missionHash string, ann
 	container := corev1.Container{
 		Name:                     "consolidate",
 		Image:                    image,
-		Args:                     append(append([]string{"consolidate"}, redactionArgs(mb)...), retentionArgs(mb)...),
+		Args:                     slices.Concat([]string{"consolidate"}, redactionArgs(mb), retentionArgs(mb), trustArgs(mb), extractionArgs(mb)),
 		Env:                      env,
 		VolumeMounts:             mounts,
 		TerminationMessagePath:   "/dev/termination-log",

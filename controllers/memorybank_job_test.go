@@ -223,7 +223,8 @@ func TestTableJobFinished(t *testing.T) {
 // TestTableLastRun: what a finished Job means for status.lastRun.
 func TestTableLastRun(t *testing.T) {
 	ok1, failed2 := finished("b-1", true, t0), finished("b-2", false, t0.Add(time.Hour))
-	summary := &consolidation.Summary{FactsConsolidated: 4, FactsFailed: 1, Created: 2, Observations: 7, MissionHash: "sha256:run", ExpiredFacts: 3}
+	summary := &consolidation.Summary{FactsConsolidated: 4, FactsFailed: 1, Created: 2, Observations: 7, MissionHash: "sha256:run", ExpiredFacts: 3, RefusedByTrust: 2,
+		ExpiredMessages: 5, Extraction: &consolidation.Extraction{MessagesExtracted: 9, MessagesFailed: 1, FactsExtracted: 4, FactsStored: 3, LLMCalls: 2, PromptTokens: 900, CompletionTokens: 80, CacheablePromptTokens: 600}}
 	for _, tc := range []struct {
 		name     string
 		last     *promptopsv1.RunSummary
@@ -273,6 +274,20 @@ func TestTableLastRun(t *testing.T) {
 			}
 			if tc.sum != nil && run.ExpiredFacts != tc.sum.ExpiredFacts {
 				t.Fatalf("expiredFacts %d, want the summary's %d", run.ExpiredFacts, tc.sum.ExpiredFacts)
+			}
+			if tc.sum != nil && run.RefusedByTrust != tc.sum.RefusedByTrust {
+				t.Fatalf("refusedByTrust %d, want the summary's %d", run.RefusedByTrust, tc.sum.RefusedByTrust)
+			}
+			if tc.sum != nil && run.ExpiredMessages != tc.sum.ExpiredMessages {
+				t.Fatalf("expiredMessages %d, want the summary's %d", run.ExpiredMessages, tc.sum.ExpiredMessages)
+			}
+			if x := tc.sum; x != nil && x.Extraction != nil {
+				want := promptopsv1.RunExtraction{MessagesExtracted: 9, MessagesFailed: 1, FactsExtracted: 4, FactsStored: 3, LLMCalls: 2, PromptTokens: 900, CompletionTokens: 80, CacheablePromptTokens: 600}
+				if run.Extraction == nil || *run.Extraction != want {
+					t.Fatalf("extraction %+v, want %+v", run.Extraction, want)
+				}
+			} else if run.Extraction != nil {
+				t.Fatalf("extraction %+v of a run without one", run.Extraction)
 			}
 			// The summary is looked for again for a minute after the end.
 			if got := summaryRecheck(run, tc.sum != nil, run.CompletionTime.Time.Add(30*time.Second)); (got > 0) != tc.recheck {

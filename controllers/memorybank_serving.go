@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -68,9 +69,10 @@ func servingBindingName(mb *promptopsv1.MemoryBank) string {
 	return "promptops-memory:" + mb.Namespace + ":" + mb.Name
 }
 
-// ServingEndpoint is the URL of a served bank's HTTP API in the cluster.
+// ServingEndpoint is the URL of a served bank's HTTP API in the cluster,
+// over HTTPS (memorybank_tls.go).
 func ServingEndpoint(mb *promptopsv1.MemoryBank) string {
-	return fmt.Sprintf("http://%s.%s.svc:%d", servingName(mb), mb.Namespace, ServingPort)
+	return fmt.Sprintf("https://%s.%s.svc:%d", servingName(mb), mb.Namespace, ServingPort)
 }
 
 func servingReplicas(mb *promptopsv1.MemoryBank) int32 {
@@ -119,8 +121,12 @@ func desiredServing(mb *promptopsv1.MemoryBank, image string) (*servingChildren,
 		resources = *r
 	}
 	probe := func(path string) *corev1.Probe {
-		return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString("http")}}}
+		return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString("https"), Scheme: corev1.URISchemeHTTPS}}}
 	}
+	// The certificate's Secret, which serve reloads when it changes.
+	volumes = append(volumes, corev1.Volume{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+		SecretName: ServingTLSSecret(mb), DefaultMode: ptrTo(int32(0o440))}}})
+	mounts = append(mounts, corev1.VolumeMount{Name: "tls", MountPath: servingTLSDir, ReadOnly: true})
 	pod := corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: labels},
 		Spec: corev1.PodSpec{
@@ -138,9 +144,10 @@ func desiredServing(mb *promptopsv1.MemoryBank, image string) (*servingChildren,
 			Containers: []corev1.Container{{
 				Name:  "serve",
 				Image: image,
-				Args: append([]string{"serve", "--bank", mb.Namespace + "/" + mb.Name, "--auth=kubernetes",
-					fmt.Sprintf("--listen=:%d", ServingPort)}, redactionArgs(mb)...),
-				Ports:           []corev1.ContainerPort{{Name: "http", ContainerPort: ServingPort, Protocol: corev1.ProtocolTCP}},
+				Args: slices.Concat([]string{"serve", "--bank", mb.Namespace + "/" + mb.Name, "--auth=kubernetes",
+					fmt.Sprintf("--listen=:%d", ServingPort), "--tls-cert-file=" + servingTLSDir + "/" + corev1.TLSCertKey, "--tls-key-file=" + servingTLSDir + "/" + corev1.TLSPrivateKeyKey},
+					redactionArgs(mb), trustArgs(mb)),
+				Ports:           []corev1.ContainerPort{{Name: "https", ContainerPort: ServingPort, Protocol: corev1.ProtocolTCP}},
 				Env:             env,
 				VolumeMounts:    mounts,
 				Resources:       resources,
@@ -177,7 +184,7 @@ func desiredServing(mb *promptopsv1.MemoryBank, image string) (*servingChildren,
 			WithSpec(corev1ac.ServiceSpec().
 				WithType(corev1.ServiceTypeClusterIP).
 				WithSelector(servingSelector(mb)).
-				WithPorts(corev1ac.ServicePort().WithName("http").WithPort(ServingPort).WithTargetPort(intstr.FromString("http")).WithProtocol(corev1.ProtocolTCP))),
+				WithPorts(corev1ac.ServicePort().WithName("https").WithPort(ServingPort).WithTargetPort(intstr.FromString("https")).WithProtocol(corev1.ProtocolTCP))),
 	}
 	if replicas > 1 {
 		c.pdb = policyv1ac.PodDisruptionBudget(name, ns).WithLabels(labels).WithOwnerReferences(ref).
@@ -223,6 +230,11 @@ func (r *MemoryBankReconciler) reconcileServing(ctx context.Context, s *bankScop
 	if err != nil {
 		return phaseResult{}, err
 	}
+	// The certificate before the Deployment that mounts it.
+	result, err := r.reconcileServingCert(ctx, mb)
+	if err != nil {
+		return phaseResult{}, err
+	}
 	applied := false
 	for _, c := range []struct {
 		obj client.Object
@@ -262,7 +274,7 @@ func (r *MemoryBankReconciler) reconcileServing(ctx context.Context, s *bankScop
 	// watch brings.
 	s.servingAvailable = !applied && dep.UID != "" && deploymentAvailable(dep, replicas)
 	s.servingMessage = servingMessage(mb, dep, applied)
-	return phaseResult{}, nil
+	return result, nil
 }
 
 // deploymentAvailable tells whether a Deployment rolled out its current

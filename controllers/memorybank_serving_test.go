@@ -121,7 +121,7 @@ func TestServedBankShapes(t *testing.T) {
 	ns := newNamespace(t)
 	createYAML(t, ns, servedBankYAML("served", 1))
 	name := "served-memory"
-	endpoint := "http://served-memory." + ns + ".svc:8089"
+	endpoint := "https://served-memory." + ns + ".svc:8089"
 
 	mb := waitMB(t, ns, "served", both(
 		servingIs(endpoint, 1, 0),
@@ -142,17 +142,18 @@ func TestServedBankShapes(t *testing.T) {
 		t.Fatalf("containers %d", len(pod.Spec.Containers))
 	}
 	c := pod.Spec.Containers[0]
-	wantArgs := []string{"serve", "--bank", ns + "/served", "--auth=kubernetes", "--listen=:8089"}
+	wantArgs := []string{"serve", "--bank", ns + "/served", "--auth=kubernetes", "--listen=:8089",
+		"--tls-cert-file=/var/run/promptops/tls/tls.crt", "--tls-key-file=/var/run/promptops/tls/tls.key"}
 	if c.Image != "promptops:test" || !slices.Equal(c.Args, wantArgs) {
 		t.Errorf("image %q args %q, want %q", c.Image, c.Args, wantArgs)
 	}
-	if len(c.Ports) != 1 || c.Ports[0].Name != "http" || c.Ports[0].ContainerPort != 8089 {
+	if len(c.Ports) != 1 || c.Ports[0].Name != "https" || c.Ports[0].ContainerPort != 8089 {
 		t.Errorf("ports %+v", c.Ports)
 	}
-	if p := c.ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/readyz" || p.HTTPGet.Port.StrVal != "http" {
+	if p := c.ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/readyz" || p.HTTPGet.Port.StrVal != "https" || p.HTTPGet.Scheme != corev1.URISchemeHTTPS {
 		t.Errorf("readiness probe %+v", p)
 	}
-	if p := c.LivenessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/healthz" || p.HTTPGet.Port.StrVal != "http" {
+	if p := c.LivenessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/healthz" || p.HTTPGet.Port.StrVal != "https" || p.HTTPGet.Scheme != corev1.URISchemeHTTPS {
 		t.Errorf("liveness probe %+v", p)
 	}
 	if got, want := c.Resources.Requests.Memory().String(), "64Mi"; got != want {
@@ -191,7 +192,7 @@ func TestServedBankShapes(t *testing.T) {
 
 	svc := waitObj(t, ns, name, &corev1.Service{})
 	controlledBy(t, svc, mb)
-	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Name != "http" || svc.Spec.Ports[0].Port != 8089 || svc.Spec.Ports[0].TargetPort.StrVal != "http" {
+	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Name != "https" || svc.Spec.Ports[0].Port != 8089 || svc.Spec.Ports[0].TargetPort.StrVal != "https" {
 		t.Errorf("service ports %+v", svc.Spec.Ports)
 	}
 	for k, v := range svc.Spec.Selector {
@@ -266,7 +267,7 @@ func TestServingReplicasAndRemoval(t *testing.T) {
 	ns := newNamespace(t)
 	createYAML(t, ns, servedBankYAML("scaled", 1))
 	name := "scaled-memory"
-	endpoint := "http://scaled-memory." + ns + ".svc:8089"
+	endpoint := "https://scaled-memory." + ns + ".svc:8089"
 	waitObj(t, ns, name, &appsv1.Deployment{})
 	rollOut(t, ns, name)
 	waitMB(t, ns, "scaled", hasCondition(promptopsv1.ConditionReady, metav1.ConditionTrue, promptopsv1.ReasonSucceeded))

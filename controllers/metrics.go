@@ -45,6 +45,13 @@ var (
 		Name: "promptops_prompttemplate_ready",
 		Help: "Ready condition of a PromptTemplate: 1 for the current status (True, False or Unknown), 0 for the others.",
 	}, []string{"namespace", "name", "condition"})
+	// The share of keys, in percent, on a template's canary revision: 0
+	// outside a rollout. Only templates with a rollout (status.rollout)
+	// have the series.
+	templateRolloutWeight = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "promptops_prompttemplate_rollout_weight",
+		Help: "Share of assignment keys, in percent, on a PromptTemplate's canary revision; 0 outside a rollout.",
+	}, []string{"namespace", "name"})
 	bankReady = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "promptops_memorybank_ready",
 		Help: "Ready condition of a MemoryBank: 1 for the current status (True, False or Unknown), 0 for the others.",
@@ -74,7 +81,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(templatesByReady, intentsOverBudget, promptTokens, promptBudgetTokens, promptBudgetExceeded, templateReady, bankReady,
+	metrics.Registry.MustRegister(templatesByReady, intentsOverBudget, promptTokens, promptBudgetTokens, promptBudgetExceeded, templateReady, templateRolloutWeight, bankReady,
 		bankRunTokens, bankRunLLMCalls, bankRunFacts, bankObservations, bankFacts)
 }
 
@@ -97,6 +104,8 @@ type templateFigures struct {
 	over  int
 	// intents whose series are set (perTemplate).
 	intents []string
+	// rollout: the template has a rollout weight series.
+	rollout bool
 }
 
 // record publishes a template's status as its reconcile leaves it.
@@ -139,6 +148,12 @@ func (m *templateMetrics) record(pt *promptopsv1.PromptTemplate) {
 			}
 		}
 	}
+	if pt.Status.Rollout != nil {
+		f.rollout = true
+		templateRolloutWeight.WithLabelValues(ns, name).Set(float64(rolloutWeight(pt.Status.Rollout)))
+	} else if old.rollout {
+		templateRolloutWeight.DeleteLabelValues(ns, name)
+	}
 	m.by[key] = f
 }
 
@@ -154,6 +169,9 @@ func (m *templateMetrics) forget(namespace, name string) {
 	delete(m.by, key)
 	templatesByReady.WithLabelValues(namespace, string(old.ready)).Dec()
 	intentsOverBudget.WithLabelValues(namespace).Sub(float64(old.over))
+	if old.rollout {
+		templateRolloutWeight.DeleteLabelValues(namespace, name)
+	}
 	if m.perTemplate {
 		// Every series of the template, however set: deletions are rare
 		// enough for a scan of the vectors.

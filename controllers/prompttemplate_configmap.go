@@ -79,26 +79,22 @@ type configMapWriter struct {
 	// APIReader reads ConfigMap content directly: the cache holds ConfigMap
 	// metadata only.
 	APIReader client.Reader
-	// verified remembers, per ConfigMap, the resourceVersion whose content
+	// verified remembers, per ConfigMap, the verifiedAs whose content
 	// is known to match its revision annotation, so that a settled object
 	// needs no read and no write.
 	verified sync.Map
 }
 
-// applyConfigMaps writes the live ConfigMap and, with revisionHistoryLimit,
-// the immutable copy of this revision. Each is written only when its
+// applyConfigMaps writes the live ConfigMap (data, under the stable
+// revision rev) and, with revisionHistoryLimit, the immutable copy of the
+// stable revision (its own keys, stable). Each is written only when its
 // content differs from what the cluster holds.
-func (r *PromptTemplateReconciler) applyConfigMaps(ctx context.Context, pt *promptopsv1.PromptTemplate, res *assembler.Result) error {
-	data, err := assembler.ConfigMapData(res)
-	if err != nil {
-		return err
-	}
-	rev := res.Plan.Revision
+func (r *PromptTemplateReconciler) applyConfigMaps(ctx context.Context, pt *promptopsv1.PromptTemplate, data map[string]string, rev string, stable map[string]string) error {
 	if err := r.cms.ensure(ctx, templateOwner(pt), renderedName(pt), roleLive, data, rev, nil); err != nil {
 		return err
 	}
 	if historyLimit(pt) > 0 {
-		return r.cms.ensure(ctx, templateOwner(pt), historyName(pt, rev), roleHistory, data, rev, nil)
+		return r.cms.ensure(ctx, templateOwner(pt), historyName(pt, rev), roleHistory, stable, rev, nil)
 	}
 	return nil
 }
@@ -135,7 +131,7 @@ func (r *configMapWriter) ensure(ctx context.Context, o owner, name, role string
 		return err
 	}
 	if ac.ResourceVersion != nil {
-		r.verified.Store(key, *ac.ResourceVersion)
+		r.verified.Store(key, verifiedAs{resourceVersion: *ac.ResourceVersion, rollout: data[assembler.RolloutKey]})
 	}
 	ctrlLog(ctx).Info("Rendered ConfigMap", "configMap", name, "revision", rev)
 	return nil
@@ -157,7 +153,7 @@ func (r *configMapWriter) upToDate(ctx context.Context, uid types.UID, key types
 	if m.Annotations[promptopsv1.AnnotationRevision] != rev || m.Labels[labelRole] != role || !isControlledBy(m.OwnerReferences, uid) {
 		return false, nil
 	}
-	if v, ok := r.verified.Load(key); ok && v == m.ResourceVersion {
+	if v, ok := r.verified.Load(key); ok && v == (verifiedAs{resourceVersion: m.ResourceVersion, rollout: data[assembler.RolloutKey]}) {
 		return true, nil
 	}
 	cm := &corev1.ConfigMap{}
@@ -170,12 +166,22 @@ func (r *configMapWriter) upToDate(ctx context.Context, uid types.UID, key types
 	if !maps.Equal(cm.Data, data) || len(cm.BinaryData) > 0 {
 		return false, nil
 	}
-	r.verified.Store(key, cm.ResourceVersion)
+	r.verified.Store(key, verifiedAs{resourceVersion: cm.ResourceVersion, rollout: data[assembler.RolloutKey]})
 	return true, nil
 }
 
+// verifiedAs is what a ConfigMap's content was verified to be: the
+// revision of its annotation (at that resourceVersion) and, during a
+// rollout, the canary's and its weight (rollout.json, "" outside one).
+// Revisions and weight determine the content.
+type verifiedAs struct {
+	resourceVersion string
+	rollout         string
+}
+
 // verifiedAt tells, from the cache and without reading the API, that the
-// ConfigMap holds revision rev as this process last verified or wrote it.
+// ConfigMap holds revision rev, and no rollout, as this process last
+// verified or wrote it.
 func (r *configMapWriter) verifiedAt(ctx context.Context, uid types.UID, key types.NamespacedName, role, rev string) bool {
 	m := &metav1.PartialObjectMetadata{}
 	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
@@ -186,7 +192,7 @@ func (r *configMapWriter) verifiedAt(ctx context.Context, uid types.UID, key typ
 		return false
 	}
 	v, ok := r.verified.Load(key)
-	return ok && v == m.ResourceVersion
+	return ok && v == verifiedAs{resourceVersion: m.ResourceVersion}
 }
 
 // dropForeignKeys removes the keys someone else added (data or binaryData)

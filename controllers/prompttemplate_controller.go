@@ -26,6 +26,7 @@ import (
 
 	promptopsv1 "github.com/promptops/promptops/api/v1"
 	"github.com/promptops/promptops/internal/assembler"
+	"github.com/promptops/promptops/internal/rollout"
 	"github.com/promptops/promptops/internal/telemetry"
 	"github.com/promptops/promptops/internal/tokens"
 )
@@ -55,6 +56,8 @@ type PromptTemplateReconciler struct {
 
 	cms     *configMapWriter
 	metrics *templateMetrics
+	// now tells the time of a rollout's steps and measurements.
+	now func() time.Time
 }
 
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch;delete
@@ -85,7 +88,7 @@ func (r *PromptTemplateReconciler) SetupWithManager(mgr ctrl.Manager, opts contr
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&promptopsv1.PromptTemplate{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, reconcileRequested))).
+		For(&promptopsv1.PromptTemplate{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, reconcileRequested, rolloutRequested))).
 		Owns(&corev1.ConfigMap{}, builder.OnlyMetadata).
 		WatchesMetadata(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.templatesReading)).
 		Watches(&promptopsv1.MemoryBank{}, handler.EnqueueRequestsFromMapFunc(r.templatesRecalling), builder.WithPredicates(endpointChanged)).
@@ -150,19 +153,24 @@ func (r *PromptTemplateReconciler) init() {
 	if r.TokenizerRetry == 0 {
 		r.TokenizerRetry = DefaultTokenizerRetry
 	}
+	if r.now == nil {
+		r.now = time.Now
+	}
 }
 
 // templateScope is what one reconcile of a template works on, phase to
 // phase.
 type templateScope struct {
 	pt      *promptopsv1.PromptTemplate
-	sources map[assembler.SourceKey]string
+	sources assembler.ConfigMaps
 	// banks the memory sections recall from, in spec order, and their
 	// endpoints ("" when not served).
 	banks     []bankState
 	endpoints map[string]string
 	res       *assembler.Result
 	verdict   verdict
+	// rollout is the rollout's decision, when one was made and written.
+	rollout *rollout.Decision
 }
 
 // Reconcile renders one template in phases: read the referenced ConfigMaps,
@@ -199,13 +207,16 @@ func (r *PromptTemplateReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	}
 	orig := pt.DeepCopy()
 	var res phaseResult
+	scope := &templateScope{pt: pt}
 	defer func() {
 		result, retErr = r.statusWriter().finish(ctx, pt, templateStatus(orig), templateStatus(pt), res, retErr)
 		r.metrics.record(pt)
+		if retErr == nil {
+			r.emitRolloutEvents(pt, scope.rollout)
+		}
 	}()
 	handleReconcileRequest(pt.Annotations, &pt.Status.LastHandledReconcileAt)
 
-	scope := &templateScope{pt: pt}
 	if res, retErr = runPhases(ctx, scope,
 		r.reconcileSources,
 		r.reconcileRender,
@@ -216,6 +227,7 @@ func (r *PromptTemplateReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	}
 	setTemplateStatus(pt, scope.res, scope.verdict)
 	setMemoryCondition(pt, scope.banks)
+	setRolloutConditions(pt, scope.rollout)
 	return ctrl.Result{}, nil
 }
 
@@ -267,20 +279,20 @@ func (r *PromptTemplateReconciler) reconcileSources(ctx context.Context, s *temp
 	return phaseResult{}, r.readBanks(ctx, s)
 }
 
-// ReadSources reads the ConfigMap keys a template references, in its
+// ReadSources reads the ConfigMaps a template references, in its
 // namespace, with r (the API server itself: the manager caches ConfigMaps
 // as metadata only), for the reconciler and the admission webhook alike. A
-// missing ConfigMap is absent from the result; the assembler decides
-// whether a fallback applies. Any other failure to read one goes to
-// unreadable: its error ends the read, nil counts the ConfigMap as missing.
-func ReadSources(ctx context.Context, r client.Reader, pt *promptopsv1.PromptTemplate, unreadable func(configMap string, err error) error) (map[assembler.SourceKey]string, error) {
-	refs := assembler.References(&pt.Spec)
-	out := make(map[assembler.SourceKey]string, len(refs))
-	cms := map[string]*corev1.ConfigMap{}
-	for _, ref := range refs {
-		cm, read := cms[ref.ConfigMap]
-		if !read {
-			cm = &corev1.ConfigMap{}
+// missing ConfigMap is absent from the result; the assembler decides what
+// a missing ConfigMap or key means (a fallback applies to a key only). Any
+// other failure to read one goes to unreadable: its error ends the read,
+// nil counts the ConfigMap as missing.
+func ReadSources(ctx context.Context, r client.Reader, pt *promptopsv1.PromptTemplate, unreadable func(configMap string, err error) error) (assembler.ConfigMaps, error) {
+	out := assembler.ConfigMaps{}
+	read := map[string]bool{}
+	for _, ref := range assembler.References(&pt.Spec) {
+		if !read[ref.ConfigMap] {
+			read[ref.ConfigMap] = true
+			cm := &corev1.ConfigMap{}
 			// Same namespace only: the API has no field to name another.
 			if err := r.Get(ctx, types.NamespacedName{Namespace: pt.Namespace, Name: ref.ConfigMap}, cm); err != nil {
 				if !apierrors.IsNotFound(err) {
@@ -288,15 +300,9 @@ func ReadSources(ctx context.Context, r client.Reader, pt *promptopsv1.PromptTem
 						return nil, err
 					}
 				}
-				cm = nil
+				continue
 			}
-			cms[ref.ConfigMap] = cm
-		}
-		if cm == nil {
-			continue
-		}
-		if v, ok := cm.Data[ref.Key]; ok {
-			out[ref] = v
+			out[ref.ConfigMap] = cm.Data // nil when it has no data: it exists all the same
 		}
 	}
 	return out, nil
@@ -363,21 +369,39 @@ func (r *PromptTemplateReconciler) reconcileRender(ctx context.Context, s *templ
 	return phaseResult{}, nil
 }
 
-// reconcileConfigMaps writes the render when the verdict lets it.
+// reconcileConfigMaps writes the render when the verdict lets it: live at
+// once, or as the canary of a rollout (spec.rollout) beside the stable
+// revision.
 func (r *PromptTemplateReconciler) reconcileConfigMaps(ctx context.Context, s *templateScope) (phaseResult, error) {
 	if !s.verdict.apply {
 		return phaseResult{}, nil
 	}
-	if err := r.applyConfigMaps(ctx, s.pt, s.res); err != nil {
+	rendered, err := assembler.ConfigMapData(s.res)
+	if err != nil {
 		var tooLarge *assembler.TooLargeError
 		if errors.As(err, &tooLarge) {
 			return phaseResult{}, r.notRendered(s.pt, err)
 		}
 		return phaseResult{}, err
 	}
-	s.pt.Status.Revision = s.res.Plan.Revision
+	data, rev, stable, res, rolloutErr := r.rolloutData(ctx, s, rendered)
+	if data == nil {
+		return phaseResult{}, rolloutErr
+	}
+	if err := r.applyConfigMaps(ctx, s.pt, data, rev, stable); err != nil {
+		s.rollout = nil
+		return phaseResult{}, err
+	}
+	if rolloutErr != nil {
+		return phaseResult{}, rolloutErr
+	}
+	if s.rollout != nil {
+		// The rollout moves on only once the ConfigMap holds its step.
+		s.pt.Status.Rollout = s.rollout.Status
+	}
+	s.pt.Status.Revision = rev
 	s.pt.Status.ConfigMapName = renderedName(s.pt)
-	return phaseResult{}, nil
+	return res, nil
 }
 
 func (r *PromptTemplateReconciler) reconcileHistory(ctx context.Context, s *templateScope) (phaseResult, error) {

@@ -636,7 +636,7 @@ func TestMemorySectionFollowsTheBankEndpoint(t *testing.T) {
 	}
 	p := planOf(t, ns, "recalls")
 	m := p.Sections[2]
-	if m.Kind != plan.KindMemory || m.Memory.Endpoint != "" || m.Memory.Bank != (plan.BankRef{Namespace: ns, Name: "customers"}) || m.Memory.MinScore != 0.25 || m.Memory.MaxItems != 20 {
+	if m.Kind != plan.KindMemory || m.Memory.Endpoint != "" || m.Memory.Bank != (plan.BankRef{Namespace: ns, Name: "customers"}) || m.Memory.MinScorePerMille != 250 || m.Memory.MaxItems != 20 {
 		t.Fatalf("memory section %+v %+v", m, m.Memory)
 	}
 
@@ -647,7 +647,7 @@ func TestMemorySectionFollowsTheBankEndpoint(t *testing.T) {
 	// status.serving by hand would race it, as it clears status.serving of
 	// a bank not served).
 	mb := &promptopsv1.MemoryBank{}
-	endpoint := "http://customers-memory." + ns + ".svc:8089"
+	endpoint := "https://customers-memory." + ns + ".svc:8089"
 	eventually(t, func() error {
 		if err := k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: "customers"}, mb); err != nil {
 			return err

@@ -1,5 +1,6 @@
 // Package controllers holds the reconcilers of PromptTemplate and MemoryBank.
-// They are glue: the logic lives in internal/assembler and internal/consolidation.
+// They are glue: the logic lives in internal/assembler, internal/rollout and
+// internal/consolidation.
 package controllers
 
 import (
@@ -48,6 +49,9 @@ type Options struct {
 	// the manager's OpenTelemetry configuration (TelemetryEnv), so that
 	// runs are traced where the manager is.
 	JobEnv []corev1.EnvVar
+	// CertIssuer is the cert-manager issuer of served banks' certificates;
+	// nil: the manager issues them itself (memorybank_tls.go).
+	CertIssuer *CertIssuer
 	// MaxConcurrentReconciles per controller.
 	MaxConcurrentReconciles int
 	// PerTemplateMetrics publishes series of each PromptTemplate and
@@ -212,12 +216,13 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		clock = realClock{}
 	}
 	mb := &MemoryBankReconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Recorder:  mgr.GetEventRecorder("promptops-memorybank"),
-		Clock:     clock,
-		JobImage:  opts.JobImage,
-		JobEnv:    opts.JobEnv,
+		Client:     mgr.GetClient(),
+		APIReader:  mgr.GetAPIReader(),
+		Recorder:   mgr.GetEventRecorder("promptops-memorybank"),
+		Clock:      clock,
+		JobImage:   opts.JobImage,
+		JobEnv:     opts.JobEnv,
+		CertIssuer: opts.CertIssuer,
 	}
 	if err := mb.SetupWithManager(mgr, copts); err != nil {
 		return fmt.Errorf("setting up the MemoryBank controller: %w", err)

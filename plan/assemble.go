@@ -70,7 +70,7 @@ func (a *Assembly) Message() string {
 //
 // Memory sections are first filled by recall (WithRecall; all side by
 // side, each bounded by WithMemoryTimeout). A section holds whole items,
-// in rank order, at most MaxItems of them, none scored below MinScore,
+// in rank order, at most MaxItems of them, none scored below MinScorePerMille,
 // within its reserve (FitMemory); then the prompt is cut as runtime
 // contents are, memory sections among runtime sections by priority, a
 // memory section losing its lowest-ranked items first. If the prompt is

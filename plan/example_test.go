@@ -65,7 +65,7 @@ func ExamplePlan_Assemble_memory() {
     {"name": "role", "kind": "static", "text": "You are a support assistant.", "tokens": 6, "policy": "Never", "priority": 0, "minTokens": 0},
     {"name": "question", "kind": "runtime", "heading": "## Question", "tokens": 3, "reserveTokens": 15, "policy": "Never", "priority": 0, "minTokens": 0},
     {"name": "memory", "kind": "memory", "heading": "## What we know", "tokens": 4, "reserveTokens": 20, "policy": "Priority", "priority": 10, "minTokens": 0,
-     "memory": {"bank": {"namespace": "shop", "name": "customers"}, "query": {"fromRuntime": "question"}, "maxItems": 5, "minScore": 0.3}},
+     "memory": {"bank": {"namespace": "shop", "name": "customers"}, "query": {"fromRuntime": "question"}, "maxItems": 5, "minScorePerMille": 300}},
     {"name": "task", "kind": "intent", "heading": "## Task", "tokens": 0, "policy": "Never", "priority": 0, "minTokens": 0}
   ],
   "intents": [{"name": "chat", "instruction": "Answer briefly.", "tokens": 60, "fixedTokens": 25, "reservedTokens": 35, "withinBudget": true}],

@@ -28,6 +28,10 @@ type MemoryItem struct {
 	OccurredEnd *time.Time `json:"occurredEnd,omitempty"`
 	// SourceFactIDs are the facts an observation was made from.
 	SourceFactIDs []string `json:"sourceFactIds,omitempty"`
+	// Trusted tells whether the item is trusted: a fact of a source the
+	// bank trusts, an observation whose every source fact is (true for
+	// every item of a bank that names no trusted sources).
+	Trusted bool `json:"trusted"`
 }
 
 // MemoryKind is what a recalled memory is.

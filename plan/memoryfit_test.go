@@ -114,9 +114,10 @@ func TestValidateMemoryBounds(t *testing.T) {
 		valid bool
 	}{
 		{"maxItems 0 (no limit)", func(m *MemorySource) { m.MaxItems = 0 }, true},
-		{"minScore 0", func(m *MemorySource) { m.MinScore = 0 }, true},
-		{"minScore 1", func(m *MemorySource) { m.MinScore = 1 }, true},
-		{"minScore below 0", func(m *MemorySource) { m.MinScore = -0.001 }, false},
+		{"minScorePerMille 0", func(m *MemorySource) { m.MinScorePerMille = 0 }, true},
+		{"minScorePerMille 1000", func(m *MemorySource) { m.MinScorePerMille = 1000 }, true},
+		{"minScorePerMille 1001", func(m *MemorySource) { m.MinScorePerMille = 1001 }, false},
+		{"minScorePerMille below 0", func(m *MemorySource) { m.MinScorePerMille = -1 }, false},
 		{"query from the request", func(m *MemorySource) { m.Query = MemoryQuery{FromRequest: true} }, true},
 		{"no query", func(m *MemorySource) { m.Query = MemoryQuery{} }, false},
 	} {
@@ -230,15 +231,15 @@ func TestFitRecalledBounds(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		maxItems int
-		minScore float64
+		minScore int
 		want     []string
 	}{
-		{0, 0.2, []string{"o0", "o1", "o3", "o4"}},
-		{4, 0.2, []string{"o0", "o1", "o3", "o4"}},
-		{3, 0.2, []string{"o0", "o1", "o3"}},
+		{0, 200, []string{"o0", "o1", "o3", "o4"}},
+		{4, 200, []string{"o0", "o1", "o3", "o4"}},
+		{3, 200, []string{"o0", "o1", "o3"}},
 		{0, 0, []string{"o0", "o1", "o2", "o3", "o4"}},
 	} {
-		fit, err := p.fitRecalled(MemoryRequest{MaxTokens: 500, MaxItems: tc.maxItems, MinScore: tc.minScore}, list)
+		fit, err := p.fitRecalled(MemoryRequest{MaxTokens: 500, MaxItems: tc.maxItems, MinScorePerMille: tc.minScore}, list)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -251,7 +252,7 @@ func TestFitRecalledBounds(t *testing.T) {
 	for i := range low {
 		low[i].Score = 0.1
 	}
-	if fit, err := p.fitRecalled(MemoryRequest{MaxTokens: 500, MinScore: 0.2}, low); err != nil || len(fit.Items) != 0 {
+	if fit, err := p.fitRecalled(MemoryRequest{MaxTokens: 500, MinScorePerMille: 200}, low); err != nil || len(fit.Items) != 0 {
 		t.Errorf("all below minScore: kept %v (%v)", ids(fit), err)
 	}
 }

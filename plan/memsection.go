@@ -29,9 +29,15 @@ type MemorySource struct {
 	// MaxItems is the most items the section holds; 0 is no limit but the
 	// tokens.
 	MaxItems int `json:"maxItems,omitempty"`
-	// MinScore, 0 to 1, is the lowest score of an item the section takes
-	// (the template's per mille divided by 1000).
-	MinScore float64 `json:"minScore,omitempty"`
+	// MinScorePerMille is the lowest score of an item the section takes,
+	// in thousandths of a recall score (0 to 1000; 250 takes a score of
+	// 0.25 and above): the template's minScore, in the unit the CRD and
+	// the recall API use. The minScore of before, 0 to 1, is refused
+	// naming it (Load).
+	MinScorePerMille int `json:"minScorePerMille,omitempty"`
+	// TrustedOnly: the section takes trusted items alone (MemoryItem's
+	// Trusted: of the sources the bank trusts).
+	TrustedOnly bool `json:"trustedOnly,omitempty"`
 }
 
 // BankRef names a MemoryBank.
@@ -131,8 +137,8 @@ func (p *Plan) validateMemory(s *Section) error {
 	if m.MaxItems < 0 {
 		return fmt.Errorf("memory section %s has negative maxItems", s.Name)
 	}
-	if !(m.MinScore >= 0 && m.MinScore <= 1) {
-		return fmt.Errorf("memory section %s has minScore %v, want 0 to 1", s.Name, m.MinScore)
+	if m.MinScorePerMille < 0 || m.MinScorePerMille > MaxMinScorePerMille {
+		return fmt.Errorf("memory section %s has minScorePerMille %d, want 0 to %d", s.Name, m.MinScorePerMille, MaxMinScorePerMille)
 	}
 	if s.Policy == PolicyNever {
 		return fmt.Errorf("memory section %s has policy Never: memory is always cut by priority", s.Name)
@@ -149,6 +155,14 @@ func (p *Plan) validateMemory(s *Section) error {
 	}
 	return nil
 }
+
+// MaxMinScorePerMille is the most a minScorePerMille may be: a score of 1.
+const MaxMinScorePerMille = 1000
+
+// ScoreOfPerMille is a threshold in thousandths as a recall score (0 to
+// 1), which MemoryItem.Score is: 250 is 0.25, the nearest float64 to it,
+// so an item scored exactly at the threshold is taken.
+func ScoreOfPerMille(perMille int) float64 { return float64(perMille) / 1000 }
 
 // DefaultMemoryTimeout bounds one recall when WithMemoryTimeout is not given.
 const DefaultMemoryTimeout = 250 * time.Millisecond
@@ -172,8 +186,12 @@ type MemoryRequest struct {
 	MaxTokens int
 	// MaxItems is the section's (0: no limit).
 	MaxItems int
-	// MinScore is the section's (0 to 1).
-	MinScore float64
+	// MinScorePerMille is the section's: the lowest score taken, in
+	// thousandths (0 to 1000).
+	MinScorePerMille int
+	// TrustedOnly asks for trusted items alone; the section drops any
+	// other the recall answers.
+	TrustedOnly bool
 }
 
 // RecallFunc recalls a bank's items for a request, best first. It should
@@ -260,7 +278,7 @@ type MemoryResult struct {
 	// Items are the items in the prompt, in rank order.
 	Items []MemoryItem
 	// Recalled is how many items the recall answered; Omitted how many of
-	// them are not in the prompt (below MinScore, past MaxItems, over the
+	// them are not in the prompt (below MinScorePerMille, past MaxItems, over the
 	// reserve, or cut to fit the budget).
 	Recalled, Omitted int
 	// TimedOut is true when the recall took longer than the timeout.
@@ -323,7 +341,7 @@ func (p *Plan) recallAll(ctx context.Context, e *tokens.Encoder, runtime map[str
 			continue
 		}
 		req := MemoryRequest{Section: s.Name, Bank: s.Memory.Bank, Endpoint: s.Memory.Endpoint, Query: q,
-			MaxTokens: s.ReserveTokens, MaxItems: s.Memory.MaxItems, MinScore: s.Memory.MinScore}
+			MaxTokens: s.ReserveTokens, MaxItems: s.Memory.MaxItems, MinScorePerMille: s.Memory.MinScorePerMille, TrustedOnly: s.Memory.TrustedOnly}
 		if sc := s.Memory.Scope; sc != nil {
 			req.Scope, req.IncludeShared = o.scope, sc.IncludeShared
 			if sc.FromRuntime != "" {
@@ -395,16 +413,19 @@ func (p *Plan) recallAll(ctx context.Context, e *tokens.Encoder, runtime map[str
 }
 
 // fitRecalled keeps the items a section may take: the recall's answer is
-// not trusted to honour MinScore, MaxItems or MaxTokens. Items scored below
-// MinScore are dropped, then the first MaxItems are fitted to the reserve.
+// not trusted to honour MinScorePerMille, TrustedOnly, MaxItems or
+// MaxTokens. Items scored below it, and under TrustedOnly items not trusted, are
+// dropped, then the first MaxItems are fitted to the reserve.
 func (p *Plan) fitRecalled(req MemoryRequest, items []MemoryItem) (MemoryFit, error) {
+	minScore := ScoreOfPerMille(req.MinScorePerMille)
+	takes := func(it *MemoryItem) bool { return it.Score >= minScore && (it.Trusted || !req.TrustedOnly) }
 	kept := items
 	for i := range items {
-		if items[i].Score < req.MinScore {
+		if !takes(&items[i]) {
 			kept = make([]MemoryItem, 0, len(items))
-			for _, it := range items {
-				if it.Score >= req.MinScore {
-					kept = append(kept, it)
+			for j := range items {
+				if takes(&items[j]) {
+					kept = append(kept, items[j])
 				}
 			}
 			break

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand"
@@ -24,7 +25,7 @@ func memoryPlan(t *testing.T, maxTokens, reserve, memPrio, histPrio int) *Plan {
 			{Name: "role", Kind: KindStatic, Text: "You are the support assistant.", Policy: PolicyNever},
 			{Name: "question", Kind: KindRuntime, Heading: "## Question", ReserveTokens: 20, Policy: PolicyNever},
 			{Name: "memory", Kind: KindMemory, Heading: "## What we know", ReserveTokens: reserve, Policy: PolicyPriority, Priority: memPrio,
-				Memory: &MemorySource{Bank: BankRef{Namespace: "ns", Name: "support"}, Query: MemoryQuery{FromRuntime: "question"}, MaxItems: 50, MinScore: 0.2}},
+				Memory: &MemorySource{Bank: BankRef{Namespace: "ns", Name: "support"}, Query: MemoryQuery{FromRuntime: "question"}, MaxItems: 50, MinScorePerMille: 200}},
 			{Name: "history", Kind: KindRuntime, Heading: "## History", ReserveTokens: 40, Policy: PolicyPriority, Priority: histPrio},
 			{Name: "task", Kind: KindIntent, Heading: "## Task", Policy: PolicyNever},
 		},
@@ -54,7 +55,7 @@ func TestAssembleMemoryFills(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Query != "How to reach me?" || got.MaxTokens != 60 || got.MaxItems != 50 || got.MinScore != 0.2 || got.Bank.Name != "support" {
+	if got.Query != "How to reach me?" || got.MaxTokens != 60 || got.MaxItems != 50 || got.MinScorePerMille != 200 || got.Bank.Name != "support" {
 		t.Errorf("request %+v", got)
 	}
 	m := a.Memory[0]
@@ -206,7 +207,7 @@ func TestValidateMemory(t *testing.T) {
 		"no bank":            func(p *Plan) { p.Sections[2].Memory.Bank.Name = "" },
 		"both queries":       func(p *Plan) { p.Sections[2].Memory.Query.FromRequest = true },
 		"query not runtime":  func(p *Plan) { p.Sections[2].Memory.Query.FromRuntime = "role" },
-		"min score above 1":  func(p *Plan) { p.Sections[2].Memory.MinScore = 1.5 },
+		"min score above 1":  func(p *Plan) { p.Sections[2].Memory.MinScorePerMille = 1001 },
 		"never":              func(p *Plan) { p.Sections[2].Policy = PolicyNever },
 		"memory on runtime":  func(p *Plan) { p.Sections[1].Memory = &MemorySource{} },
 		"static cut of mem":  func(p *Plan) { p.Intents[0].StaticCuts = []StaticCut{{Section: "memory"}} },
@@ -342,5 +343,64 @@ func TestValidateMemoryScope(t *testing.T) {
 	}
 	if err := ValidateScope("a/b"); !errors.As(err, &ise) || err.Error() != "scope: byte 2 is not a letter, digit or one of . _ : @ -" {
 		t.Errorf("ValidateScope(a/b): %v", err)
+	}
+}
+
+// A section's trustedOnly reaches the recall's request, and the section
+// drops what the answer holds that is not trusted, as it drops items below
+// minScore; a section without it asks for every item and takes them,
+// trusted or not.
+func TestTrustedOnly(t *testing.T) {
+	for _, trustedOnly := range []bool{false, true} {
+		p := memoryPlan(t, 1000, 200, 10, 5)
+		p.Sections[2].Memory.TrustedOnly = trustedOnly
+		list := items(4)
+		list[0].Trusted, list[2].Trusted = true, true
+		var got MemoryRequest
+		recall := func(ctx context.Context, r MemoryRequest) ([]MemoryItem, error) { got = r; return list, nil }
+		a, err := p.Assemble(context.Background(), "chat", map[string]string{"question": "q"}, WithRecall(recall))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.TrustedOnly != trustedOnly {
+			t.Errorf("trustedOnly %v: request %+v", trustedOnly, got)
+		}
+		var ids []string
+		for _, it := range a.Memory[0].Items {
+			ids = append(ids, it.ID)
+		}
+		want := map[bool]string{false: "o0 o1 o2 o3", true: "o0 o2"}[trustedOnly]
+		if strings.Join(ids, " ") != want || a.Memory[0].Recalled != 4 || a.Memory[0].Omitted != 4-len(ids) {
+			t.Errorf("trustedOnly %v: items %v, %+v; want %s", trustedOnly, ids, a.Memory[0], want)
+		}
+	}
+}
+
+// A plan written before minScorePerMille, with the minScore of before (0
+// to 1), is refused naming the field that replaced it, as the fact API's
+// snake_case names are: read as thousandths it would be another threshold.
+func TestLoadRefusesTheMinScoreOfBefore(t *testing.T) {
+	p := memoryPlan(t, 1000, 30, 1, 1)
+	p.Sections[2].Memory.MinScorePerMille = 300
+	data, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := Load(data); err != nil || got.Sections[2].Memory.MinScorePerMille != 300 {
+		t.Fatalf("minScorePerMille 300: %v", err)
+	}
+	old := strings.Replace(string(data), `"minScorePerMille":300`, `"minScore":0.3`, 1)
+	_, err = Load([]byte(old))
+	var ip *InvalidPlanError
+	if !errors.As(err, &ip) || ip.Section != "memory" ||
+		ip.Reason != "memory section memory has minScore 0.3: a field renamed minScorePerMille, in thousandths of a score (0 to 1000; 250 for 0.25); render the template again" {
+		t.Fatalf("minScore 0.3: got %v", err)
+	}
+	// A runtime section's text that says "minScore" is no memory section's.
+	p.Sections[2].Memory.MinScorePerMille = 0
+	p.Sections[0].Text = `say "minScore" twice: "minScore"`
+	data, _ = json.Marshal(sealedPlan(t, p))
+	if _, err := Load(data); err != nil {
+		t.Fatalf("a text holding \"minScore\": %v", err)
 	}
 }

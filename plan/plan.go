@@ -243,6 +243,9 @@ func Load(data []byte) (*Plan, error) {
 	if dec.More() {
 		return nil, fmt.Errorf("%w: data after the JSON object", ErrNotPlan)
 	}
+	if err := refuseFractionMinScore(p, data); err != nil {
+		return nil, err
+	}
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -419,4 +422,33 @@ func (e *SpecialTokenError) Error() string {
 // rejectsSpecials reports whether contents with special tokens are refused.
 func (p *Plan) rejectsSpecials(e *tokens.Encoder) bool {
 	return e.HasSpecials() && p.SpecialTokens != SpecialTokensAllow
+}
+
+// refuseFractionMinScore refuses a memory section that gives the minScore
+// of before minScorePerMille (0 to 1, a fraction of a recall score),
+// naming the field that replaced it, as the fact API refuses its
+// snake_case names: read as the unit it is now it would mean another
+// threshold, and ignored, none.
+func refuseFractionMinScore(p *Plan, data []byte) error {
+	if !bytes.Contains(data, []byte(`"minScore"`)) {
+		return nil
+	}
+	var old struct {
+		Sections []struct {
+			Name   string `json:"name"`
+			Memory *struct {
+				MinScore *json.RawMessage `json:"minScore"`
+			} `json:"memory"`
+		} `json:"sections"`
+	}
+	if json.Unmarshal(data, &old) != nil {
+		return nil
+	}
+	for _, s := range old.Sections {
+		if s.Memory != nil && s.Memory.MinScore != nil {
+			return &InvalidPlanError{Namespace: p.Namespace, Name: p.Name, Section: s.Name,
+				Reason: fmt.Sprintf("memory section %s has minScore %.40s: a field renamed minScorePerMille, in thousandths of a score (0 to 1000; 250 for 0.25); render the template again", s.Name, *s.Memory.MinScore)}
+		}
+	}
+	return nil
 }

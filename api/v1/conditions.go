@@ -26,6 +26,16 @@ const (
 	ReasonSucceeded = "Succeeded"
 	// ReasonProgressing: work for the current generation is under way.
 	ReasonProgressing = "Progressing"
+	// ReasonRolloutProgressing: a change of the template is rolling out
+	// (Ready False, Reconciling True).
+	ReasonRolloutProgressing = "RolloutProgressing"
+	// ReasonRolloutPaused: a rollout holds at a step until promoted (Ready
+	// False, Reconciling True).
+	ReasonRolloutPaused = "RolloutPaused"
+	// ReasonRolloutAborted: the rollout of the template's current spec was
+	// aborted; every request gets the stable revision (Ready False,
+	// Stalled True) until the spec changes.
+	ReasonRolloutAborted = "RolloutAborted"
 	// ReasonBudgetExceeded: at least one intent does not fit its token budget.
 	ReasonBudgetExceeded = "BudgetExceeded"
 	// ReasonWithinBudget: every intent fits its token budget.
@@ -37,8 +47,8 @@ const (
 	// ReasonInvalidTemplate: the template's content cannot be rendered
 	// (unknown variable, invalid text); a user must change the spec.
 	ReasonInvalidTemplate = "InvalidTemplate"
-	// ReasonReferenceNotFound: a referenced ConfigMap or key is missing and
-	// the section has no fallback text.
+	// ReasonReferenceNotFound: a referenced ConfigMap is missing, or a key
+	// of one that exists is and the section or intent has no fallback text.
 	ReasonReferenceNotFound = "ReferenceNotFound"
 	// ReasonInvalidSchedule: the consolidation schedule does not parse, or
 	// never fires.
@@ -85,6 +95,10 @@ const (
 	// ReasonServingNotAvailable: the bank's memory server Deployment does
 	// not yet have its replicas updated and available.
 	ReasonServingNotAvailable = "ServingNotAvailable"
+	// ReasonCertificateConflict: the Secret a served bank's certificate
+	// goes into exists and was not written by the manager, which does not
+	// overwrite it.
+	ReasonCertificateConflict = "CertificateConflict"
 )
 
 // Annotations and labels.
@@ -100,6 +114,14 @@ const (
 	AnnotationFluxReconcileRequestedAt = "reconcile.fluxcd.io/requestedAt"
 	// AnnotationRevision on a rendered ConfigMap is the revision it holds.
 	AnnotationRevision = "promptops.io/revision"
+	// AnnotationRolloutPromote, set to a template's canary revision
+	// (status.rollout.canaryRevision), promotes that revision: it becomes
+	// the stable one. A value naming another revision is ignored.
+	AnnotationRolloutPromote = "promptops.io/rollout-promote"
+	// AnnotationRolloutAbort, set to a template's canary revision, aborts
+	// its rollout: every request goes back to the stable revision. A
+	// value naming another revision is ignored.
+	AnnotationRolloutAbort = "promptops.io/rollout-abort"
 	// AnnotationMissionHash on a consolidation ConfigMap or Job is the hash
 	// of the mission it carries.
 	AnnotationMissionHash = "promptops.io/mission-hash"

@@ -35,8 +35,18 @@ const (
 	DefaultEmbeddingsBatchSize         int32 = 64
 	DefaultMaxReembedPerRun            int32 = 20000
 
+	// spec.extraction's defaults.
+	DefaultExtractionMaxPromptTokens  int32 = 8000
+	DefaultExtractionContextMessages  int32 = 8
+	DefaultExtractionMessagesPerBatch int32 = 8
+
 	// DefaultServingReplicas is spec.serving.replicas when unset.
 	DefaultServingReplicas int32 = 1
+
+	// A rollout's analysis: spec.rollout.analysis.interval and
+	// failureLimit when unset.
+	DefaultAnalysisInterval           = "1m"
+	DefaultAnalysisFailureLimit int32 = 1
 )
 
 // DefaultServingResources are the memory server container's resources when

@@ -402,6 +402,65 @@ type MemoryBankSpec struct {
 	// are kept until they are erased.
 	// +optional
 	Retention *RetentionSpec `json:"retention,omitempty"`
+
+	// extraction tunes how runs extract facts from retained messages;
+	// unset, the defaults of its fields.
+	// +optional
+	Extraction *ExtractionSpec `json:"extraction,omitempty"`
+
+	// trustedSources names the sources the bank trusts (a fact's "source":
+	// who said it, for example user, crm or tool.web-search). A fact
+	// retained without a source is of the source "unspecified": name it to
+	// trust such facts. An observation is trusted when every fact it cites
+	// is. Consolidation enforces it, not the model: untrusted facts never
+	// update, delete or join a trusted observation (an update they ask for
+	// is kept as a new, untrusted observation, and the refusal counted in
+	// status.lastRun.refusedByTrust); recall marks each item trusted or not
+	// and a memory section with trustedOnly takes trusted items alone.
+	// Unset, every source is trusted, as before sources existed.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[a-z][a-z0-9]*([._-][a-z0-9]+)*$`
+	TrustedSources []string `json:"trustedSources,omitempty"`
+}
+
+// ExtractionSpec says how a consolidation run extracts facts from the
+// messages applications retain (POST .../messages): before it consolidates,
+// a run sends each conversation's new messages to the bank's LLM, a batch
+// at a time with the messages said before them for context, and stores
+// the durable facts the answer names, pending, in the conversation's
+// scope, with the role of the messages they come from as their source.
+// The calls count toward consolidation.maxTokensPerRun.
+type ExtractionSpec struct {
+	// maxPromptTokens bounds one extraction call's prompt, in tokens of
+	// spec.llm's encoding; a message longer than that is cut at token
+	// boundaries into parts that each fit.
+	// +optional
+	// +kubebuilder:default=8000
+	// +kubebuilder:validation:Minimum=1024
+	// +kubebuilder:validation:Maximum=1000000
+	MaxPromptTokens int32 `json:"maxPromptTokens,omitempty"`
+
+	// contextMessages is how many messages said before a batch its prompt
+	// shows for context (never extracted from again), at most; fewer when
+	// the prompt's budget is spent.
+	// +optional
+	// +kubebuilder:default=8
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	ContextMessages *int32 `json:"contextMessages,omitempty"`
+
+	// messagesPerBatch is the most new messages of one conversation per
+	// extraction call: more per call cost fewer calls and repeat the
+	// prompt's fixed part less often.
+	// +optional
+	// +kubebuilder:default=8
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=64
+	MessagesPerBatch int32 `json:"messagesPerBatch,omitempty"`
 }
 
 // RetentionSpec is how long a bank keeps its facts.
@@ -482,10 +541,17 @@ type RunSummary struct {
 	// deleted observations.
 	// +optional
 	Deleted int64 `json:"deleted,omitempty"`
-	// promptTokens the LLM reported for the run.
+	// promptTokens of every call the run sent, retries and extraction's
+	// included: the prompt tokens the LLM server reported for a call, or,
+	// for a call it reported no usage for (a call refused or failed
+	// included), the prompt as the run counted it in the bank's encoding.
+	// A run whose every call was refused still counts its prompts.
 	// +optional
 	PromptTokens int64 `json:"promptTokens,omitempty"`
-	// completionTokens the LLM reported for the run.
+	// completionTokens of every call the run sent: the completion tokens
+	// the LLM server reported for a call, or, without usage, the answer's
+	// bytes over three (the call's maximum for an answer too large to read,
+	// 0 for a call refused or failed without an answer).
 	// +optional
 	CompletionTokens int64 `json:"completionTokens,omitempty"`
 	// observations in the bank after the run.
@@ -538,10 +604,57 @@ type RunSummary struct {
 	// stored longer ago than spec.retention.maxAge.
 	// +optional
 	ExpiredFacts int64 `json:"expiredFacts,omitempty"`
+	// refusedByTrust counts the changes of trusted observations the run
+	// refused because facts of sources not in spec.trustedSources asked
+	// for them: an update kept as a new observation instead, a delete not
+	// made, sources not joined to a trusted observation.
+	// +optional
+	RefusedByTrust int64 `json:"refusedByTrust,omitempty"`
+	// expiredMessages counts the retained messages the run erased because
+	// they were stored longer ago than spec.retention.maxAge.
+	// +optional
+	ExpiredMessages int64 `json:"expiredMessages,omitempty"`
+	// extraction is what the run's extraction of retained messages did;
+	// its calls and tokens are included in llmCalls, retries,
+	// promptTokens and completionTokens. Absent when the run extracted
+	// nothing.
+	// +optional
+	Extraction *RunExtraction `json:"extraction,omitempty"`
 	// message explains a failure or a missing summary.
 	// +optional
 	// +kubebuilder:validation:MaxLength=4096
 	Message string `json:"message,omitempty"`
+}
+
+// RunExtraction is what one run's extraction of messages did.
+type RunExtraction struct {
+	// messagesExtracted by the run.
+	// +optional
+	MessagesExtracted int64 `json:"messagesExtracted,omitempty"`
+	// messagesFailed: messages without a usable answer after the attempts,
+	// marked failed and kept.
+	// +optional
+	MessagesFailed int64 `json:"messagesFailed,omitempty"`
+	// factsExtracted from the messages; factsStored of them were new to
+	// the bank (a message extracted again makes no second fact).
+	// +optional
+	FactsExtracted int64 `json:"factsExtracted,omitempty"`
+	// +optional
+	FactsStored int64 `json:"factsStored,omitempty"`
+	// llmCalls of extraction, retries included.
+	// +optional
+	LLMCalls int64 `json:"llmCalls,omitempty"`
+	// promptTokens and completionTokens of extraction's calls, counted as
+	// the run's are: the usage the LLM server reported, or, without it,
+	// the prompt as counted and the answer's bytes over three.
+	// +optional
+	PromptTokens int64 `json:"promptTokens,omitempty"`
+	// +optional
+	CompletionTokens int64 `json:"completionTokens,omitempty"`
+	// cacheablePromptTokens: the prompt tokens of the calls' unchanging
+	// prefix, which a provider's prompt cache can serve.
+	// +optional
+	CacheablePromptTokens int64 `json:"cacheablePromptTokens,omitempty"`
 }
 
 // MemoryBankStatus is the observed state of a MemoryBank.
@@ -615,7 +728,7 @@ type MemoryBankStatus struct {
 // ServingStatus is the observed state of a bank's memory server.
 type ServingStatus struct {
 	// endpoint is the URL of the bank's HTTP API inside the cluster
-	// (http://<bank>-memory.<namespace>.svc:8089); prompt templates with a
+	// (https://<bank>-memory.<namespace>.svc:8089); prompt templates with a
 	// memory section carry it in their plan.
 	// +optional
 	// +kubebuilder:validation:MaxLength=512

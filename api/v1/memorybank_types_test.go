@@ -34,12 +34,17 @@ func TestCRDDefaultsMatchConstants(t *testing.T) {
 		{"memorybanks", []string{"spec", "embeddings", "batchSize"}, DefaultEmbeddingsBatchSize},
 		{"memorybanks", []string{"spec", "embeddings", "recallSimilarity"}, DefaultRecallSimilarityPerMille},
 		{"memorybanks", []string{"spec", "embeddings", "maxReembedPerRun"}, DefaultMaxReembedPerRun},
+		{"memorybanks", []string{"spec", "extraction", "maxPromptTokens"}, DefaultExtractionMaxPromptTokens},
+		{"memorybanks", []string{"spec", "extraction", "contextMessages"}, DefaultExtractionContextMessages},
+		{"memorybanks", []string{"spec", "extraction", "messagesPerBatch"}, DefaultExtractionMessagesPerBatch},
 		{"memorybanks", []string{"spec", "serving", "replicas"}, DefaultServingReplicas},
 		{"prompttemplates", []string{"spec", "encoding"}, string(DefaultEncoding)},
 		{"prompttemplates", []string{"spec", "budget", "onExceed"}, string(DefaultOnExceed)},
 		{"prompttemplates", []string{"spec", "specialTokens"}, string(DefaultSpecialTokens)},
 		{"prompttemplates", []string{"spec", "revisionHistoryLimit"}, DefaultRevisionHistoryLimit},
 		{"prompttemplates", []string{"spec", "sections", "[]", "truncation", "policy"}, string(DefaultTruncationPolicy)},
+		{"prompttemplates", []string{"spec", "rollout", "analysis", "interval"}, DefaultAnalysisInterval},
+		{"prompttemplates", []string{"spec", "rollout", "analysis", "failureLimit"}, DefaultAnalysisFailureLimit},
 	} {
 		root := crdRoot(t, tc.crd)
 		for _, p := range tc.path {

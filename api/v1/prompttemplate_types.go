@@ -190,13 +190,21 @@ type MemorySection struct {
 	// +kubebuilder:validation:Maximum=1000
 	MaxItems int32 `json:"maxItems,omitempty"`
 
-	// minScore is the lowest recall score, per mille (0 to 1000; 250 is
-	// 0.25), of an item the section takes. 0 (the default) takes any.
+	// minScore is the lowest recall score of an item the section takes,
+	// per mille (0 to 1000; 250 takes scores of 0.25 and above): the unit
+	// of the plan's and the recall API's minScorePerMille and of a bank's
+	// duplicateSimilarity. 0 (the default) takes any.
 	// +optional
 	// +kubebuilder:default=0
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=1000
 	MinScore int32 `json:"minScore,omitempty"`
+
+	// trustedOnly recalls trusted observations and facts alone: those
+	// whose every source is in the bank's spec.trustedSources (a bank that
+	// names none trusts every source).
+	// +optional
+	TrustedOnly bool `json:"trustedOnly,omitempty"`
 }
 
 // Truncation says whether and how a section may be cut to fit the budget.
@@ -244,8 +252,9 @@ type Section struct {
 	Heading string `json:"heading,omitempty"`
 
 	// text is the section's inline text; with from it is the fallback used
-	// when the referenced key is missing. {{ name }} is replaced by the
-	// variable of that name.
+	// when the referenced ConfigMap exists and lacks the key (a ConfigMap
+	// that does not exist is ReferenceNotFound). {{ name }} is replaced by
+	// the variable of that name.
 	// +optional
 	// +kubebuilder:validation:MaxLength=65536
 	Text *string `json:"text,omitempty"`
@@ -289,7 +298,8 @@ type Intent struct {
 	Name string `json:"name"`
 
 	// instruction is the intent's inline instruction; with from it is the
-	// fallback used when the referenced key is missing.
+	// fallback used when the referenced ConfigMap exists and lacks the key
+	// (a ConfigMap that does not exist is ReferenceNotFound).
 	// +optional
 	// +kubebuilder:validation:MaxLength=65536
 	Instruction *string `json:"instruction,omitempty"`
@@ -367,6 +377,11 @@ type PromptTemplateSpec struct {
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=64
 	Intents []Intent `json:"intents"`
+
+	// rollout, when set, sends a change of the template to a share of
+	// requests first, in steps, before every request gets it; see Rollout.
+	// +optional
+	Rollout *Rollout `json:"rollout,omitempty"`
 
 	// revisionHistoryLimit is how many immutable copies <name>-prompts-<hash8>
 	// of past revisions are kept, for Deployments that roll on a new name.
@@ -459,6 +474,10 @@ type PromptTemplateStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=256
 	LastHandledReconcileAt string `json:"lastHandledReconcileAt,omitempty"`
+
+	// rollout is the state of the template's rollout (spec.rollout).
+	// +optional
+	Rollout *RolloutStatus `json:"rollout,omitempty"`
 }
 
 // PromptTemplate is a system prompt as ordered sections, one instruction per

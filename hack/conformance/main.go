@@ -43,9 +43,30 @@ type Case struct {
 // MemoryInput is one memory section's recall answer: items, best first,
 // or an error code, or a timeout.
 type MemoryInput struct {
-	Items    []plan.MemoryItem `json:"items,omitempty"`
-	Error    plan.MemoryCode   `json:"error,omitempty"`
-	TimedOut bool              `json:"timedOut,omitempty"`
+	Items    []MemoryItem    `json:"items,omitempty"`
+	Error    plan.MemoryCode `json:"error,omitempty"`
+	TimedOut bool            `json:"timedOut,omitempty"`
+}
+
+// MemoryItem is a recalled item as a case writes it: plan.MemoryItem with
+// "trusted" left out when false, as in the cases written before items
+// carried it (an item without it is not trusted).
+type MemoryItem struct {
+	plan.MemoryItem
+	Trusted bool `json:"trusted,omitempty"`
+}
+
+// planItems are the items as a RecallFunc answers them.
+func planItems(in []MemoryItem) []plan.MemoryItem {
+	if in == nil {
+		return nil
+	}
+	out := make([]plan.MemoryItem, len(in))
+	for i, it := range in {
+		out[i] = it.MemoryItem
+		out[i].Trusted = it.Trusted
+	}
+	return out
 }
 
 // Recall answers a case's recalls from its memory inputs.
@@ -58,7 +79,7 @@ func Recall(memory map[string]MemoryInput) plan.RecallFunc {
 		case m.Error != "":
 			return nil, &plan.RecallError{Code: m.Error, Message: "as the case says"}
 		}
-		return m.Items, nil
+		return planItems(m.Items), nil
 	}
 }
 
@@ -287,6 +308,18 @@ sections:
 - {name: task, heading: "## Task", intent: true}
 intents: [{name: chat, instruction: "Answer briefly."}]
 `,
+	"memory-trusted": `
+encoding: o200k_base
+budget: {maxTokens: 90, onExceed: Warn}
+sections:
+- {name: role, text: "You are the support assistant of Acme Cloud.", truncation: {policy: Never}}
+- name: memory
+  heading: "## What we know"
+  memory: {bankRef: {name: customers}, query: {fromRequest: true}, reserveTokens: 40, maxItems: 2, trustedOnly: true}
+  truncation: {priority: 1}
+- {name: task, heading: "## Task", intent: true}
+intents: [{name: chat, instruction: "Answer briefly."}]
+`,
 	"memory-customer": `
 encoding: cl100k_base
 budget: {maxTokens: 120, onExceed: Warn}
@@ -328,10 +361,10 @@ intents: [{name: chat, instruction: "Answer."}]
 `,
 }
 
-func memItems(texts ...string) []plan.MemoryItem {
-	out := make([]plan.MemoryItem, len(texts))
+func memItems(texts ...string) []MemoryItem {
+	out := make([]MemoryItem, len(texts))
 	for i, t := range texts {
-		out[i] = plan.MemoryItem{ID: fmt.Sprintf("o%d", i+1), Kind: "observation", Text: t, Score: 0.9 - float64(i)*0.05, ProofCount: 1}
+		out[i] = MemoryItem{MemoryItem: plan.MemoryItem{ID: fmt.Sprintf("o%d", i+1), Kind: "observation", Text: t, Score: 0.9 - float64(i)*0.05, ProofCount: 1}}
 	}
 	return out
 }
@@ -406,7 +439,21 @@ func hostile(c string) string {
 
 func rep(s string, n int) string { return strings.Repeat(s, n) }
 
-var inputs = append(append(baseInputs, memoryInputs()...), cacheInputs...)
+var inputs = append(append(append(baseInputs, memoryInputs()...), cacheInputs...), trustInputs()...)
+
+// trustInputs are memory sections with trustedOnly: the items a recall
+// answers that are not trusted are dropped before maxItems and the
+// reserve, as those scored below minScore are.
+func trustInputs() []input {
+	mixed := memItems(customerFacts[:4]...)
+	mixed[0].Trusted, mixed[2].Trusted, mixed[3].Trusted = true, true, true
+	return []input{
+		{name: "memory-trusted-only", template: "memory-trusted", intent: "chat", description: "trustedOnly: an item without \"trusted\": true is dropped, the items after it kept (maxItems 2 counts the trusted ones); \"recalled\" counts every item answered",
+			query: "How do I reach this customer?", memory: map[string]MemoryInput{"memory": {Items: mixed}}},
+		{name: "memory-trusted-only-none", template: "memory-trusted", intent: "chat", description: "trustedOnly and no trusted item answered (an answer without \"trusted\" is of untrusted items): the section is left out, heading included",
+			query: "How do I reach this customer?", memory: map[string]MemoryInput{"memory": {Items: memItems(customerFacts[:2]...)}}},
+	}
+}
 
 // cacheInputs place runtime and memory sections first, in the middle and
 // last: expected.cacheableTokens counts the blocks before the first.
@@ -436,7 +483,7 @@ func memoryInputs() []input {
 			memory: map[string]MemoryInput{"memory": {Items: memItems(customerFacts[:2]...)}}},
 		{name: "memory-reserve", template: "memory-support", intent: "chat", description: "more items than the reserve (40) and maxItems (4) allow: the longest prefix that fits", runtime: q,
 			memory: map[string]MemoryInput{"memory": {Items: memItems(customerFacts...)}}},
-		{name: "memory-min-score", template: "memory-support", intent: "chat", description: "an item scored below minScore (0.3) is dropped, the items after it kept", runtime: q,
+		{name: "memory-min-score", template: "memory-support", intent: "chat", description: "an item scored below minScorePerMille (300, a score of 0.3) is dropped, the items after it kept", runtime: q,
 			memory: map[string]MemoryInput{"memory": {Items: low}}},
 		{name: "memory-cut-by-priority", template: "memory-support", intent: "chat", description: "over budget: memory (priority 5) loses its lowest-ranked items before history (3) is cut", runtime: withHistory,
 			memory: map[string]MemoryInput{"memory": {Items: memItems(customerFacts[:3]...)}}},
@@ -466,12 +513,12 @@ func memoryInputs() []input {
 			query: "What do we know?", memory: map[string]MemoryInput{"memory": {Items: spaced}}},
 		{name: "memory-dates", template: "memory-big", intent: "chat", description: "an item's dates as UTC days: start only, start and end, end only, start and end on one UTC day (one date), a time in another zone moved to its UTC day",
 			query: "What do we know?", memory: map[string]MemoryInput{"memory": {Items: dates}}},
-		{name: "memory-defaults", template: "memory-big", intent: "chat", description: "a plan without maxItems and minScore (written by hand): no item limit, and a score of 0 is taken",
+		{name: "memory-defaults", template: "memory-big", intent: "chat", description: "a plan without maxItems and minScorePerMille (written by hand): no item limit, and a score of 0 is taken",
 			query: "What do we know?", memory: map[string]MemoryInput{"memory": {Items: many}},
 			edit: func(p *plan.Plan) {
 				for i := range p.Sections {
 					if m := p.Sections[i].Memory; m != nil {
-						m.MaxItems, m.MinScore = 0, 0
+						m.MaxItems, m.MinScorePerMille = 0, 0
 					}
 				}
 			}},
@@ -492,7 +539,7 @@ var studentFacts = []string{
 }
 
 var (
-	spaced = func() []plan.MemoryItem {
+	spaced = func() []MemoryItem {
 		items := memItems(
 			"\u0085The customer\u00a0prefers\u2003email.\u2028",
 			"The\u3000customer is on the\u200bPro plan.\ufeff",
@@ -501,7 +548,7 @@ var (
 		)
 		return items
 	}()
-	dates = func() []plan.MemoryItem {
+	dates = func() []MemoryItem {
 		items := memItems("Moved to Lisbon.", "Was on leave.", "Renews yearly.", "Called support.", "Asked for a refund.")
 		east := time.FixedZone("UTC-5", -5*3600)
 		at := func(y int, m time.Month, d, h, min int, loc *time.Location) *time.Time {
@@ -515,7 +562,7 @@ var (
 		items[4].OccurredStart = at(2026, 4, 30, 21, 0, east) // 2026-05-01 02:00 UTC
 		return items
 	}()
-	many = func() []plan.MemoryItem {
+	many = func() []MemoryItem {
 		var texts []string
 		for i := range 24 {
 			texts = append(texts, fmt.Sprintf("Note %d.", i+1))
@@ -592,6 +639,68 @@ func main() {
 		fail(err)
 	}
 	fmt.Printf("wrote %d cases to %s\n", n, dir)
+	path := filepath.Join("testdata", "conformance", "assignment.json")
+	if err := generateAssignment(path); err != nil {
+		fail(err)
+	}
+	fmt.Printf("wrote %s\n", path)
+}
+
+// Assignment is testdata/conformance/assignment.json: rollout assignment
+// keys with their bucket and the least weight that puts them on the
+// canary (docs/plan.md, "Rollout assignment").
+type Assignment struct {
+	Buckets int              `json:"buckets"`
+	Cases   []AssignmentCase `json:"cases"`
+}
+
+// AssignmentCase is one key of one template.
+type AssignmentCase struct {
+	Namespace   string `json:"namespace"`
+	Name        string `json:"name"`
+	Key         string `json:"key"`
+	Bucket      int    `json:"bucket"`
+	FirstWeight int    `json:"firstWeight"`
+}
+
+// assignment lists the vectors: keys as applications send them (ids,
+// e-mail addresses, scopes, CJK, emoji, a line feed, a slash, one
+// character 4096 times), the same key in two templates and two
+// namespaces, and keys found at the weights' edges (the first and last
+// bucket, each side of weight 1, 10 and 50, and inside the first and last
+// percent).
+func assignment() Assignment {
+	a := Assignment{Buckets: plan.Buckets}
+	add := func(ns, name, key string) {
+		b := plan.Bucket(ns, name, key)
+		a.Cases = append(a.Cases, AssignmentCase{Namespace: ns, Name: name, Key: key, Bucket: b, FirstWeight: b/(plan.Buckets/100) + 1})
+	}
+	for _, key := range []string{"user-1", "user-2", "ana@example.com", "user:ana", "tenant-42/session-7", "会话-中文", "😀 emoji", "line\nfeed", " spaced ", strings.Repeat("a", 4096), "0", "-"} {
+		add("shop", "support", key)
+	}
+	for _, t := range [][2]string{{"shop", "billing"}, {"other", "support"}, {"shop", "support-v2"}} {
+		add(t[0], t[1], "user-1")
+	}
+	// The first key ("edge-<n>") found in each of these bucket ranges.
+	for _, r := range [][2]int{{0, 1}, {1, 99}, {99, 100}, {100, 101}, {999, 1000}, {1000, 1001}, {4999, 5000}, {5000, 5001}, {plan.Buckets - 100, plan.Buckets - 1}, {plan.Buckets - 1, plan.Buckets}} {
+		for n := 0; ; n++ {
+			key := fmt.Sprintf("edge-%d", n)
+			if b := plan.Bucket("shop", "support", key); b >= r[0] && b < r[1] {
+				add("shop", "support", key)
+				break
+			}
+		}
+	}
+	return a
+}
+
+// generateAssignment writes the assignment vectors to path.
+func generateAssignment(path string) error {
+	data, err := json.MarshalIndent(assignment(), "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(data, '\n'), 0o644)
 }
 
 // render renders a template's YAML as the operator does and returns its

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -154,7 +155,7 @@ func docAssemble(p *plan.Plan, intent string, runtime map[string]string, query, 
 			return docResult{}, fmt.Errorf("no runtime section %q", name)
 		}
 	}
-	// Memory sections: the query, the answer, minScore, maxItems, then
+	// Memory sections: the query, the answer, minScore and trustedOnly, maxItems, then
 	// FitMemory with the reserve (docFit).
 	items := make([][]plan.MemoryItem, len(p.Sections))
 	var mems []MemoryExpected
@@ -192,8 +193,8 @@ func docAssemble(p *plan.Plan, intent string, runtime map[string]string, query, 
 			m.Scope = sc
 			m.Recalled = len(in.Items)
 			var kept []plan.MemoryItem
-			for _, it := range in.Items {
-				if it.Score >= s.Memory.MinScore {
+			for _, it := range planItems(in.Items) {
+				if it.Score >= plan.ScoreOfPerMille(s.Memory.MinScorePerMille) && (it.Trusted || !s.Memory.TrustedOnly) {
 					kept = append(kept, it)
 				}
 			}
@@ -439,4 +440,54 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// Re-running the generator writes the same assignment vectors.
+func TestGenerateAssignmentChangesNothing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "assignment.json")
+	if err := generateAssignment(path); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(path)
+	want, err := os.ReadFile("../../testdata/conformance/assignment.json")
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("testdata/conformance/assignment.json differs from what the generator writes (%v): run go run ./hack/conformance", err)
+	}
+}
+
+// docs/plan.md's "Rollout assignment", followed literally, gives every
+// vector: this implementation reads only the steps written there.
+func TestDocsAssignmentAgainstVectors(t *testing.T) {
+	data, err := os.ReadFile("../../testdata/conformance/assignment.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v Assignment
+	if err := json.Unmarshal(data, &v); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range v.Cases {
+		// Step 1: SHA-256 of namespace, "/", name, a line feed, the key.
+		msg := append(append(append(append([]byte(c.Namespace), '/'), c.Name...), 0x0A), c.Key...)
+		sum := sha256.Sum256(msg)
+		// Step 2: the first 8 bytes, big-endian, modulo 10,000.
+		var n uint64
+		for _, b := range sum[:8] {
+			n = n<<8 | uint64(b)
+		}
+		bucket := int(n % 10000)
+		if bucket != c.Bucket {
+			t.Errorf("%s/%s %q: the docs give bucket %d, the vector %d", c.Namespace, c.Name, c.Key, bucket, c.Bucket)
+		}
+		// Step 3: on the canary when the bucket is below weight x 100.
+		first := 101
+		for w := 100; w >= 0; w-- {
+			if bucket < w*100 {
+				first = w
+			}
+		}
+		if first != c.FirstWeight {
+			t.Errorf("%s/%s %q: the docs give first weight %d, the vector %d", c.Namespace, c.Name, c.Key, first, c.FirstWeight)
+		}
+	}
 }

@@ -23,12 +23,20 @@ type SourceKey struct {
 	Key       string
 }
 
-// Input is what Render needs: the template and the texts its from
-// references resolve to. A key absent from Sources is missing.
+// ConfigMaps is what a template's from references read: the data of each
+// referenced ConfigMap that exists, by name. A ConfigMap absent from it
+// does not exist: every reference to it is missing, fallback text or not
+// (ReferenceNotFound, waited for). A key absent from a ConfigMap that
+// exists is missing too, and there the section's text or the intent's
+// instruction, when it has one, is the fallback.
+type ConfigMaps map[string]map[string]string
+
+// Input is what Render needs: the template and the ConfigMaps its from
+// references read.
 type Input struct {
 	Namespace, Name string
 	Spec            *promptopsv1.PromptTemplateSpec
-	Sources         map[SourceKey]string
+	Sources         ConfigMaps
 	// MemoryEndpoints holds the endpoint of each served MemoryBank the
 	// memory sections name, by bank name; a bank absent or "" is not served
 	// and its sections' endpoint in the plan is empty.
@@ -123,18 +131,20 @@ func expand(where, text string, vars map[string]string) (string, error) {
 	return out, nil
 }
 
-// resolve returns the text of a section or intent: the referenced key, else
-// the fallback, else an error.
-func resolve(where string, inline *string, from *promptopsv1.TextSource, sources map[SourceKey]string, notes *[]string) (string, error) {
+// resolve returns the text of a section or intent: the referenced key;
+// else, when the ConfigMap exists and lacks the key, the fallback; else an
+// error. The operator, its webhook and promptops render all decide here.
+func resolve(where string, inline *string, from *promptopsv1.TextSource, sources ConfigMaps, notes *[]string) (string, error) {
 	if from != nil {
-		k := SourceKey{ConfigMap: from.ConfigMapKeyRef.Name, Key: from.ConfigMapKeyRef.Key}
-		if v, ok := sources[k]; ok {
+		ref := from.ConfigMapKeyRef
+		data, exists := sources[ref.Name]
+		if v, ok := data[ref.Key]; ok {
 			return v, nil
 		}
-		if inline == nil {
-			return "", &MissingReferenceError{Where: where, ConfigMap: k.ConfigMap, Key: k.Key}
+		if !exists || inline == nil {
+			return "", &MissingReferenceError{Where: where, ConfigMap: ref.Name, Key: ref.Key, NoConfigMap: !exists, HasFallback: inline != nil}
 		}
-		*notes = append(*notes, fmt.Sprintf("%s: key %q of ConfigMap %q is missing; using the fallback text", where, k.Key, k.ConfigMap))
+		*notes = append(*notes, fmt.Sprintf("%s: key %q of ConfigMap %q is missing; using the fallback text", where, ref.Key, ref.Name))
 	}
 	if inline == nil {
 		return "", nil
@@ -231,8 +241,9 @@ func RenderContext(ctx context.Context, in Input) (*Result, error) {
 				Endpoint: in.MemoryEndpoints[m.BankRef.Name],
 				Query:    MemoryQuery{FromRuntime: m.Query.FromRuntime, FromRequest: m.Query.FromRequest},
 				MaxItems: maxItems,
-				// Per mille in the spec, 0 to 1 in the plan, as recall scores are.
-				MinScore: float64(m.MinScore) / 1000,
+				// Per mille in the spec, the plan and the recall API alike.
+				MinScorePerMille: int(m.MinScore),
+				TrustedOnly:      m.TrustedOnly,
 			}
 			if sc := m.Scope; sc != nil {
 				ps.Memory.Scope = &MemoryScope{FromRuntime: sc.FromRuntime, FromRequest: sc.FromRequest, IncludeShared: sc.IncludeShared}

@@ -22,7 +22,7 @@ func spec(t *testing.T, y string) *promptopsv1.PromptTemplateSpec {
 	return s
 }
 
-func render(t *testing.T, y string, sources map[SourceKey]string) *Result {
+func render(t *testing.T, y string, sources ConfigMaps) *Result {
 	t.Helper()
 	r, err := Render(Input{Namespace: "ns", Name: "t", Spec: spec(t, y), Sources: sources})
 	if err != nil {
@@ -134,20 +134,35 @@ intents:
   from: {configMapKeyRef: {name: prompts, key: CHAT}}
 `
 	// Both present.
-	r := render(t, y, map[SourceKey]string{{"prompts", "ROLE"}: "real role", {"prompts", "CHAT"}: "real chat"})
+	r := render(t, y, ConfigMaps{"prompts": {"ROLE": "real role", "CHAT": "real chat"}})
 	if r.Intents[0].Text != "real role\n\nreal chat" || len(r.Notes) != 0 {
 		t.Fatalf("got %q notes %v", r.Intents[0].Text, r.Notes)
 	}
-	// Role missing: fallback, with a note.
-	r = render(t, y, map[SourceKey]string{{"prompts", "CHAT"}: "real chat"})
+	// Role's key missing from the ConfigMap: fallback, with a note.
+	r = render(t, y, ConfigMaps{"prompts": {"CHAT": "real chat"}})
 	if r.Intents[0].Text != "fallback role\n\nreal chat" || len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "using the fallback text") {
 		t.Fatalf("got %q notes %v", r.Intents[0].Text, r.Notes)
 	}
-	// Instruction missing with no fallback: an error naming the reference.
-	_, err := Render(Input{Spec: spec(t, y), Sources: map[SourceKey]string{{"prompts", "ROLE"}: "r"}})
+	// Instruction's key missing with no fallback: an error naming the reference.
+	_, err := Render(Input{Spec: spec(t, y), Sources: ConfigMaps{"prompts": {"ROLE": "r"}}})
 	var mr *MissingReferenceError
-	if !errors.As(err, &mr) || mr.ConfigMap != "prompts" || mr.Key != "CHAT" || mr.Where != "intent chat" {
+	if !errors.As(err, &mr) || mr.ConfigMap != "prompts" || mr.Key != "CHAT" || mr.Where != "intent chat" || mr.NoConfigMap ||
+		err.Error() != `intent chat reads key "CHAT", which ConfigMap "prompts" lacks, and has no fallback text: add the key to the ConfigMap or text to the intent chat` {
 		t.Fatalf("got %v", err)
+	}
+	// No ConfigMap at all: missing whatever the fallback, as the operator
+	// waits for a ConfigMap applied after its template.
+	for _, sources := range []ConfigMaps{nil, {"other": {"ROLE": "r", "CHAT": "c"}}} {
+		_, err = Render(Input{Spec: spec(t, y), Sources: sources})
+		if !errors.As(err, &mr) || mr.ConfigMap != "prompts" || mr.Key != "ROLE" || mr.Where != "section role" || !mr.NoConfigMap || !mr.HasFallback ||
+			!strings.HasPrefix(err.Error(), `section role reads key "ROLE" of ConfigMap "prompts", which does not exist: create the ConfigMap (a fallback text stands in only`) {
+			t.Fatalf("%v: got %v", sources, err)
+		}
+	}
+	// A ConfigMap with no data exists: its missing keys fall back.
+	r = render(t, strings.Replace(y, "  from: {configMapKeyRef: {name: prompts, key: CHAT}}", "  instruction: fallback chat", 1), ConfigMaps{"prompts": nil})
+	if r.Intents[0].Text != "fallback role\n\nfallback chat" || len(r.Notes) != 1 {
+		t.Fatalf("got %q notes %v", r.Intents[0].Text, r.Notes)
 	}
 }
 

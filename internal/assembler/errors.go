@@ -2,17 +2,30 @@ package assembler
 
 import "fmt"
 
-// MissingReferenceError: a from reference names a ConfigMap or key that does
-// not exist and the section or intent has no fallback text. It heals by
-// itself when the ConfigMap appears.
+// MissingReferenceError: a from reference names a ConfigMap that does not
+// exist (fallback text or not), or a key the ConfigMap lacks and the section
+// or intent has no fallback text. It is the operator's ReferenceNotFound and
+// heals by itself when the ConfigMap or key appears.
 type MissingReferenceError struct {
 	Where     string // "section base_system" or "intent chat"
 	ConfigMap string
 	Key       string
+	// NoConfigMap is true when the ConfigMap itself does not exist, false
+	// when it exists without the key.
+	NoConfigMap bool
+	// HasFallback is true when the section or intent has a fallback text,
+	// which stands in for a missing key only.
+	HasFallback bool
 }
 
 func (e *MissingReferenceError) Error() string {
-	return fmt.Sprintf("%s reads key %q of ConfigMap %q, which does not exist, and has no fallback text: create the ConfigMap key or add text to the %s", e.Where, e.Key, e.ConfigMap, e.Where)
+	switch {
+	case e.NoConfigMap && e.HasFallback:
+		return fmt.Sprintf("%s reads key %q of ConfigMap %q, which does not exist: create the ConfigMap (a fallback text stands in only for a key missing from a ConfigMap that exists)", e.Where, e.Key, e.ConfigMap)
+	case e.NoConfigMap:
+		return fmt.Sprintf("%s reads key %q of ConfigMap %q, which does not exist: create the ConfigMap", e.Where, e.Key, e.ConfigMap)
+	}
+	return fmt.Sprintf("%s reads key %q, which ConfigMap %q lacks, and has no fallback text: add the key to the ConfigMap or text to the %s", e.Where, e.Key, e.ConfigMap, e.Where)
 }
 
 // UnknownVariableError: a text uses {{ name }} for a variable the template

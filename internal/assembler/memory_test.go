@@ -48,7 +48,7 @@ func TestMemoryReserveCountsLikeRuntime(t *testing.T) {
 	}
 	m := e.Sections[2]
 	want := plan.MemorySource{Bank: plan.BankRef{Namespace: "ns", Name: "support"}, Endpoint: "http://support-memory.ns.svc:8089",
-		Query: plan.MemoryQuery{FromRuntime: "question"}, MaxItems: DefaultMemoryMaxItems, MinScore: 0.25}
+		Query: plan.MemoryQuery{FromRuntime: "question"}, MaxItems: DefaultMemoryMaxItems, MinScorePerMille: 250}
 	if m.Kind != plan.KindMemory || m.ReserveTokens != 300 || m.Memory == nil || *m.Memory != want || m.MinTokens != 50 || m.Priority != 10 {
 		t.Errorf("plan section %+v memory %+v", m, m.Memory)
 	}
@@ -68,8 +68,8 @@ func TestMemoryReserveCountsLikeRuntime(t *testing.T) {
 	}
 	var raw map[string]any
 	_ = json.Unmarshal([]byte(data[PlanKey]), &raw)
-	if got := raw["sections"].([]any)[2].(map[string]any)["memory"].(map[string]any)["minScore"]; got != 0.25 {
-		t.Errorf("minScore in plan.json is %v, want 0.25", got)
+	if got := raw["sections"].([]any)[2].(map[string]any)["memory"].(map[string]any)["minScorePerMille"]; got != 250.0 {
+		t.Errorf("minScorePerMille in plan.json is %v, want the spec's 250", got)
 	}
 	// Not served: the endpoint is empty, the render succeeds.
 	r2, err := Render(Input{Namespace: "ns", Name: "t", Spec: spec(t, withMemory)})
@@ -128,6 +128,28 @@ func TestMemoryScopeInPlan(t *testing.T) {
 		got := r.Plan.Sections[2].Memory.Scope
 		if (got == nil) != (tc.want == nil) || (got != nil && *got != *tc.want) {
 			t.Errorf("%q: scope %+v, want %+v", tc.yaml, got, tc.want)
+		}
+	}
+}
+
+// A memory section's trustedOnly goes into the plan as it is; a section
+// without it writes no trustedOnly, so the plan.json of a template that
+// does not use it is the one it was.
+func TestMemoryTrustedOnlyInPlan(t *testing.T) {
+	for _, tc := range []struct {
+		yaml string
+		want bool
+	}{{"", false}, {"trustedOnly: false, ", false}, {"trustedOnly: true, ", true}} {
+		r := render(t, strings.Replace(withMemory, "reserveTokens: 300,", tc.yaml+"reserveTokens: 300,", 1), nil)
+		if got := r.Plan.Sections[2].Memory.TrustedOnly; got != tc.want {
+			t.Errorf("%q: trustedOnly %v, want %v", tc.yaml, got, tc.want)
+		}
+		data, err := json.Marshal(r.Plan.Sections[2].Memory)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(data), "trustedOnly") != tc.want {
+			t.Errorf("%q: the plan's memory source is %s", tc.yaml, data)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package assembler
 
 import (
 	"encoding/json"
+	"strings"
 
 	"github.com/promptops/promptops/plan"
 )
@@ -77,3 +78,57 @@ func ConfigMapData(r *Result) (map[string]string, error) {
 // MaxConfigMapBytes is the API server's limit on a ConfigMap's data, keys
 // included.
 const MaxConfigMapBytes = 1 << 20
+
+// The keys of a rollout in the rendered ConfigMap (docs/plan.md): while a
+// rollout runs, the canary's plan.json and <intent>.txt under CanaryPrefix,
+// and RolloutKey naming both revisions and the canary's weight. plan.json
+// and <intent>.txt stay the stable revision. No intent key can take their
+// names: an intent's name has no '.'.
+const (
+	CanaryPrefix = "canary."
+	RolloutKey   = plan.RolloutFile
+)
+
+// RolloutState is the content of rollout.json, as the plan package reads
+// it (plan.ParseRollout): one definition of the format.
+type RolloutState = plan.RolloutState
+
+// StableData is the stable revision's keys of a rendered ConfigMap's data:
+// all but the canary's and rollout.json.
+func StableData(data map[string]string) map[string]string {
+	out := make(map[string]string, len(data))
+	for k, v := range data {
+		if k != RolloutKey && !strings.HasPrefix(k, CanaryPrefix) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// CanaryConfigMapData is what a rendered ConfigMap holds during a rollout:
+// the stable revision's keys as they are, the canary's under
+// CanaryPrefix, and rollout.json. Both revisions together must fit the
+// ConfigMap.
+func CanaryConfigMapData(stable, canary map[string]string, st RolloutState) (map[string]string, error) {
+	st.APIVersion, st.Kind = plan.PlanAPIVersion, plan.RolloutKind
+	state, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	data := make(map[string]string, len(stable)+len(canary)+1)
+	size := 0
+	for k, v := range stable {
+		data[k] = v
+		size += len(k) + len(v)
+	}
+	for k, v := range canary {
+		data[CanaryPrefix+k] = v
+		size += len(CanaryPrefix) + len(k) + len(v)
+	}
+	data[RolloutKey] = string(state) + "\n"
+	size += len(RolloutKey) + len(data[RolloutKey])
+	if size > MaxConfigMapBytes {
+		return nil, &TooLargeError{Where: "the rendered ConfigMap with the stable and the canary revision", Size: size, Limit: MaxConfigMapBytes, Unit: "bytes"}
+	}
+	return data, nil
+}

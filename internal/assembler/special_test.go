@@ -25,8 +25,8 @@ sections:
 - {name: task, intent: true}
 intents: [{name: chat, instruction: "%s"}]
 `
-	sources := func(notes string) map[SourceKey]string {
-		return map[SourceKey]string{{ConfigMap: "cm", Key: "notes"}: notes}
+	sources := func(notes string) ConfigMaps {
+		return ConfigMaps{"cm": {"notes": notes}}
 	}
 	for _, c := range []struct {
 		heading, text, notes, instruction, field string

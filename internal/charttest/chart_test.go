@@ -8,6 +8,8 @@ package charttest
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"k8s.io/client-go/rest"
 	"os"
@@ -275,8 +277,29 @@ func TestChartValues(t *testing.T) {
 			}
 		}
 		serve := &appsv1.Deployment{}
-		if !find(t, objs, "Deployment", "promptops-serve", serve) || !slices.Equal(serve.Spec.Template.Spec.Containers[0].Args, []string{"serve", "--watch", "--auth=kubernetes", "--listen=:8089"}) || serve.Spec.Template.Spec.Containers[0].ReadinessProbe == nil {
+		if !find(t, objs, "Deployment", "promptops-serve", serve) || !slices.Equal(serve.Spec.Template.Spec.Containers[0].Args, []string{"serve", "--watch", "--auth=kubernetes", "--listen=:8089",
+			"--tls-cert-file=/var/run/promptops/tls/tls.crt", "--tls-key-file=/var/run/promptops/tls/tls.key"}) || serve.Spec.Template.Spec.Containers[0].ReadinessProbe == nil {
 			t.Errorf("serve: %+v", serve.Spec.Template.Spec.Containers)
+		}
+		// With cert-manager, serve's certificate is a Certificate for its
+		// Service's names, from the chart's Issuer, into the mounted Secret.
+		var cert *unstructured.Unstructured
+		for _, u := range objs {
+			if u.GetKind() == "Certificate" && u.GetName() == "promptops-serve" {
+				cert = u
+			}
+		}
+		if cert == nil {
+			t.Fatal("no Certificate promptops-serve")
+		}
+		names, _, _ := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames")
+		secretName, _, _ := unstructured.NestedString(cert.Object, "spec", "secretName")
+		issuer, _, _ := unstructured.NestedString(cert.Object, "spec", "issuerRef", "name")
+		if !slices.Contains(names, "promptops-serve."+namespace+".svc") || secretName != "promptops-serve-tls" || issuer != "promptops-selfsigned" {
+			t.Errorf("serve Certificate: %v", cert.Object["spec"])
+		}
+		if find(t, objs, "Secret", "promptops-serve-tls", nil) {
+			t.Error("a Secret made by Helm beside cert-manager's")
 		}
 		role := &rbacv1.ClusterRole{}
 		find(t, objs, "ClusterRole", "promptops-serve", role)
@@ -366,7 +389,7 @@ func TestChartValues(t *testing.T) {
 		if !slices.Equal(ports, []string{"metrics", "probes", "webhook"}) || mgr.Spec.PodSelector.MatchLabels["app.kubernetes.io/component"] != "manager" {
 			t.Errorf("manager policy: %+v", mgr.Spec)
 		}
-		if len(srv.Spec.Ingress) != 1 || srv.Spec.Ingress[0].Ports[0].Port.String() != "http" || len(srv.Spec.Ingress[0].From) != 1 || srv.Spec.PodSelector.MatchLabels["app.kubernetes.io/component"] != "serve" {
+		if len(srv.Spec.Ingress) != 1 || srv.Spec.Ingress[0].Ports[0].Port.String() != "https" || len(srv.Spec.Ingress[0].From) != 1 || srv.Spec.PodSelector.MatchLabels["app.kubernetes.io/component"] != "serve" {
 			t.Errorf("serve policy: %+v", srv.Spec)
 		}
 		// The named ports exist in the pods they select.
@@ -376,8 +399,82 @@ func TestChartValues(t *testing.T) {
 				t.Errorf("the manager has no port %s", name)
 			}
 		}
-		if serve.Spec.Template.Spec.Containers[0].Ports[0].Name != "http" {
+		if serve.Spec.Template.Spec.Containers[0].Ports[0].Name != "https" {
 			t.Errorf("serve ports: %+v", serve.Spec.Template.Spec.Containers[0].Ports)
+		}
+	})
+	t.Run("serve TLS without cert-manager", func(t *testing.T) {
+		// On by default: a CA and certificate Helm makes for the Service's
+		// names, mounted and reloaded by serve; probes and Service HTTPS.
+		objs := render(t, "serve.enabled=true")
+		serve := &appsv1.Deployment{}
+		if !find(t, objs, "Deployment", "promptops-serve", serve) {
+			t.Fatal("no serve")
+		}
+		pod := serve.Spec.Template.Spec
+		c := pod.Containers[0]
+		for _, a := range []string{"--tls-cert-file=/var/run/promptops/tls/tls.crt", "--tls-key-file=/var/run/promptops/tls/tls.key"} {
+			if !slices.Contains(c.Args, a) {
+				t.Errorf("serve args %q lack %s", c.Args, a)
+			}
+		}
+		for _, p := range []*corev1.Probe{c.ReadinessProbe, c.LivenessProbe} {
+			if p == nil || p.HTTPGet == nil || p.HTTPGet.Scheme != corev1.URISchemeHTTPS || p.HTTPGet.Port.StrVal != "https" {
+				t.Errorf("probe %+v", p)
+			}
+		}
+		if !slices.ContainsFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Secret != nil && v.Secret.SecretName == "promptops-serve-tls" }) ||
+			!slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == "/var/run/promptops/tls" && m.ReadOnly }) {
+			t.Errorf("the certificate's Secret is not mounted: %+v %+v", pod.Volumes, c.VolumeMounts)
+		}
+		svc := &corev1.Service{}
+		if !find(t, objs, "Service", "promptops-serve", svc) || svc.Spec.Ports[0].Name != "https" || svc.Spec.Ports[0].TargetPort.StrVal != "https" {
+			t.Errorf("serve Service: %+v", svc.Spec.Ports)
+		}
+		secret := &corev1.Secret{}
+		if !find(t, objs, "Secret", "promptops-serve-tls", secret) || secret.Type != corev1.SecretTypeTLS {
+			t.Fatalf("no Secret promptops-serve-tls of type kubernetes.io/tls: %+v", secret.Type)
+		}
+		pair, err := tls.X509KeyPair(secret.Data["tls.crt"], secret.Data["tls.key"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaf, _ := x509.ParseCertificate(pair.Certificate[0])
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(secret.Data["ca.crt"]) {
+			t.Fatal("no ca.crt")
+		}
+		for _, name := range []string{"promptops-serve." + namespace + ".svc", "promptops-serve." + namespace + ".svc.cluster.local"} {
+			if _, err := leaf.Verify(x509.VerifyOptions{DNSName: name, Roots: pool}); err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+		}
+		if find(t, objs, "Certificate", "promptops-serve", nil) || find(t, objs, "Issuer", "promptops-selfsigned", nil) {
+			t.Error("cert-manager objects without certManager.enabled")
+		}
+	})
+	t.Run("serve TLS from a Secret, memory CAs, plain HTTP", func(t *testing.T) {
+		objs := render(t, "serve.enabled=true", "serve.tls.secretName=mine", "serve.memoryCA.configMap.name=bank-cas", "certManager.memoryIssuerRef.kind=ClusterIssuer", "certManager.memoryIssuerRef.name=cluster-ca")
+		serve := &appsv1.Deployment{}
+		find(t, objs, "Deployment", "promptops-serve", serve)
+		pod := serve.Spec.Template.Spec
+		if !slices.ContainsFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Secret != nil && v.Secret.SecretName == "mine" }) ||
+			!slices.ContainsFunc(pod.Volumes, func(v corev1.Volume) bool { return v.ConfigMap != nil && v.ConfigMap.Name == "bank-cas" }) ||
+			!slices.Contains(pod.Containers[0].Args, "--memory-ca-file=/var/run/promptops/memory-ca/ca.crt") {
+			t.Errorf("serve: %+v %q", pod.Volumes, pod.Containers[0].Args)
+		}
+		if find(t, objs, "Secret", "promptops-serve-tls", nil) || find(t, objs, "Secret", "mine", nil) {
+			t.Error("a Secret made beside the one given")
+		}
+		if _, c := managerContainer(t, objs); !slices.Contains(c.Args, "--memory-cert-issuer=ClusterIssuer/cluster-ca") {
+			t.Errorf("manager args %q", c.Args)
+		}
+		objs = render(t, "serve.enabled=true", "serve.tls.enabled=false")
+		find(t, objs, "Deployment", "promptops-serve", serve)
+		c := serve.Spec.Template.Spec.Containers[0]
+		if !slices.Contains(c.Args, "--plain-http") || slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--tls-") }) ||
+			c.ReadinessProbe.HTTPGet.Scheme != corev1.URISchemeHTTP || c.Ports[0].Name != "http" {
+			t.Errorf("serve without TLS: %q %+v", c.Args, c.ReadinessProbe)
 		}
 	})
 	t.Run("job image", func(t *testing.T) {

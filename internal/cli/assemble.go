@@ -21,13 +21,13 @@ func init() {
 const DefaultAssembleTimeout = time.Minute
 
 func runAssemble(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlagSet("assemble", stderr)
+	fs := newFlagSet("assemble", stdout, stderr)
 	tokenizersDirFlag(fs)
-	planPath := fs.String("plan", "", "Path to plan.json (the rendered ConfigMap's key).")
-	intent := fs.String("intent", "", "Intent to assemble.")
+	planPath := fs.String("plan", "", "Path to plan.json (the rendered ConfigMap's key), a `FILE`.")
+	intent := fs.String("intent", "", "Intent to assemble (`NAME`).")
 	timeout := fs.Duration("timeout", DefaultAssembleTimeout, "Give up assembling after this long (exit 2); 0 for no limit.")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: promptops assemble --plan plan.json --intent NAME < runtime.json\n\nstdin holds the runtime sections' contents as a JSON object, {\"data_context\": \"...\"}.\nThe prompt goes to stdout, a one-line report to stderr. Exit 1 when even after\ncutting runtime sections the prompt is over budget; 2 for invalid input or\nwhen --timeout passes first.")
+		fmt.Fprintln(fs.Output(), "Usage: promptops assemble --plan plan.json --intent NAME < runtime.json\n\nstdin holds the runtime sections' contents as a JSON object, {\"data_context\": \"...\"}.\nThe prompt goes to stdout, a one-line report to stderr. Exit 1 when even after\ncutting runtime sections the prompt is over budget; 2 for invalid input or\nwhen --timeout passes first.")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args); !ok {

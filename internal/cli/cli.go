@@ -1,19 +1,25 @@
 // Package cli implements the verbs of the promptops binary: manager, render,
-// assemble, serve, consolidate, facts, observations and tokens.
+// assemble, serve, consolidate, facts, messages, observations, scopes, tokens
+// and rollout.
 package cli
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/promptops/promptops/internal/tokens"
 	"io"
-	"os"
 	"sort"
-	"strings"
+
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/promptops/promptops/internal/tokens"
 )
 
-// Exit codes shared by the verbs.
+// Exit codes shared by the verbs. Help asked for (-h, --help) goes to
+// stdout with ExitOK; a usage error (an unknown verb or flag, a flag's bad
+// value, a required flag or argument missing) goes to stderr with
+// ExitInvalid, in every verb.
 const (
 	ExitOK      = 0
 	ExitFailed  = 1 // the check failed (over budget) or the run failed
@@ -36,10 +42,11 @@ func register(name, summary string, run func(args []string, stdin io.Reader, std
 // Main runs the verb named by args[0] and returns the process exit code.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 || isHelp(args[0]) {
-		usage(stderr)
 		if len(args) == 0 {
+			usage(stderr)
 			return ExitInvalid
 		}
+		usage(stdout)
 		return ExitOK
 	}
 	cmd, ok := commands[args[0]]
@@ -64,22 +71,55 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "\nRun 'promptops <command> -h' for a command's flags.")
 }
 
-// newFlagSet returns a FlagSet that reports errors instead of exiting.
-func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+// newFlagSet returns a FlagSet that reports errors instead of exiting. A
+// verb's usage writes to fs.Output(): parseFlags sends what Parse writes to
+// stdout when -h asked for it and to stderr after a bad flag; after Parse
+// it is stderr (a usage error the verb found).
+func newFlagSet(name string, stdout, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("promptops "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(&flagOutput{stdout: stdout, stderr: stderr})
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: promptops %s [flags]\n\nFlags:\n", name)
+		fmt.Fprintf(fs.Output(), "Usage: promptops %s [flags]\n\nFlags:\n", name)
 		fs.PrintDefaults()
 	}
 	return fs
 }
 
-// parseFlags parses args and maps -h and bad flags to exit codes. ok is false
-// when the caller should return code. A verb that counts tokens has
-// --tokenizers-dir (tokenizersDirFlag), which takes effect here.
+// flagOutput is a FlagSet's output: stderr, except while parseFlags holds
+// what Parse writes until it knows whether help was asked for.
+type flagOutput struct {
+	stdout, stderr io.Writer
+	held           *bytes.Buffer
+}
+
+func (o *flagOutput) Write(p []byte) (int, error) {
+	if o.held != nil {
+		return o.held.Write(p)
+	}
+	return o.stderr.Write(p)
+}
+
+// parseFlags parses args and maps -h and bad flags to exit codes: help on
+// stdout and ExitOK, a bad flag's message and the usage on stderr and
+// ExitInvalid. ok is false when the caller should return code. A verb that
+// counts tokens has --tokenizers-dir (tokenizersDirFlag), which takes
+// effect here.
 func parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
-	if err := fs.Parse(args); err != nil {
+	out, _ := fs.Output().(*flagOutput)
+	if out != nil {
+		out.held = &bytes.Buffer{}
+	}
+	err := fs.Parse(args)
+	if out != nil {
+		held := out.held
+		out.held = nil
+		w := out.stderr
+		if errors.Is(err, flag.ErrHelp) {
+			w = out.stdout
+		}
+		_, _ = held.WriteTo(w)
+	}
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return ExitOK, false
 		}
@@ -95,16 +135,34 @@ const tokenizersDirName = "tokenizers-dir"
 
 // tokenizersDirFlag adds --tokenizers-dir to a verb that counts tokens.
 func tokenizersDirFlag(fs *flag.FlagSet) {
-	fs.String(tokenizersDirName, "", "Directory of the supplied encodings' vocabularies, <dir>/<encoding>/tokenizer.json (default $"+tokens.EnvDir+").")
+	fs.String(tokenizersDirName, "", "Directory (`DIR`) of the supplied encodings' vocabularies, DIR/<encoding>/tokenizer.json (default $"+tokens.EnvDir+").")
 }
 
-// envDefault returns the environment variable's value when set, else def. It
-// lets every flag of a Job-run verb be set from the environment.
-func envDefault(lookup func(string) (string, bool), key, def string) string {
-	if v, ok := lookup(key); ok && strings.TrimSpace(v) != "" {
-		return v
+// bindLogFlags adds controller-runtime's --zap-* flags, their usages
+// saying what each takes (controller-runtime's have no placeholder, so -h
+// showed "value").
+func bindLogFlags(fs *flag.FlagSet, o *zap.Options) {
+	o.BindFlags(fs)
+	for name, usage := range map[string]string{
+		"zap-encoder":          "Log `ENCODING`: json or console.",
+		"zap-log-level":        "Log `LEVEL`: debug, info, error, panic, or an integer above 0 for debug levels of increasing verbosity.",
+		"zap-stacktrace-level": "`LEVEL` at and above which stack traces are logged: info, error or panic.",
+		"zap-time-encoding":    "Time `ENCODING` of log lines: epoch (the default), millis, nano, iso8601, rfc3339 or rfc3339nano.",
+	} {
+		if f := fs.Lookup(name); f != nil {
+			f.Usage = usage
+		}
 	}
-	return def
+}
+
+// outputUsageError reports an -o that is neither text nor json as verb's
+// usage error; ok when it is one of them.
+func outputUsageError(verb, output string, stderr io.Writer) (code int, ok bool) {
+	if output != "text" && output != "json" {
+		fmt.Fprintf(stderr, "promptops %s: -o is %q; want text or json\n", verb, output)
+		return ExitInvalid, false
+	}
+	return 0, true
 }
 
 // isHelp reports whether arg asks for help.
@@ -112,14 +170,14 @@ func isHelp(arg string) bool {
 	return arg == "-h" || arg == "--help" || arg == "-help" || arg == "help"
 }
 
-// helpCode is the exit code after a verb printed its usage because args
-// named no subcommand it knows: 0 when they asked for help, 2 otherwise.
-func helpCode(args []string) int {
+// groupUsage writes the usage of a verb with subcommands when args name
+// none it knows: to stdout with ExitOK when they ask for help, else to
+// stderr with ExitInvalid.
+func groupUsage(args []string, stdout, stderr io.Writer, usage string) int {
 	if len(args) > 0 && isHelp(args[0]) {
+		fmt.Fprintln(stdout, usage)
 		return ExitOK
 	}
+	fmt.Fprintln(stderr, usage)
 	return ExitInvalid
 }
-
-// lookupEnv is os.LookupEnv, replaceable in tests.
-var lookupEnv = os.LookupEnv

@@ -20,6 +20,7 @@ import (
 	"github.com/promptops/promptops/internal/consolidation"
 	"github.com/promptops/promptops/internal/consolidation/llm"
 	"github.com/promptops/promptops/internal/consolidation/sqlstore"
+	"github.com/promptops/promptops/internal/extraction"
 	"github.com/promptops/promptops/internal/telemetry"
 )
 
@@ -36,26 +37,68 @@ type storeFlags struct {
 }
 
 func (s *storeFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&s.bank, "bank", envDefault(lookupEnv, "PROMPTOPS_BANK", ""), "Bank, as NAMESPACE/NAME ($PROMPTOPS_BANK).")
-	fs.StringVar(&s.store, "store", envDefault(lookupEnv, "PROMPTOPS_STORE", ""), "Store URL: postgres://... or sqlite:///path.db ($PROMPTOPS_STORE; prefer the variable, a flag shows in ps).")
+	envStringVar(fs, &s.bank, "bank", "PROMPTOPS_BANK", "", "Bank, as `NAMESPACE/NAME` ($PROMPTOPS_BANK).")
+	envStringVar(fs, &s.store, "store", "PROMPTOPS_STORE", "", "Store `URL`: postgres://... or sqlite:///path.db. Give it in $PROMPTOPS_STORE rather than here: a flag's value shows in ps, and -h shows the variable's password as ***.")
 }
+
+// storeNote says where the bank verbs' usage takes the store from.
+const storeNote = "The store's URL is read from $PROMPTOPS_STORE (--store would show it, password and all, in ps)."
 
 // id is the --bank flag's bank.
 func (s *storeFlags) id() consolidation.BankID { return consolidation.BankID(s.bank) }
 
-func (s *storeFlags) open(ctx context.Context) (*sqlstore.Store, error) {
+// check says what is wrong with --bank and --store: a usage error, which
+// a verb reports with ExitInvalid before it opens anything.
+func (s *storeFlags) check() error {
 	if s.bank == "" || strings.Count(s.bank, "/") != 1 || strings.HasPrefix(s.bank, "/") || strings.HasSuffix(s.bank, "/") {
-		return nil, errors.New("--bank must be NAMESPACE/NAME")
+		return errors.New("--bank must be NAMESPACE/NAME")
 	}
 	if s.store == "" {
-		return nil, errors.New("--store (or $PROMPTOPS_STORE) is required")
+		return errors.New("the store's URL is required: $PROMPTOPS_STORE (or --store, which ps shows)")
+	}
+	return nil
+}
+
+// usageError reports check's error as verb's, with the exit code to return;
+// ok when there is none.
+func (s *storeFlags) usageError(verb string, stderr io.Writer) (code int, ok bool) {
+	if err := s.check(); err != nil {
+		fmt.Fprintf(stderr, "promptops %s: %v\n", verb, err)
+		return ExitInvalid, false
+	}
+	return 0, true
+}
+
+// open opens the store; its errors never hold the URL (sqlstore.Open).
+func (s *storeFlags) open(ctx context.Context) (*sqlstore.Store, error) {
+	if err := s.check(); err != nil {
+		return nil, err
 	}
 	return sqlstore.Open(ctx, s.store)
 }
 
+// openKnown is open for a verb that reads the bank: a bank the store does
+// not know is an error naming it, not an empty answer (a typo in --bank,
+// or another bank's store).
+func (s *storeFlags) openKnown(ctx context.Context) (*sqlstore.Store, error) {
+	store, err := s.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	known, err := store.HasBank(ctx, s.id())
+	if err == nil && !known {
+		err = fmt.Errorf("bank %s is not in this store: nothing was ever imported, retained or consolidated for it (check --bank and $PROMPTOPS_STORE)", s.bank)
+	}
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	return store, nil
+}
+
 // encodingFlag defines --encoding, the bank's token encoding.
 func encodingFlag(fs *flag.FlagSet, p *string) {
-	fs.StringVar(p, "encoding", envDefault(lookupEnv, "PROMPTOPS_ENCODING", string(promptopsv1.DefaultEncoding)), "Token encoding for sizing prompts ($PROMPTOPS_ENCODING).")
+	envStringVar(fs, p, "encoding", "PROMPTOPS_ENCODING", string(promptopsv1.DefaultEncoding), "Token `ENCODING` for sizing prompts ($PROMPTOPS_ENCODING).")
 }
 
 // intFlag defines an integer flag whose default comes from env; a value
@@ -72,24 +115,25 @@ func intFlag(fs *flag.FlagSet, errs *[]error, p *int, name, env string, def int,
 }
 
 func runConsolidate(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlagSet("consolidate", stderr)
+	fs := newFlagSet("consolidate", stdout, stderr)
 	var sf storeFlags
 	sf.register(fs)
 	var (
 		baseURL, model, missionFile, encoding, terminationLog, apiKeyFile string
-		retention                                                         string
+		retention, trusted                                                string
 		set                                                               consolidation.Settings
 		timeoutSeconds, retries, maxTokensPerRun                          int
 		envErrs                                                           []error
 		emb                                                               embeddingsFlags
 		rf                                                                redactionFlags
+		xs                                                                extraction.Settings
 	)
-	fs.StringVar(&baseURL, "llm-base-url", envDefault(lookupEnv, "PROMPTOPS_LLM_BASE_URL", ""), "Base URL of an OpenAI-compatible API, e.g. http://vllm:8000/v1 ($PROMPTOPS_LLM_BASE_URL).")
-	fs.StringVar(&model, "model", envDefault(lookupEnv, "PROMPTOPS_MODEL", ""), "Model name ($PROMPTOPS_MODEL).")
-	fs.StringVar(&missionFile, "mission-file", envDefault(lookupEnv, "PROMPTOPS_MISSION_FILE", ""), "File holding the bank's mission; empty uses the default mission ($PROMPTOPS_MISSION_FILE).")
+	envStringVar(fs, &baseURL, "llm-base-url", "PROMPTOPS_LLM_BASE_URL", "", "Base `URL` of an OpenAI-compatible API, e.g. http://vllm:8000/v1 ($PROMPTOPS_LLM_BASE_URL).")
+	envStringVar(fs, &model, "model", "PROMPTOPS_MODEL", "", "`MODEL` name ($PROMPTOPS_MODEL).")
+	envStringVar(fs, &missionFile, "mission-file", "PROMPTOPS_MISSION_FILE", "", "`FILE` holding the bank's mission; empty uses the default mission ($PROMPTOPS_MISSION_FILE).")
 	encodingFlag(fs, &encoding)
-	fs.StringVar(&terminationLog, "termination-log", envDefault(lookupEnv, "PROMPTOPS_TERMINATION_LOG", ""), "Also write the JSON summary here, within 4 KiB, e.g. /dev/termination-log ($PROMPTOPS_TERMINATION_LOG).")
-	fs.StringVar(&apiKeyFile, "api-key-file", envDefault(lookupEnv, "PROMPTOPS_API_KEY_FILE", ""), "File holding the API key; otherwise $OPENAI_API_KEY; neither sends no key.")
+	envStringVar(fs, &terminationLog, "termination-log", "PROMPTOPS_TERMINATION_LOG", "", "Also write the JSON summary to `FILE`, within 4 KiB, e.g. /dev/termination-log ($PROMPTOPS_TERMINATION_LOG).")
+	envStringVar(fs, &apiKeyFile, "api-key-file", "PROMPTOPS_API_KEY_FILE", "", "`FILE` holding the API key; otherwise $OPENAI_API_KEY; neither sends no key.")
 	intFlag(fs, &envErrs, &set.MaxObservations, "max-observations", "PROMPTOPS_MAX_OBSERVATIONS", 0, "Capacity of the bank; 0 for none.")
 	intFlag(fs, &envErrs, &set.MaxObservationsPerScope, "max-observations-per-scope", "PROMPTOPS_MAX_OBSERVATIONS_PER_SCOPE", 0, "Capacity of each named scope; 0 for none.")
 	intFlag(fs, &envErrs, &set.Parallelism, "parallelism", "PROMPTOPS_PARALLELISM", int(promptopsv1.DefaultParallelism), "Scopes consolidated at once, one LLM call in flight each.")
@@ -100,7 +144,11 @@ func runConsolidate(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	intFlag(fs, &envErrs, &maxTokensPerRun, "max-tokens-per-run", "PROMPTOPS_MAX_TOKENS_PER_RUN", int(consolidation.DefaultMaxTokensPerRun), "Prompt plus completion tokens of the run at most, retries included; then no new call starts and the rest stays pending.")
 	intFlag(fs, &envErrs, &timeoutSeconds, "llm-timeout-seconds", "PROMPTOPS_LLM_TIMEOUT_SECONDS", int(promptopsv1.DefaultLLMTimeoutSeconds), "Timeout of one LLM call.")
 	intFlag(fs, &envErrs, &retries, "llm-retries", "PROMPTOPS_LLM_RETRIES", 3, "Retries of an LLM call on 429, 5xx and connection errors, with backoff.")
-	fs.StringVar(&retention, "retention-max-age", envDefault(lookupEnv, "PROMPTOPS_RETENTION_MAX_AGE", ""), "Erase, first thing in the run, the facts stored longer ago than this Go duration (e.g. 720h) with the observations citing them; 0 or empty keeps facts ($PROMPTOPS_RETENTION_MAX_AGE).")
+	envStringVar(fs, &retention, "retention-max-age", "PROMPTOPS_RETENTION_MAX_AGE", "", "Erase, first thing in the run, the facts stored longer ago than this Go `DURATION` (e.g. 720h) with the observations citing them; 0 or empty keeps facts ($PROMPTOPS_RETENTION_MAX_AGE).")
+	trustedSourcesFlag(fs, &trusted)
+	intFlag(fs, &envErrs, &xs.MaxPromptTokens, "extraction-max-prompt-tokens", "PROMPTOPS_EXTRACTION_MAX_PROMPT_TOKENS", extraction.DefaultMaxPromptTokens, "Token budget of one call extracting facts from retained messages.")
+	intFlag(fs, &envErrs, &xs.ContextMessages, "extraction-context-messages", "PROMPTOPS_EXTRACTION_CONTEXT_MESSAGES", extraction.DefaultContextMessages, "Messages said before a batch shown with it for context, at most.")
+	intFlag(fs, &envErrs, &xs.MessagesPerBatch, "extraction-messages-per-batch", "PROMPTOPS_EXTRACTION_MESSAGES_PER_BATCH", extraction.DefaultMessagesPerBatch, "New messages of one conversation per extraction call, at most.")
 	emb.register(fs, &envErrs)
 	rf.register(fs)
 	if code, ok := parseFlags(fs, args); !ok {
@@ -114,16 +162,25 @@ func runConsolidate(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if err := errors.Join(envErrs...); err != nil {
 		return fail(ExitInvalid, "%v", err)
 	}
+	if err := sf.check(); err != nil {
+		return fail(ExitInvalid, "%v", err)
+	}
 	maxAge, err := retentionMaxAge(retention)
 	if err != nil {
 		return fail(ExitInvalid, "%v", err)
 	}
 	set.RetentionMaxAge = maxAge
+	if set.Trust, err = trustedSources(trusted); err != nil {
+		return fail(ExitInvalid, "%v", err)
+	}
 	if baseURL == "" || model == "" {
 		return fail(ExitInvalid, "--llm-base-url and --model are required")
 	}
 	if set.BatchSize < 1 || set.BatchSize > 100 || set.MaxFacts < 1 || set.MaxPromptTokens < 1024 || set.MaxAttempts < 1 || set.MaxObservations < 0 || set.MaxObservationsPerScope < 0 || set.Parallelism < 1 || set.Parallelism > 32 || maxTokensPerRun < 1000 {
 		return fail(ExitInvalid, "out of range: --batch-size 1..100, --max-facts >= 1, --max-prompt-tokens >= 1024, --max-attempts >= 1, --max-observations >= 0, --max-observations-per-scope >= 0, --parallelism 1..32, --max-tokens-per-run >= 1000")
+	}
+	if xs.MaxPromptTokens < 1024 || xs.ContextMessages < 0 || xs.ContextMessages > 100 || xs.MessagesPerBatch < 1 || xs.MessagesPerBatch > 64 {
+		return fail(ExitInvalid, "out of range: --extraction-max-prompt-tokens >= 1024, --extraction-context-messages 0..100, --extraction-messages-per-batch 1..64")
 	}
 	set.MaxTokensPerRun = int64(maxTokensPerRun)
 	if missionFile != "" {
@@ -211,6 +268,10 @@ func runConsolidate(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if embedder != nil {
 		eng.Embedder = embedder
 	}
+	// Retained messages become facts first, with the same client and
+	// budget.
+	xs.Bank, xs.Mission, xs.Encoding, xs.MaxAttempts, xs.Trust = set.Bank, set.Mission, set.Encoding, set.MaxAttempts, set.Trust
+	eng.Extractor = &extraction.Extractor{Store: store, LLM: eng.LLM, Settings: xs, Redactor: red, Progress: eng.Progress}
 	summary, err = eng.Run(ctx)
 	return finish(err)
 }
@@ -249,9 +310,9 @@ type embeddingsFlags struct {
 }
 
 func (e *embeddingsFlags) register(fs *flag.FlagSet, errs *[]error) {
-	fs.StringVar(&e.baseURL, "embeddings-base-url", envDefault(lookupEnv, "PROMPTOPS_EMBEDDINGS_BASE_URL", ""), "Base URL of an OpenAI-compatible embeddings API; empty keeps recall lexical ($PROMPTOPS_EMBEDDINGS_BASE_URL).")
-	fs.StringVar(&e.model, "embeddings-model", envDefault(lookupEnv, "PROMPTOPS_EMBEDDINGS_MODEL", ""), "Embedding model name ($PROMPTOPS_EMBEDDINGS_MODEL).")
-	fs.StringVar(&e.apiKeyFile, "embeddings-api-key-file", envDefault(lookupEnv, "PROMPTOPS_EMBEDDINGS_API_KEY_FILE", ""), "File holding the embeddings API key; otherwise $PROMPTOPS_EMBEDDINGS_API_KEY; neither sends no key.")
+	envStringVar(fs, &e.baseURL, "embeddings-base-url", "PROMPTOPS_EMBEDDINGS_BASE_URL", "", "Base `URL` of an OpenAI-compatible embeddings API; empty keeps recall lexical ($PROMPTOPS_EMBEDDINGS_BASE_URL).")
+	envStringVar(fs, &e.model, "embeddings-model", "PROMPTOPS_EMBEDDINGS_MODEL", "", "Embedding `MODEL` name ($PROMPTOPS_EMBEDDINGS_MODEL).")
+	envStringVar(fs, &e.apiKeyFile, "embeddings-api-key-file", "PROMPTOPS_EMBEDDINGS_API_KEY_FILE", "", "`FILE` holding the embeddings API key; otherwise $PROMPTOPS_EMBEDDINGS_API_KEY; neither sends no key.")
 	intFlag(fs, errs, &e.dimensions, "embeddings-dimensions", "PROMPTOPS_EMBEDDINGS_DIMENSIONS", 0, "Dimensions asked of the embedding model; 0 sends none.")
 	intFlag(fs, errs, &e.timeoutSeconds, "embeddings-timeout-seconds", "PROMPTOPS_EMBEDDINGS_TIMEOUT_SECONDS", int(promptopsv1.DefaultEmbeddingsTimeoutSeconds), "Timeout of one embeddings call.")
 	intFlag(fs, errs, &e.batchSize, "embeddings-batch-size", "PROMPTOPS_EMBEDDINGS_BATCH_SIZE", int(promptopsv1.DefaultEmbeddingsBatchSize), "Texts per embeddings request at most.")

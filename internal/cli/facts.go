@@ -25,8 +25,7 @@ func init() {
 
 func runFacts(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 || isHelp(args[0]) {
-		fmt.Fprintln(stderr, "Usage: promptops facts import|list|retry|delete --bank NS/NAME --store URL ...\n\nRun 'promptops facts <subcommand> -h' for its flags.")
-		return helpCode(args)
+		return groupUsage(args, stdout, stderr, "Usage: promptops facts import|list|retry|delete --bank NS/NAME ...\n\n"+storeNote+"\nRun 'promptops facts <subcommand> -h' for its flags.")
 	}
 	switch args[0] {
 	case "import":
@@ -51,8 +50,8 @@ var utf8BOM = []byte("\xef\xbb\xbf")
 
 // parseFacts reads JSONL a line at a time; any bad line fails the whole
 // file. It accepts a UTF-8 byte order mark and CRLF line endings and skips
-// blank lines. A repeated id with the same text is dropped and counted in
-// dups; with different text it is an error.
+// blank lines. A repeated id with the same text and source is dropped and
+// counted in dups; with different text or another source it is an error.
 func parseFacts(r io.Reader) (facts []consolidation.Fact, dups int, err error) {
 	facts, _, dups, err = readFacts(r)
 	return facts, dups, err
@@ -62,10 +61,40 @@ func parseFacts(r io.Reader) (facts []consolidation.Fact, dups int, err error) {
 func readFacts(r io.Reader) (facts []consolidation.Fact, lines []int, dups int, err error) {
 	type seenID struct{ line, index int }
 	seen := map[string]seenID{}
+	err = eachJSONLine(r, MaxFactLine, func(n int, line []byte) error {
+		f, err := parseFactLine(line)
+		if err != nil {
+			return fmt.Errorf("line %d: %w", n, err)
+		}
+		if f.ID != "" {
+			if first, ok := seen[f.ID]; ok {
+				if prev := facts[first.index]; prev.Text != f.Text || prev.Source != f.Source {
+					return fmt.Errorf("line %d: id %q repeats line %d with different text or source", n, f.ID, first.line)
+				}
+				dups++
+				return nil
+			}
+			seen[f.ID] = seenID{line: n, index: len(facts)}
+		}
+		facts = append(facts, f)
+		lines = append(lines, n)
+		return nil
+	})
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	return facts, lines, dups, nil
+}
+
+// eachJSONLine gives fn each non-blank line of r with its number, one line
+// held at a time: a UTF-8 byte order mark, CRLF endings and surrounding
+// white space dropped. A line longer than max bytes is an error naming
+// it, as is a read error; fn's errors end the reading as they are.
+func eachJSONLine(r io.Reader, max int, fn func(n int, line []byte) error) error {
 	sc := bufio.NewScanner(r)
-	// Room for a line of MaxFactLine bytes and its CRLF; longer lines are
-	// refused below or by the scanner with bufio.ErrTooLong.
-	sc.Buffer(make([]byte, 64<<10), MaxFactLine+2)
+	// Room for a line of max bytes and its CRLF; longer lines are refused
+	// below or by the scanner with bufio.ErrTooLong.
+	sc.Buffer(make([]byte, 64<<10), max+2)
 	n := 1
 	for ; sc.Scan(); n++ {
 		line := sc.Bytes()
@@ -77,37 +106,20 @@ func readFacts(r io.Reader) (facts []consolidation.Fact, lines []int, dups int, 
 		if len(line) == 0 {
 			continue
 		}
-		if len(line) > MaxFactLine {
-			return nil, nil, 0, tooLong(n)
+		if len(line) > max {
+			return lineErrorf(n, "longer than %d MiB", max>>20)
 		}
-		f, err := parseFactLine(line)
-		if err != nil {
-			return nil, nil, 0, fmt.Errorf("line %d: %w", n, err)
+		if err := fn(n, line); err != nil {
+			return err
 		}
-		if f.ID != "" {
-			if first, ok := seen[f.ID]; ok {
-				if facts[first.index].Text != f.Text {
-					return nil, nil, 0, fmt.Errorf("line %d: id %q repeats line %d with different text", n, f.ID, first.line)
-				}
-				dups++
-				continue
-			}
-			seen[f.ID] = seenID{line: n, index: len(facts)}
-		}
-		facts = append(facts, f)
-		lines = append(lines, n)
 	}
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
-			return nil, nil, 0, tooLong(n)
+			return lineErrorf(n, "longer than %d MiB", max>>20)
 		}
-		return nil, nil, 0, fmt.Errorf("line %d: %w", n, err)
+		return lineErrorf(n, "%v", err)
 	}
-	return facts, lines, dups, nil
-}
-
-func tooLong(n int) error {
-	return fmt.Errorf("line %d: longer than %d MiB", n, MaxFactLine>>20)
+	return nil
 }
 
 // parseFactLine decodes one non-blank line; errors name the field.
@@ -121,38 +133,24 @@ func derivedFactID(bank consolidation.BankID, f consolidation.Fact) string {
 }
 
 func runFactsImport(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlagSet("facts import", stderr)
+	fs := newFlagSet("facts import", stdout, stderr)
 	var sf storeFlags
 	sf.register(fs)
 	var rf redactionFlags
 	rf.register(fs)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: promptops facts import --bank NS/NAME --store URL FILE.jsonl|-\n\nOne fact per line: {\"id\"?, \"scope\"?, \"text\", \"entities\", \"occurredStart\", \"occurredEnd\", \"mentionedAt\", \"tags\"}.\nUTF-8, with or without a byte order mark; LF or CRLF line endings; blank lines are skipped.\nA line may hold at most %d MiB. A fact without an id gets one derived from the bank, its text and its three times\n(a UUID from their SHA-256), so importing a file again adds nothing. A repeated id with\nthe same text is skipped and counted as already present; with different text it is an\nerror, as is occurredEnd before occurredStart.\nA bad line is reported with its number and nothing of the file is imported (exit code 2).\nSecrets (and the --redact-personal-data kinds) are replaced by [REDACTED:<kind>] before a fact is stored\nand counted by kind; with --redact-secrets=Reject a line holding a secret fails the import (exit code 2).\n", MaxFactLine>>20)
+		fmt.Fprintf(fs.Output(), "Usage: promptops facts import --bank NS/NAME FILE.jsonl|-\n\nOne fact per line: {\"id\"?, \"scope\"?, \"text\", \"source\"?, \"entities\", \"occurredStart\", \"occurredEnd\", \"mentionedAt\", \"tags\"}.\nUTF-8, with or without a byte order mark; LF or CRLF line endings; blank lines are skipped.\nA line may hold at most %d MiB. A fact without an id gets one derived from the bank, its scope, text, three times and source\n(a UUID from their SHA-256), so importing a file again adds nothing. A repeated id with\nthe same text and source is skipped and counted as already present; with different text or\nanother source it is an error, as is occurredEnd before occurredStart.\nA bad line is reported with its number and nothing of the file is imported (exit code 2).\nSecrets (and the --redact-personal-data kinds) are replaced by [REDACTED:<kind>] before a fact is stored\nand counted by kind; with --redact-secrets=Reject a line holding a secret fails the import (exit code 2).\n", MaxFactLine>>20)
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return ExitInvalid
+	r, red, closeInput, code, ok := importInput("facts import", fs, &sf, &rf, stdin, stderr)
+	if !ok {
+		return code
 	}
-	var r io.Reader = stdin
+	defer closeInput()
 	name := fs.Arg(0)
-	if name != "-" {
-		f, err := os.Open(name)
-		if err != nil {
-			fmt.Fprintln(stderr, "promptops facts import:", err)
-			return ExitInvalid
-		}
-		defer f.Close()
-		r = f
-	}
-	red, err := rf.redactor()
-	if err != nil {
-		fmt.Fprintln(stderr, "promptops facts import:", err)
-		return ExitInvalid
-	}
 	facts, lines, dups, err := readFacts(r)
 	if err != nil {
 		fmt.Fprintf(stderr, "promptops facts import: %s: %v; nothing imported\n", name, err)
@@ -190,18 +188,32 @@ func runFactsImport(args []string, stdin io.Reader, stdout, stderr io.Writer) in
 }
 
 func runFactsList(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("facts list", stderr)
+	fs := newFlagSet("facts list", stdout, stderr)
 	var sf storeFlags
 	sf.register(fs)
-	status := fs.String("status", "", "Only facts in this state: pending, consolidated or failed.")
-	output := fs.String("o", "text", "Output: text or json.")
+	status := fs.String("status", "", "Only facts in this `STATE`: pending, consolidated or failed.")
+	output := fs.String("o", "text", "Output `FORMAT`: text or json.")
 	limit := fs.Int("limit", 1000, "At most this many facts.")
 	scope := scopeFlag(fs, "facts")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
+	if code, ok := sf.usageError("facts list", stderr); !ok {
+		return code
+	}
+	if code, ok := outputUsageError("facts list", *output, stderr); !ok {
+		return code
+	}
+	switch {
+	case *status != "" && *status != consolidation.FactPending && *status != consolidation.FactConsolidated && *status != consolidation.FactFailed:
+		fmt.Fprintf(stderr, "promptops facts list: --status is %q; want pending, consolidated or failed\n", *status)
+		return ExitInvalid
+	case *limit < 1:
+		fmt.Fprintf(stderr, "promptops facts list: --limit is %d; want 1 or more\n", *limit)
+		return ExitInvalid
+	}
 	ctx := context.Background()
-	store, err := sf.open(ctx)
+	store, err := sf.openKnown(ctx)
 	if err != nil {
 		fmt.Fprintln(stderr, "promptops facts list:", err)
 		return ExitFailed
@@ -233,18 +245,21 @@ func runFactsList(args []string, stdout, stderr io.Writer) int {
 }
 
 func runFactsRetry(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("facts retry", stderr)
+	fs := newFlagSet("facts retry", stdout, stderr)
 	var sf storeFlags
 	sf.register(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: promptops facts retry --bank NS/NAME --store URL [FACT-ID ...]\n\nSets failed facts (all of the bank's, or those named) back to pending.")
+		fmt.Fprintln(fs.Output(), "Usage: promptops facts retry --bank NS/NAME [FACT-ID ...]\n\nSets failed facts (all of the bank's, or those named) back to pending.")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
+	if code, ok := sf.usageError("facts retry", stderr); !ok {
+		return code
+	}
 	ctx := context.Background()
-	store, err := sf.open(ctx)
+	store, err := sf.openKnown(ctx)
 	if err != nil {
 		fmt.Fprintln(stderr, "promptops facts retry:", err)
 		return ExitFailed
@@ -260,15 +275,18 @@ func runFactsRetry(args []string, stdout, stderr io.Writer) int {
 }
 
 func runFactsDelete(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("facts delete", stderr)
+	fs := newFlagSet("facts delete", stdout, stderr)
 	var sf storeFlags
 	sf.register(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: promptops facts delete --bank NS/NAME [--scope SCOPE] FACT-ID ...\n\nDeletes the facts (in every scope that holds one of the ids, unless --scope), and every observation that cites one of them; the other sources of those observations go back to pending. One transaction.")
+		fmt.Fprintln(fs.Output(), "Usage: promptops facts delete --bank NS/NAME [--scope SCOPE] FACT-ID ...\n\nDeletes the facts (in every scope that holds one of the ids, unless --scope), and every observation that cites one of them; the other sources of those observations go back to pending. One transaction.")
 		fs.PrintDefaults()
 	}
 	scope := scopeFlag(fs, "facts")
 	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	if code, ok := sf.usageError("facts delete", stderr); !ok {
 		return code
 	}
 	ids := map[string]bool{}
@@ -280,7 +298,7 @@ func runFactsDelete(args []string, stdout, stderr io.Writer) int {
 		return ExitInvalid
 	}
 	ctx := context.Background()
-	store, err := sf.open(ctx)
+	store, err := sf.openKnown(ctx)
 	if err != nil {
 		fmt.Fprintln(stderr, "promptops facts delete:", err)
 		return ExitFailed
@@ -306,19 +324,24 @@ func runFactsDelete(args []string, stdout, stderr io.Writer) int {
 
 func runObservations(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] != "list" {
-		fmt.Fprintln(stderr, "Usage: promptops observations list --bank NS/NAME --store URL [-o text|json]")
-		return helpCode(args)
+		return groupUsage(args, stdout, stderr, "Usage: promptops observations list --bank NS/NAME [-o text|json]\n\n"+storeNote)
 	}
-	fs := newFlagSet("observations list", stderr)
+	fs := newFlagSet("observations list", stdout, stderr)
 	var sf storeFlags
 	sf.register(fs)
-	output := fs.String("o", "text", "Output: text or json (with each observation's source fact ids).")
+	output := fs.String("o", "text", "Output `FORMAT`: text or json (with each observation's source fact ids).")
 	scope := scopeFlag(fs, "observations")
 	if code, ok := parseFlags(fs, args[1:]); !ok {
 		return code
 	}
+	if code, ok := sf.usageError("observations list", stderr); !ok {
+		return code
+	}
+	if code, ok := outputUsageError("observations list", *output, stderr); !ok {
+		return code
+	}
 	ctx := context.Background()
-	store, err := sf.open(ctx)
+	store, err := sf.openKnown(ctx)
 	if err != nil {
 		fmt.Fprintln(stderr, "promptops observations list:", err)
 		return ExitFailed
@@ -373,7 +396,7 @@ func runObservations(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 // scopeFlag defines --scope: nil until given, "" names the shared scope.
 func scopeFlag(fs *flag.FlagSet, what string) **string {
 	scope := new(*string)
-	fs.Func("scope", "Only the "+what+" of this scope (\"\" for the bank's shared scope); every scope's when not given.", func(v string) error {
+	fs.Func("scope", "Only the "+what+" of this `SCOPE` (\"\" for the bank's shared scope); every scope's when not given.", func(v string) error {
 		if msg := memscope.Problem(v); msg != "" {
 			return fmt.Errorf("scope %s", msg)
 		}
@@ -400,4 +423,36 @@ func cell(s string, n int) string {
 		return string(r[:n-1]) + "…"
 	}
 	return s
+}
+
+// importInput is what an import verb (facts import, messages import)
+// reads after its flags: the store's flags checked, exactly one FILE
+// argument ("-" for stdin), opened, and the redactor of the redaction
+// flags. ok is false, with the exit code, after a usage error or an
+// error it printed; closeInput closes the file.
+func importInput(verb string, fs *flag.FlagSet, sf *storeFlags, rf *redactionFlags, stdin io.Reader, stderr io.Writer) (r io.Reader, red *redact.Redactor, closeInput func(), code int, ok bool) {
+	closeInput = func() {}
+	if code, ok := sf.usageError(verb, stderr); !ok {
+		return nil, nil, closeInput, code, false
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return nil, nil, closeInput, ExitInvalid, false
+	}
+	r = stdin
+	if name := fs.Arg(0); name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			fmt.Fprintf(stderr, "promptops %s: %v\n", verb, err)
+			return nil, nil, closeInput, ExitInvalid, false
+		}
+		r, closeInput = f, func() { _ = f.Close() }
+	}
+	red, err := rf.redactor()
+	if err != nil {
+		closeInput()
+		fmt.Fprintf(stderr, "promptops %s: %v\n", verb, err)
+		return nil, nil, func() {}, ExitInvalid, false
+	}
+	return r, red, closeInput, 0, true
 }

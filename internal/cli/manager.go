@@ -28,8 +28,8 @@ func init() {
 	register("manager", "run the controller manager (the operator)", runManager)
 }
 
-func runManager(args []string, _ io.Reader, _, stderr io.Writer) int {
-	fs := newFlagSet("manager", stderr)
+func runManager(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	fs := newFlagSet("manager", stdout, stderr)
 	tokenizersDirFlag(fs)
 	var (
 		metricsAddr, probeAddr, pprofAddr, kubeconfig, jobImage            string
@@ -40,30 +40,39 @@ func runManager(args []string, _ io.Reader, _, stderr io.Writer) int {
 		qps                                                                float64
 		watchSelector                                                      string
 	)
-	fs.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address the metrics endpoint binds to; 0 disables it.")
-	fs.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the health and readiness probes bind to.")
-	fs.StringVar(&pprofAddr, "pprof-bind-address", "", "Address a net/http/pprof endpoint binds to, for profiling the manager (loopback is advised: it is not authenticated); empty disables it.")
+	fs.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address (`HOST:PORT`) the metrics endpoint binds to; 0 disables it.")
+	fs.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address (`HOST:PORT`) the health and readiness probes bind to.")
+	fs.StringVar(&pprofAddr, "pprof-bind-address", "", "Address (`HOST:PORT`) a net/http/pprof endpoint binds to, for profiling the manager (loopback is advised: it is not authenticated); empty disables it.")
 	fs.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so that only one manager of several replicas is active.")
 	fs.BoolVar(&secureMetrics, "metrics-secure", false, "Serve metrics over HTTPS, only to callers the API server authenticates and authorizes for get on /metrics.")
 	fs.BoolVar(&enableHTTP2, "enable-http2", false, "Allow HTTP/2 on the metrics and webhook servers (off by default: HTTP/2 rapid reset).")
 	fs.BoolVar(&enableWebhook, "enable-webhook", false, "Serve the PromptTemplate validating webhook (budgets as warnings at kubectl apply).")
-	fs.StringVar(&webhookHost, "webhook-host", "", "Address the webhook server binds to; empty is every address.")
+	fs.StringVar(&webhookHost, "webhook-host", "", "Address (`HOST`) the webhook server binds to; empty is every address.")
 	fs.IntVar(&webhookPort, "webhook-port", 9443, "Port of the webhook server.")
-	fs.StringVar(&webhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory with the webhook server's tls.crt and tls.key.")
+	fs.StringVar(&webhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory (`DIR`) with the webhook server's tls.crt and tls.key.")
 	fs.BoolVar(&webhookSelfSigned, "webhook-self-signed", false, "Keep a self-signed CA and serving certificate in --webhook-cert-dir (without cert-manager) and put the CA into --webhook-configuration's caBundle.")
-	fs.StringVar(&webhookDNSNames, "webhook-cert-hosts", "promptops-webhook.promptops-system.svc", "Comma-separated DNS names or IP addresses of a self-signed certificate.")
-	fs.StringVar(&webhookConfiguration, "webhook-configuration", "promptops-validating-webhook", "ValidatingWebhookConfiguration whose caBundle a self-signed manager sets; empty leaves it alone.")
-	fs.StringVar(&watchSelector, "watch-label-selector", "", "Reconcile only the PromptTemplates and MemoryBanks this label selector matches, to shard them across managers (as Flux's flag of the same name); empty reconciles all.")
-	fs.StringVar(&kubeconfig, "kubeconfig", "", "Path to a kubeconfig; by default $KUBECONFIG, the in-cluster config, then ~/.kube/config.")
-	fs.StringVar(&jobImage, "job-image", envDefault(lookupEnv, "PROMPTOPS_JOB_IMAGE", ""), "Image of consolidation Jobs: the operator's own image ($PROMPTOPS_JOB_IMAGE).")
+	fs.StringVar(&webhookDNSNames, "webhook-cert-hosts", "promptops-webhook.promptops-system.svc", "Comma-separated DNS names or IP addresses (`NAMES`) of a self-signed certificate.")
+	fs.StringVar(&webhookConfiguration, "webhook-configuration", "promptops-validating-webhook", "ValidatingWebhookConfiguration (`NAME`) whose caBundle a self-signed manager sets; empty leaves it alone.")
+	fs.StringVar(&watchSelector, "watch-label-selector", "", "Reconcile only the PromptTemplates and MemoryBanks this label `SELECTOR` matches, to shard them across managers (as Flux's flag of the same name); empty reconciles all.")
+	fs.StringVar(&kubeconfig, "kubeconfig", "", "Path to a kubeconfig `FILE`; by default $KUBECONFIG, the in-cluster config, then ~/.kube/config.")
+	envStringVar(fs, &jobImage, "job-image", "PROMPTOPS_JOB_IMAGE", "", "`IMAGE` of consolidation Jobs: the operator's own image ($PROMPTOPS_JOB_IMAGE).")
 	fs.IntVar(&concurrency, "max-concurrent-reconciles", 12, "Reconciles run in parallel per controller: a reconcile mostly waits for the API server.")
+	memoryCertIssuer := fs.String("memory-cert-issuer", "", "cert-manager issuer of served banks' certificates, `KIND/NAME`: ClusterIssuer/NAME or Issuer/NAME (an Issuer of that name in each bank's namespace): the manager writes a Certificate <bank>-memory. Empty: the manager issues each served bank a CA and certificate of its own (Secret <bank>-memory-tls, CA in ConfigMap <bank>-memory-ca).")
 	perTemplate := fs.Bool("per-template-metrics", false, "Also publish series of each PromptTemplate (Ready) and intent (tokens, budget, overrun), about 20 a template; the counts per namespace are always published.")
 	fs.Float64Var(&qps, "kube-api-qps", 100, "Requests per second the manager may send to the API server.")
 	fs.IntVar(&burst, "kube-api-burst", 200, "Burst of requests above --kube-api-qps.")
 	zapOpts := zap.Options{}
-	zapOpts.BindFlags(fs)
+	bindLogFlags(fs, &zapOpts)
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
+	}
+	var certIssuer *controllers.CertIssuer
+	if *memoryCertIssuer != "" {
+		var err error
+		if certIssuer, err = controllers.ParseCertIssuer(*memoryCertIssuer); err != nil {
+			fmt.Fprintf(stderr, "promptops manager: --memory-cert-issuer: %v\n", err)
+			return ExitInvalid
+		}
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
@@ -128,7 +137,7 @@ func runManager(args []string, _ io.Reader, _, stderr io.Writer) int {
 		return ExitInvalid
 	}
 	defer flushTraces(stopTraces)
-	if err := controllers.Setup(mgr, controllers.Options{JobImage: jobImage, JobEnv: jobTelemetryEnv(), MaxConcurrentReconciles: concurrency, PerTemplateMetrics: *perTemplate}); err != nil {
+	if err := controllers.Setup(mgr, controllers.Options{JobImage: jobImage, JobEnv: jobTelemetryEnv(), MaxConcurrentReconciles: concurrency, PerTemplateMetrics: *perTemplate, CertIssuer: certIssuer}); err != nil {
 		log.Error(err, "Unable to set up the controllers")
 		return ExitFailed
 	}

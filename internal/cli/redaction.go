@@ -18,10 +18,8 @@ type redactionFlags struct {
 }
 
 func (f *redactionFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.secrets, "redact-secrets", envDefault(lookupEnv, "PROMPTOPS_REDACT_SECRETS", string(redact.Redact)),
-		"What a fact holding a secret becomes: Redact (each secret replaced by [REDACTED:<kind>]), Reject (refused) or Keep ($PROMPTOPS_REDACT_SECRETS).")
-	fs.StringVar(&f.personal, "redact-personal-data", envDefault(lookupEnv, "PROMPTOPS_REDACT_PERSONAL_DATA", ""),
-		"Personal data kinds to redact as well, comma-separated: Email, Phone, PaymentCard, IBAN, NationalID; none by default ($PROMPTOPS_REDACT_PERSONAL_DATA).")
+	envStringVar(fs, &f.secrets, "redact-secrets", "PROMPTOPS_REDACT_SECRETS", string(redact.Redact), "What a fact holding a secret becomes (`POLICY`): Redact (each secret replaced by [REDACTED:<kind>]), Reject (refused) or Keep ($PROMPTOPS_REDACT_SECRETS).")
+	envStringVar(fs, &f.personal, "redact-personal-data", "PROMPTOPS_REDACT_PERSONAL_DATA", "", "Personal data `KINDS` to redact as well, comma-separated: Email, Phone, PaymentCard, IBAN, NationalID; none by default ($PROMPTOPS_REDACT_PERSONAL_DATA).")
 }
 
 // redactor builds the Redactor the flags say; an error names the flag and

@@ -31,14 +31,19 @@ type servedBank struct {
 	stderr bytes.Buffer
 }
 
-// startServe runs serve --bank with args added and waits until it listens.
+// startServe runs serve --bank with args added and waits until it listens;
+// an empty store leaves the URL to $PROMPTOPS_STORE.
 func startServe(t *testing.T, bank, store string, args ...string) *servedBank {
 	t.Helper()
 	addrs := make(chan string, 1)
 	serveReady = func(addr string) { addrs <- addr }
 	defer func() { serveReady = nil }()
 	s := &servedBank{t: t, done: make(chan int, 1)}
-	all := append([]string{"serve", "--bank", bank, "--store", store, "--listen", "127.0.0.1:0"}, args...)
+	all := []string{"serve", "--bank", bank, "--listen", "127.0.0.1:0"}
+	if store != "" { // else $PROMPTOPS_STORE
+		all = append(all, "--store", store)
+	}
+	all = append(all, args...)
 	go func() {
 		s.done <- Main(all, strings.NewReader(""), io.Discard, &lockedWriter{&s.mu, &s.stderr})
 	}()

@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,11 +21,12 @@ import (
 	"sigs.k8s.io/yaml"
 
 	promptopsv1 "github.com/promptops/promptops/api/v1"
+	"github.com/promptops/promptops/controllers"
 	"github.com/promptops/promptops/internal/assembler"
 )
 
 func init() {
-	register("render", "check PromptTemplate manifests against their budgets, offline (exit 1 when over)", runRender)
+	register("render", "check PromptTemplate manifests against their budgets, offline (exit 1 when over or a ConfigMap is missing)", runRender)
 }
 
 // renderOutput is the stable JSON contract of `promptops render -o json`.
@@ -33,15 +35,20 @@ type renderOutput struct {
 }
 
 type renderTemplate struct {
-	Namespace string         `json:"namespace"`
-	Name      string         `json:"name"`
-	File      string         `json:"file"`
-	Encoding  string         `json:"encoding"`
-	MaxTokens int            `json:"maxTokens"`
-	OnExceed  string         `json:"onExceed"`
-	Revision  string         `json:"revision"`
-	Notes     []string       `json:"notes,omitempty"`
-	Intents   []renderIntent `json:"intents"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	File      string `json:"file"`
+	Encoding  string `json:"encoding"`
+	MaxTokens int    `json:"maxTokens"`
+	OnExceed  string `json:"onExceed"`
+	Revision  string `json:"revision"`
+	// Reason and Message are the operator's Ready reason and message for
+	// a template it would not render for want of a ConfigMap or key
+	// (ReferenceNotFound); its intents are then empty.
+	Reason  string         `json:"reason,omitempty"`
+	Message string         `json:"message,omitempty"`
+	Notes   []string       `json:"notes,omitempty"`
+	Intents []renderIntent `json:"intents"`
 }
 
 type renderIntent struct {
@@ -69,16 +76,16 @@ type manifest struct {
 }
 
 func runRender(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlagSet("render", stderr)
+	fs := newFlagSet("render", stdout, stderr)
 	tokenizersDirFlag(fs)
 	var files stringList
-	fs.Var(&files, "f", "Manifest file or directory (recursive); repeatable.")
-	output := fs.String("o", "text", "Output: text or json.")
-	intent := fs.String("intent", "", "Only this intent.")
-	outDir := fs.String("out-dir", "", "Also write what the operator would put in each ConfigMap: DIR/<namespace>/<name>/{plan.json,<intent>.txt}; nothing for a template it would not render (over budget under Reject, or still over under Truncate), named on stderr.")
-	namespace := fs.String("n", "default", "Namespace of manifests that name none, as kubectl apply -n would give them (the plan's revision includes it).")
+	fs.Var(&files, "f", "Manifest `FILE` or directory (recursive); repeatable.")
+	output := fs.String("o", "text", "Output `FORMAT`: text or json.")
+	intent := fs.String("intent", "", "Only this intent (`NAME`).")
+	outDir := fs.String("out-dir", "", "Also write what the operator would put in each ConfigMap to `DIR`: DIR/<namespace>/<name>/{plan.json,<intent>.txt}; nothing for a template it would not render (over budget under Reject, or still over under Truncate), named on stderr.")
+	namespace := fs.String("n", "default", "`NAMESPACE` of manifests that name none, as kubectl apply -n would give them (the plan's revision includes it).")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: promptops render -f FILE|DIR [-o text|json] [--intent NAME]\n\nReads PromptTemplate manifests and the ConfigMaps they reference from the same input,\nand reports each intent's tokens against its budget. Exit 0: all within budget;\n1: some intent over budget; 2: invalid input.")
+		fmt.Fprintln(fs.Output(), "Usage: promptops render -f FILE|DIR [-o text|json] [--intent NAME]\n\nReads PromptTemplate manifests and the ConfigMaps they reference from the same input,\nand reports each intent's tokens against its budget. A referenced ConfigMap that is not\namong the inputs does not exist, as for the operator: ReferenceNotFound (a fallback text\nstands in only for a key missing from a ConfigMap that is). Exit 0: all within budget;\n1: some intent over budget, or ReferenceNotFound; 2: invalid input.")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args); !ok {
@@ -98,7 +105,7 @@ func runRender(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return ExitInvalid
 	}
 	out := renderOutput{Templates: []renderTemplate{}}
-	over := false
+	over, missing := false, false
 	for _, m := range templates {
 		err := assembler.ValidateName(m.pt.Name)
 		var res *assembler.Result
@@ -111,6 +118,20 @@ func runRender(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		if err == nil {
 			// The API server refuses a ConfigMap over 1 MiB.
 			_, err = assembler.ConfigMapData(res)
+		}
+		var notFound *assembler.MissingReferenceError
+		if errors.As(err, &notFound) {
+			// The operator's verdict, not invalid input: Ready=False,
+			// ReferenceNotFound, until the ConfigMap or key is there.
+			fmt.Fprintf(stderr, "promptops render: %s: PromptTemplate %s: %s: %v\n", m.file, objName(m.pt.Namespace, m.pt.Name), promptopsv1.ReasonReferenceNotFound, err)
+			missing = true
+			out.Templates = append(out.Templates, renderTemplate{
+				Namespace: m.pt.Namespace, Name: m.pt.Name, File: m.file,
+				Encoding:  string(cmp.Or(m.pt.Spec.Encoding, promptopsv1.DefaultEncoding)),
+				MaxTokens: int(m.pt.Spec.Budget.MaxTokens), OnExceed: string(cmp.Or(m.pt.Spec.Budget.OnExceed, promptopsv1.DefaultOnExceed)),
+				Reason: promptopsv1.ReasonReferenceNotFound, Message: controllers.RenderErrorMessage(err), Intents: []renderIntent{},
+			})
+			continue
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "promptops render: %s: PromptTemplate %s: %v\n", m.file, objName(m.pt.Namespace, m.pt.Name), err)
@@ -159,7 +180,7 @@ func runRender(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	} else {
 		printRenderTable(stdout, out)
 	}
-	if over {
+	if over || missing {
 		return ExitFailed
 	}
 	return ExitOK
@@ -178,6 +199,10 @@ func printRenderTable(w io.Writer, out renderOutput) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TEMPLATE\tINTENT\tTOKENS\tFIXED\tRESERVED\tCACHEABLE\tBUDGET\tVERDICT")
 	for _, t := range out.Templates {
+		if t.Reason != "" {
+			// Not rendered: the reason, the message is on stderr.
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t%d\t%s\n", objName(t.Namespace, t.Name), t.MaxTokens, t.Reason)
+		}
 		for _, i := range t.Intents {
 			verdict := "ok"
 			if !i.WithinBudget {
@@ -205,8 +230,9 @@ func objName(ns, name string) string {
 
 // loadManifests reads PromptTemplates and ConfigMaps from files and
 // directories (recursively, *.yaml, *.yml, *.json), multi-document YAML
-// included. ConfigMap data is returned per namespace, as render sources.
-func loadManifests(paths []string, namespace string) ([]manifest, map[string]map[assembler.SourceKey]string, error) {
+// included. ConfigMaps are returned per namespace, as render sources: the
+// ConfigMaps that exist, for the offline render.
+func loadManifests(paths []string, namespace string) ([]manifest, map[string]assembler.ConfigMaps, error) {
 	var files []string
 	for _, p := range paths {
 		st, err := os.Stat(p)
@@ -235,8 +261,9 @@ func loadManifests(paths []string, namespace string) ([]manifest, map[string]map
 	}
 	sort.Strings(files)
 	var templates []manifest
-	sources := map[string]map[assembler.SourceKey]string{}
+	sources := map[string]assembler.ConfigMaps{}
 	seen := map[string]string{}
+	seenCM := map[string]string{}
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
@@ -284,12 +311,20 @@ func loadManifests(paths []string, namespace string) ([]manifest, map[string]map
 				if cm.Namespace == "" {
 					cm.Namespace = namespace
 				}
+				if cm.Name == "" {
+					return nil, nil, fmt.Errorf("%s: document %d: ConfigMap has no metadata.name", f, doc)
+				}
+				// One object per name, as in a cluster: two definitions
+				// would give keys no cluster holds.
+				id := objName(cm.Namespace, cm.Name)
+				if prev, dup := seenCM[id]; dup {
+					return nil, nil, fmt.Errorf("%s: ConfigMap %s is also defined in %s", f, id, prev)
+				}
+				seenCM[id] = f
 				if sources[cm.Namespace] == nil {
-					sources[cm.Namespace] = map[assembler.SourceKey]string{}
+					sources[cm.Namespace] = assembler.ConfigMaps{}
 				}
-				for k, v := range cm.Data {
-					sources[cm.Namespace][assembler.SourceKey{ConfigMap: cm.Name, Key: k}] = v
-				}
+				sources[cm.Namespace][cm.Name] = cm.Data // nil when it has no data: it exists all the same
 			}
 		}
 	}

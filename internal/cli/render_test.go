@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -100,14 +101,6 @@ spec:
   sections: [{name: role, text: "Hi {{ nobody }}"}, {name: task, intent: true}]
   intents: [{name: chat, instruction: x}]
 `, "unknown-var.yaml: PromptTemplate team/bad-var: section role uses the variable {{ nobody }}"},
-		"missing-ref.yaml": {`apiVersion: promptops.io/v1
-kind: PromptTemplate
-metadata: {name: bad-ref}
-spec:
-  budget: {maxTokens: 100}
-  sections: [{name: role, from: {configMapKeyRef: {name: nope, key: K}}}, {name: task, intent: true}]
-  intents: [{name: chat, instruction: x}]
-`, `missing-ref.yaml: PromptTemplate default/bad-ref: section role reads key "K" of ConfigMap "nope"`},
 		"typo.yaml": {`apiVersion: promptops.io/v1
 kind: PromptTemplate
 metadata: {name: typo}
@@ -330,5 +323,89 @@ func TestRenderOutDirSkipsRejectedTemplates(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(out, "default", "over-budget-demo", "plan.json")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRenderGivesTheOperatorsReferenceVerdict: a ConfigMap not among the
+// inputs does not exist, as in a cluster without it: ReferenceNotFound,
+// exit 1, naming the template, the ConfigMap and the key, whether or not
+// the section has a fallback text; the other templates are still reported.
+// The fallback stands in only for a key missing from a ConfigMap among the
+// inputs. (TestRenderAgreesWithTheOperator holds the operator to the same.)
+func TestRenderGivesTheOperatorsReferenceVerdict(t *testing.T) {
+	ssa := filepath.Join(samplesDir(), "promptops_v1_prompttemplate_ssa.yaml")
+	cm := filepath.Join(samplesDir(), "ssa-prompts-configmap.yaml")
+	support := filepath.Join(samplesDir(), "promptops_v1_prompttemplate_support.yaml")
+	const want = `PromptTemplate default/ssa-pro: ReferenceNotFound: section base_system reads key "SSA_BASE_SYSTEM" of ConfigMap "ssa-prompts", which does not exist`
+
+	code, out, errOut := run(t, "", "render", "-f", ssa, "-f", support)
+	if code != ExitFailed || !strings.Contains(errOut, ssa+": "+want) {
+		t.Fatalf("exit %d, stderr %q; want 1 and %q", code, errOut, want)
+	}
+	if !regexp.MustCompile(`(?m)^default/ssa-pro +- +- +- +- +- +4000 +ReferenceNotFound$`).MatchString(out) || !strings.Contains(out, "default/support-assistant  chat") {
+		t.Fatalf("table:\n%s", out)
+	}
+	code, out, _ = run(t, "", "render", "-f", ssa, "-o", "json")
+	var got renderOutput
+	if err := json.Unmarshal([]byte(out), &got); err != nil || code != ExitFailed || len(got.Templates) != 1 {
+		t.Fatalf("exit %d: %v\n%s", code, err, out)
+	}
+	if tpl := got.Templates[0]; tpl.Reason != "ReferenceNotFound" || !strings.HasPrefix(tpl.Message, `Section base_system reads key "SSA_BASE_SYSTEM" of ConfigMap "ssa-prompts"`) ||
+		len(tpl.Intents) != 0 || tpl.MaxTokens != 4000 || tpl.Encoding != "o200k_base" || tpl.OnExceed != "Reject" {
+		t.Fatalf("JSON: %+v", tpl)
+	}
+	if code, _, _ := run(t, "", "render", "-f", ssa, "--out-dir", t.TempDir()); code != ExitFailed {
+		t.Fatalf("--out-dir: exit %d", code)
+	}
+
+	// With the ConfigMap among the inputs: its texts, no note.
+	code, out, errOut = run(t, "", "render", "-f", ssa, "-f", cm, "-o", "json")
+	if err := json.Unmarshal([]byte(out), &got); err != nil || code != ExitOK || len(got.Templates) != 1 || len(got.Templates[0].Notes) != 0 {
+		t.Fatalf("exit %d %s: %v\n%s", code, errOut, err, out)
+	}
+	if analyze := got.Templates[0].Intents[3]; analyze.Name != "analyze" || analyze.Tokens != 2731 {
+		t.Fatalf("analyze: %+v", analyze)
+	}
+
+	// A key the ConfigMap lacks: the fallback, with a note; with no
+	// fallback, ReferenceNotFound naming the key.
+	dir := t.TempDir()
+	data, err := os.ReadFile(cm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lacking := regexp.MustCompile(`(?ms)^  SSA_BASE_SYSTEM: .*?^  SSA_`).ReplaceAllString(string(data), "  SSA_")
+	if lacking == string(data) {
+		t.Fatal("the sample ConfigMap no longer has SSA_BASE_SYSTEM first")
+	}
+	lackingCM := filepath.Join(dir, "cm.yaml")
+	if err := os.WriteFile(lackingCM, []byte(lacking), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = run(t, "", "render", "-f", ssa, "-f", lackingCM)
+	if code != ExitOK || !strings.Contains(out, `note: default/ssa-pro: section base_system: key "SSA_BASE_SYSTEM" of ConfigMap "ssa-prompts" is missing; using the fallback text`) {
+		t.Fatalf("exit %d, %s%s", code, out, errOut)
+	}
+	body := `apiVersion: promptops.io/v1
+kind: PromptTemplate
+metadata: {name: bad-ref}
+spec:
+  budget: {maxTokens: 100}
+  sections: [{name: role, from: {configMapKeyRef: {name: ssa-prompts, key: K}}}, {name: task, intent: true}]
+  intents: [{name: chat, instruction: x}]
+`
+	noFallback := filepath.Join(dir, "no-fallback.yaml")
+	if err := os.WriteFile(noFallback, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut = run(t, "", "render", "-f", noFallback, "-f", lackingCM)
+	if want := `PromptTemplate default/bad-ref: ReferenceNotFound: section role reads key "K", which ConfigMap "ssa-prompts" lacks, and has no fallback text`; code != ExitFailed || !strings.Contains(errOut, want) {
+		t.Fatalf("exit %d, stderr %q, want 1 and %q", code, errOut, want)
+	}
+
+	// A ConfigMap defined twice is refused, as a template is: no cluster
+	// holds both.
+	if code, _, errOut := run(t, "", "render", "-f", ssa, "-f", cm, "-f", lackingCM); code != ExitInvalid || !strings.Contains(errOut, "ConfigMap default/ssa-prompts is also defined in") {
+		t.Fatalf("twice: exit %d, %s", code, errOut)
 	}
 }

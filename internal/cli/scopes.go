@@ -23,8 +23,7 @@ const sharedScope = "(shared)"
 
 func runScopes(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 || isHelp(args[0]) {
-		fmt.Fprintln(stderr, "Usage: promptops scopes list|export|delete --bank NS/NAME [SCOPE ...]\n\nRun 'promptops scopes <subcommand> -h' for its flags.")
-		return helpCode(args)
+		return groupUsage(args, stdout, stderr, "Usage: promptops scopes list|export|delete --bank NS/NAME [SCOPE ...]\n\n"+storeNote+"\nRun 'promptops scopes <subcommand> -h' for its flags.")
 	}
 	switch args[0] {
 	case "list":
@@ -53,15 +52,21 @@ func scopeArgs(fs *flag.FlagSet, allowShared bool) error {
 }
 
 func runScopesList(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("scopes list", stderr)
+	fs := newFlagSet("scopes list", stdout, stderr)
 	var sf storeFlags
 	sf.register(fs)
-	output := fs.String("o", "text", "Output: text or json.")
+	output := fs.String("o", "text", "Output `FORMAT`: text or json.")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
+	if code, ok := sf.usageError("scopes list", stderr); !ok {
+		return code
+	}
+	if code, ok := outputUsageError("scopes list", *output, stderr); !ok {
+		return code
+	}
 	ctx := context.Background()
-	store, err := sf.open(ctx)
+	store, err := sf.openKnown(ctx)
 	if err != nil {
 		fmt.Fprintln(stderr, "promptops scopes list:", err)
 		return ExitFailed
@@ -76,27 +81,30 @@ func runScopesList(args []string, stdout, stderr io.Writer) int {
 		return writeJSON(stdout, scopes)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SCOPE\tFACTS\tOBSERVATIONS")
+	fmt.Fprintln(tw, "SCOPE\tFACTS\tOBSERVATIONS\tMESSAGES")
 	for _, s := range scopes {
 		name := s.Scope
 		if name == "" {
 			name = sharedScope
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\n", name, s.Facts, s.Observations)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\n", name, s.Facts, s.Observations, s.Messages)
 	}
 	_ = tw.Flush()
 	return ExitOK
 }
 
 func runScopesExport(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("scopes export", stderr)
+	fs := newFlagSet("scopes export", stdout, stderr)
 	var sf storeFlags
 	sf.register(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: promptops scopes export --bank NS/NAME SCOPE\n\nWrites the scope's facts and observations (with their source fact ids) as JSON lines, each with \"kind\": \"fact\" or \"observation\"; \"\" is the shared scope.")
+		fmt.Fprintln(fs.Output(), "Usage: promptops scopes export --bank NS/NAME SCOPE\n\nWrites the scope's facts, observations (with their source fact ids) and messages as JSON lines, each with \"kind\": \"fact\", \"observation\" or \"message\"; \"\" is the shared scope.")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	if code, ok := sf.usageError("scopes export", stderr); !ok {
 		return code
 	}
 	if fs.NArg() != 1 {
@@ -108,7 +116,7 @@ func runScopesExport(args []string, stdout, stderr io.Writer) int {
 		return ExitInvalid
 	}
 	ctx := context.Background()
-	store, err := sf.open(ctx)
+	store, err := sf.openKnown(ctx)
 	if err != nil {
 		fmt.Fprintln(stderr, "promptops scopes export:", err)
 		return ExitFailed
@@ -129,14 +137,17 @@ func runScopesExport(args []string, stdout, stderr io.Writer) int {
 }
 
 func runScopesDelete(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("scopes delete", stderr)
+	fs := newFlagSet("scopes delete", stdout, stderr)
 	var sf storeFlags
 	sf.register(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: promptops scopes delete --bank NS/NAME SCOPE ...\n\nErases each scope: every fact, observation, vector and history row of it, one transaction a scope.")
+		fmt.Fprintln(fs.Output(), "Usage: promptops scopes delete --bank NS/NAME SCOPE ...\n\nErases each scope: every fact, observation, vector, history row and message of it, one transaction a scope.")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	if code, ok := sf.usageError("scopes delete", stderr); !ok {
 		return code
 	}
 	if fs.NArg() == 0 {
@@ -148,7 +159,7 @@ func runScopesDelete(args []string, stdout, stderr io.Writer) int {
 		return ExitInvalid
 	}
 	ctx := context.Background()
-	store, err := sf.open(ctx)
+	store, err := sf.openKnown(ctx)
 	if err != nil {
 		fmt.Fprintln(stderr, "promptops scopes delete:", err)
 		return ExitFailed
@@ -160,7 +171,7 @@ func runScopesDelete(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "promptops scopes delete: %s: %v\n", scope, err)
 			return ExitFailed
 		}
-		fmt.Fprintf(stdout, "scope %s erased: %d facts, %d observations\n", scope, e.Facts, e.Observations)
+		fmt.Fprintf(stdout, "scope %s erased: %d facts, %d observations, %d messages\n", scope, e.Facts, e.Observations, e.Messages)
 	}
 	return ExitOK
 }

@@ -79,7 +79,7 @@ func TestScopesVerbs(t *testing.T) {
 	if code, out, errOut = run(t, "", "facts", "delete", "--bank", "a/b", "--scope", "user:ana", "00000000-0000-4000-8000-00000000000c"); code != ExitFailed || !strings.Contains(out, "deleted 0 facts") {
 		t.Fatalf("facts delete in another scope: %d %s %s", code, out, errOut)
 	}
-	if code, out, errOut = run(t, "", "scopes", "delete", "--bank", "a/b", "user:ana"); code != ExitOK || out != "scope user:ana erased: 1 facts, 1 observations\n" {
+	if code, out, errOut = run(t, "", "scopes", "delete", "--bank", "a/b", "user:ana"); code != ExitOK || out != "scope user:ana erased: 1 facts, 1 observations, 0 messages\n" {
 		t.Fatalf("scopes delete: %d %q %s", code, out, errOut)
 	}
 	if code, out, _ = run(t, "", "scopes", "list", "--bank", "a/b", "-o", "json"); code != ExitOK || strings.Contains(out, "user:ana") || !strings.Contains(out, `"scope": "user:bob"`) {

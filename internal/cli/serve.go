@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/promptops/promptops/internal/consolidation"
@@ -43,14 +45,17 @@ var serveTimeouts = struct {
 // serveReady, when set by a test, receives the listener's address.
 var serveReady func(addr string)
 
-func runServe(args []string, _ io.Reader, _, stderr io.Writer) int {
-	fs := newFlagSet("serve", stderr)
+func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	fs := newFlagSet("serve", stdout, stderr)
 	tokenizersDirFlag(fs)
-	listen := fs.String("listen", "127.0.0.1:8089", "Address to listen on (the default suits a sidecar; use :8089 for a shared Deployment).")
-	plansDir := fs.String("plans-dir", "", "Directory of plans: a mounted <name>-prompts ConfigMap, a tree of them, or `render --out-dir` output. Reloaded when its files change.")
+	listen := fs.String("listen", "127.0.0.1:8089", "Address to listen on, `HOST:PORT` (the default suits a sidecar; use :8089 with --tls-cert-file and --tls-key-file for a shared Deployment).")
+	tlsCert := fs.String("tls-cert-file", "", "PEM certificate (and chain) `FILE` to serve HTTPS with, TLS 1.2 or later; with --tls-key-file. Both files are reloaded when they change. Without them serve speaks plain HTTP, on a loopback --listen only.")
+	tlsKey := fs.String("tls-key-file", "", "PEM private key `FILE` of --tls-cert-file.")
+	plainHTTP := fs.Bool("plain-http", false, "Serve plain HTTP on a --listen that is not loopback: only behind a proxy in the same pod that terminates TLS (a service mesh's sidecar). Callers' tokens cross the pod's network in clear text otherwise.")
+	plansDir := fs.String("plans-dir", "", "Directory of plans (`DIR`): a mounted <name>-prompts ConfigMap, a tree of them, or what render --out-dir writes. Reloaded when its files change.")
 	watch := fs.Bool("watch", false, "Read the rendered ConfigMaps from the API server instead of --plans-dir.")
-	namespace := fs.String("namespace", "", "With --watch, the namespaces to watch, comma-separated; all namespaces when empty.")
-	auth := fs.String("auth", authNone, "Who may call /v1/*: none (only when --listen is a loopback address), or kubernetes (a ServiceAccount token allowed get on the PromptTemplate, checked with TokenReview and SubjectAccessReview; /metrics needs get on the URL /metrics).")
+	namespace := fs.String("namespace", "", "With --watch, the namespaces to watch, comma-separated (`NS,...`); all namespaces when empty.")
+	auth := fs.String("auth", authNone, "Who may call /v1/* (`MODE`): none (only when --listen is a loopback address), or kubernetes (a ServiceAccount token allowed get on the PromptTemplate, checked with TokenReview and SubjectAccessReview; /metrics needs get on the URL /metrics).")
 	maxBody := fs.Int64("max-body-bytes", serve.DefaultMaxBodyBytes, "Largest request body accepted; larger ones get 413.")
 	maxInflight := fs.Int64("max-inflight-bytes", serve.DefaultMaxInflightBytes, "Request body bytes buffered at once by all requests in flight, each held until its answer; a request that would go over it gets 503 with Retry-After. One over 256 KiB may use three quarters of it.")
 	timeout := fs.Duration("request-timeout", serve.DefaultRequestTimeout, "Longest a request may take, body included; a body not in by then gets 408.")
@@ -62,27 +67,48 @@ func runServe(args []string, _ io.Reader, _, stderr io.Writer) int {
 		encoding string
 		emb      embeddingsFlags
 		rf       redactionFlags
+		trusted  string
 		envErrs  []error
 	)
 	sf.register(fs)
 	rf.register(fs)
+	trustedSourcesFlag(fs, &trusted)
 	encodingFlag(fs, &encoding)
 	emb.register(fs, &envErrs)
 	maxFacts := fs.Int("max-facts-per-request", serve.DefaultMaxFactsPerRequest, "With --bank, the most facts one POST .../facts may carry; more get 413.")
-	maxRetain := fs.Int64("max-retain-bytes", serve.DefaultMaxRetainBytes, "With --bank, the largest body of POST .../facts; larger ones get 413.")
+	maxMessages := fs.Int("max-messages-per-request", serve.DefaultMaxMessagesPerRequest, "With --bank, the most messages one POST .../messages may carry; more get 413.")
+	maxRetain := fs.Int64("max-retain-bytes", serve.DefaultMaxRetainBytes, "With --bank, the largest body of POST .../facts and of POST .../messages; larger ones get 413.")
 	indexCache := fs.Int64("index-cache-bytes", serve.DefaultIndexCacheBytes, "With --bank, the most bytes of scopes' indexes held in memory beside the shared scope's; the least recently used scope's are dropped and loaded from the store again when asked.")
-	memTokenFile := fs.String("memory-token-file", "", "Bearer token sent to the memory banks that fill memory sections (re-read when it changes); default: the pod's ServiceAccount token ("+serve.DefaultServiceAccountTokenFile+") when it exists, else none.")
+	memTokenFile := fs.String("memory-token-file", "", "`FILE` holding the bearer token sent to the memory banks that fill memory sections (re-read when it changes); default: the pod's ServiceAccount token ("+serve.DefaultServiceAccountTokenFile+") when it exists, else none.")
+	memCAFile := fs.String("memory-ca-file", "", "`FILE` of PEM certificates of the CAs that sign the memory banks' certificates, to verify an https bank endpoint against (re-read when it changes): a served bank's ConfigMap <bank>-memory-ca (ca.crt) or the cert-manager issuer's CA, several in one file for several banks; default: the system's roots.")
 	memTimeout := fs.Duration("memory-timeout", plan.DefaultMemoryTimeout, "Longest a memory section's recall may take; a slower or failed recall leaves the section empty and the answer says so.")
 	zapOpts := zap.Options{}
-	zapOpts.BindFlags(fs)
+	bindLogFlags(fs, &zapOpts)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: promptops serve (--plans-dir DIR | --watch [--namespace NS,...] | --bank NS/NAME) [--listen ADDR] [--auth none|kubernetes]\n\nPOST /v1/assemble {\"namespace\", \"name\", \"intent\", \"runtime\": {\"<section>\": \"<text>\"}, \"query\"?}\nanswers the prompt as `promptops assemble` would; GET /v1/templates lists the plans.\nWith --bank (and --store or $PROMPTOPS_STORE): POST /v1/banks/NS/NAME/facts {\"facts\": [...]} retains facts,\nPOST /v1/banks/NS/NAME/recall {\"query\", \"maxTokens\", \"maxItems\", \"minScore\", \"tags\", \"includePending\"} recalls.\n/healthz, /readyz (after the first load) and /metrics are on the same address.")
+		fmt.Fprint(fs.Output(), `Usage: promptops serve (--plans-dir DIR | --watch [--namespace NS,...] | --bank NS/NAME) [--listen HOST:PORT [--tls-cert-file FILE --tls-key-file FILE]] [--auth none|kubernetes]
+
+POST /v1/assemble {"namespace", "name", "intent", "runtime": {"<section>": "<text>"}, "query"?, "scope"?, "assignmentKey"?}
+answers the prompt as 'promptops assemble' would; GET /v1/templates lists the plans.
+With --bank (the store's URL in $PROMPTOPS_STORE):
+POST /v1/banks/NS/NAME/facts {"facts": [{"id"?, "scope"?, "text", "source"?, "entities", "tags", "occurredStart", "occurredEnd", "mentionedAt"}]} retains facts,
+POST /v1/banks/NS/NAME/messages {"scope"?, "conversation", "messages": [{"id"?, "role", "content", "at"}]} retains a conversation's messages,
+POST /v1/banks/NS/NAME/recall {"query", "maxTokens", "maxItems"?, "minScorePerMille"?, "tags"?, "includePending"?, "scope"?, "includeShared"?, "trustedOnly"?} recalls,
+DELETE /v1/banks/NS/NAME/scopes/SCOPE and .../facts/ID[?scope=SCOPE] erase, GET /v1/banks/NS/NAME/scopes/SCOPE/export exports.
+/healthz, /readyz (after the first load) and /metrics are on the same address.
+
+Flags:
+`)
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
 	if err := errors.Join(envErrs...); err != nil {
+		fmt.Fprintln(stderr, "promptops serve:", err)
+		return ExitInvalid
+	}
+	trust, err := trustedSources(trusted)
+	if err != nil {
 		fmt.Fprintln(stderr, "promptops serve:", err)
 		return ExitInvalid
 	}
@@ -111,6 +137,10 @@ func runServe(args []string, _ io.Reader, _, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "promptops serve: --auth is none or kubernetes, not %q\n", *auth)
 		return ExitInvalid
 	}
+	if err := checkTLSFlags(*tlsCert, *tlsKey, *plainHTTP, *listen); err != nil {
+		fmt.Fprintln(stderr, "promptops serve:", err)
+		return ExitInvalid
+	}
 	if *maxBody <= 0 {
 		*maxBody = serve.DefaultMaxBodyBytes
 	}
@@ -123,8 +153,8 @@ func runServe(args []string, _ io.Reader, _, stderr io.Writer) int {
 			*memTokenFile = serve.DefaultServiceAccountTokenFile
 		}
 	}
-	if *maxInflight/4*3 < max(*maxBody, *maxRetain) || *timeout <= 0 || *maxFacts < 1 || *maxRetain < 1 {
-		fmt.Fprintln(stderr, "promptops serve: --max-inflight-bytes must be at least 4/3 of --max-body-bytes and of --max-retain-bytes; --request-timeout, --max-facts-per-request and --max-retain-bytes positive")
+	if *maxInflight/4*3 < max(*maxBody, *maxRetain) || *timeout <= 0 || *maxFacts < 1 || *maxMessages < 1 || *maxRetain < 1 {
+		fmt.Fprintln(stderr, "promptops serve: --max-inflight-bytes must be at least 4/3 of --max-body-bytes and of --max-retain-bytes; --request-timeout, --max-facts-per-request, --max-messages-per-request and --max-retain-bytes positive")
 		return ExitInvalid
 	}
 	log := zap.New(zap.UseFlagOptions(&zapOpts), zap.WriteTo(stderr)).WithName("serve")
@@ -142,8 +172,10 @@ func runServe(args []string, _ io.Reader, _, stderr io.Writer) int {
 	gogc := debug.SetGCPercent(-1) // reads it, and turns collection off until the next line
 	debug.SetGCPercent(gogc)
 	log.Info("Memory", "limit", limit, "from", from, "GOGC", gogc)
+	recaller := serve.NewHTTPRecaller(*memTokenFile)
+	recaller.CAFile = *memCAFile
 	opts := serve.Options{MaxBodyBytes: *maxBody, MaxInflightBytes: *maxInflight, RequestTimeout: *timeout, Log: log,
-		MemoryRecaller: serve.NewHTTPRecaller(*memTokenFile), MemoryTimeout: *memTimeout}
+		MemoryRecaller: recaller, MemoryTimeout: *memTimeout}
 	var cfg *rest.Config
 	if *watch || *auth == authKubernetes {
 		if cfg, err = ctrl.GetConfig(); err != nil {
@@ -159,6 +191,16 @@ func runServe(args []string, _ io.Reader, _, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// The pair is read before the bank is loaded: a wrong file fails fast.
+	var tlsConfig *tls.Config
+	if *tlsCert != "" {
+		// certwatcher logs through controller-runtime's logger.
+		ctrl.SetLogger(log)
+		if tlsConfig, err = watchedTLS(ctx, *tlsCert, *tlsKey, log); err != nil {
+			fmt.Fprintln(stderr, "promptops serve:", err)
+			return ExitInvalid
+		}
+	}
 	stopTraces, err := telemetry.Setup(ctx, "promptops-serve")
 	if err != nil {
 		fmt.Fprintln(stderr, "promptops serve: OpenTelemetry:", err)
@@ -171,7 +213,7 @@ func runServe(args []string, _ io.Reader, _, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "promptops serve:", err)
 			return ExitInvalid
 		}
-		bank, closeBank, err := openBank(ctx, sf, encoding, &emb, red, log)
+		bank, closeBank, err := openBank(ctx, sf, bankOptions{encoding: encoding, emb: &emb, redactor: red, trust: trust}, log)
 		if err != nil {
 			fmt.Fprintln(stderr, "promptops serve:", err)
 			return ExitInvalid
@@ -183,7 +225,7 @@ func runServe(args []string, _ io.Reader, _, stderr io.Writer) int {
 		}
 		bank.IndexCacheBytes = *indexCache
 		opts.Banks = []*serve.Bank{bank}
-		opts.BankLimits = serve.BankLimits{MaxFactsPerRequest: *maxFacts, MaxRetainBytes: *maxRetain}
+		opts.BankLimits = serve.BankLimits{MaxFactsPerRequest: *maxFacts, MaxMessagesPerRequest: *maxMessages, MaxRetainBytes: *maxRetain}
 	}
 	srv := serve.New(opts)
 	if *plansDir == "" && !*watch {
@@ -208,10 +250,17 @@ func runServe(args []string, _ io.Reader, _, stderr io.Writer) int {
 		IdleTimeout:       serveTimeouts.idle,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          nil,
+		TLSConfig:         tlsConfig,
 	}
 	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
-	log.Info("Serving", "address", ln.Addr().String(), "plansDir", *plansDir, "watch", *watch, "namespaces", namespaces, "bank", sf.bank, "auth", *auth)
+	go func() {
+		if tlsConfig != nil {
+			served <- hs.ServeTLS(ln, "", "")
+			return
+		}
+		served <- hs.Serve(ln)
+	}()
+	log.Info("Serving", "address", ln.Addr().String(), "plansDir", *plansDir, "watch", *watch, "namespaces", namespaces, "bank", sf.bank, "auth", *auth, "tls", tlsConfig != nil)
 	if serveReady != nil {
 		serveReady(ln.Addr().String())
 	}
@@ -237,6 +286,48 @@ func runServe(args []string, _ io.Reader, _, stderr io.Writer) int {
 		return ExitFailed
 	}
 	return ExitOK
+}
+
+// checkTLSFlags refuses a half-given certificate pair, and plain HTTP off
+// loopback unless --plain-http says a proxy in the pod terminates TLS.
+func checkTLSFlags(cert, key string, plain bool, listen string) error {
+	switch {
+	case cert != "" && key == "":
+		return errors.New("--tls-cert-file needs --tls-key-file")
+	case cert == "" && key != "":
+		return errors.New("--tls-key-file needs --tls-cert-file")
+	case cert != "" && plain:
+		return errors.New("--plain-http and --tls-cert-file exclude each other")
+	case cert == "" && !plain && !loopback(listen):
+		return fmt.Errorf("--listen %s is not a loopback address: give --tls-cert-file and --tls-key-file, so that callers' tokens do not cross the network in clear text, or --plain-http when a proxy in the same pod terminates TLS", listen)
+	}
+	return nil
+}
+
+// certWatchInterval is how often the certificate files are re-read beside
+// the file system's notifications; a var so that tests can shorten it.
+var certWatchInterval = 10 * time.Second
+
+// watchedTLS loads the certificate pair and keeps it current: a rewritten
+// pair (cert-manager's renewal, a Secret's update) is served to the next
+// handshake without a restart.
+func watchedTLS(ctx context.Context, certFile, keyFile string, log logr.Logger) (*tls.Config, error) {
+	cw, err := certwatcher.New(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-cert-file, --tls-key-file: %w", err)
+	}
+	cw.WithWatchInterval(certWatchInterval)
+	go func() {
+		if err := cw.Start(ctx); err != nil {
+			log.Error(err, "Watching the TLS certificate")
+		}
+	}()
+	return &tls.Config{
+		MinVersion:     tls.VersionTLS12,
+		GetCertificate: cw.GetCertificate,
+		// HTTP/1.1 only, as the manager's servers (HTTP/2 rapid reset).
+		NextProtos: []string{"http/1.1"},
+	}, nil
 }
 
 const (
@@ -324,9 +415,19 @@ func parseLimit(s string) int64 {
 	return n
 }
 
+// bankOptions are what the flags of serve --bank say of the bank beside
+// its store.
+type bankOptions struct {
+	encoding string
+	emb      *embeddingsFlags
+	redactor *redact.Redactor
+	trust    consolidation.Trust
+}
+
 // openBank opens the store of --bank, registers the bank and loads its
 // indexes, so that the first recall finds them in memory.
-func openBank(ctx context.Context, sf storeFlags, encoding string, emb *embeddingsFlags, red *redact.Redactor, log logr.Logger) (*serve.Bank, func(), error) {
+func openBank(ctx context.Context, sf storeFlags, o bankOptions, log logr.Logger) (*serve.Bank, func(), error) {
+	encoding, emb, red := o.encoding, o.emb, o.redactor
 	if _, err := tokens.Get(encoding); err != nil {
 		return nil, nil, fmt.Errorf("--encoding: %w", err)
 	}
@@ -346,7 +447,7 @@ func openBank(ctx context.Context, sf storeFlags, encoding string, emb *embeddin
 	}
 	ns, name, _ := strings.Cut(sf.bank, "/")
 	// A query leaves the process for the embeddings API: redacted too.
-	rec := &consolidation.Recaller{Store: store, Scope: sf.id().Scope(""), Embedder: consolidation.RedactEmbedder(embedder, red), Floor: set.SemanticFloor,
+	rec := &consolidation.Recaller{Store: store, Scope: sf.id().Scope(""), Embedder: consolidation.RedactEmbedder(embedder, red), Floor: set.SemanticFloor, Trust: o.trust,
 		OnError: func(what string, err error) {
 			if what == "embedding a query" {
 				// The server's message may quote the query.

@@ -20,10 +20,19 @@ func TestServeFlags(t *testing.T) {
 		{"serve", "--plans-dir", "x", "--watch"},
 		{"serve", "--plans-dir", "x", "--namespace", "ns"},
 		{"serve", "--plans-dir", "x", "--max-inflight-bytes", "1048576"},
+		{"serve", "--plans-dir", "x", "--max-facts-per-request", "0"},
+		{"serve", "--plans-dir", "x", "--max-messages-per-request", "0"},
+		{"serve", "--plans-dir", "x", "--max-messages-per-request", "-3"},
 	} {
 		if code, _, _ := run(t, "", args...); code != ExitInvalid {
 			t.Errorf("%v: exit %d, want %d", args, code, ExitInvalid)
 		}
+	}
+	if code, _, e := run(t, "", "serve", "--plans-dir", "x", "--max-messages-per-request", "0"); !strings.Contains(e, "--max-messages-per-request and --max-retain-bytes positive") {
+		t.Errorf("--max-messages-per-request 0: exit %d %s", code, e)
+	}
+	if _, e, _ := run(t, "", "serve", "-h"); !strings.Contains(e, "-max-messages-per-request int") || !strings.Contains(e, "POST .../messages may carry; more get 413. (default 1000)") || !strings.Contains(e, "POST /v1/banks/NS/NAME/messages") {
+		t.Errorf("serve -h does not show --max-messages-per-request: %s", e)
 	}
 	if code, _, e := run(t, "", "serve", "--plans-dir", filepath.Join(t.TempDir(), "missing")); code != ExitInvalid || !strings.Contains(e, "missing") {
 		t.Errorf("a missing plans dir: exit %d %s", code, e)
@@ -196,7 +205,7 @@ func TestServeBankAlone(t *testing.T) {
 	done := make(chan int, 1)
 	store := "sqlite://" + filepath.Join(t.TempDir(), "bank.db")
 	go func() {
-		done <- Main([]string{"serve", "--bank", "team-a/support", "--store", store, "--listen", "127.0.0.1:0"}, strings.NewReader(""), io.Discard, &lockedWriter{&mu, &stderr})
+		done <- Main([]string{"serve", "--bank", "team-a/support", "--store", store, "--listen", "127.0.0.1:0", "--max-messages-per-request", "2"}, strings.NewReader(""), io.Discard, &lockedWriter{&mu, &stderr})
 	}()
 	var addr string
 	select {
@@ -221,6 +230,14 @@ func TestServeBankAlone(t *testing.T) {
 	}
 	if code, body := post("/v1/banks/team-a/support/facts", `{"facts": [{"text": "Alice keeps the vault code 7a3f"}]}`); code != http.StatusOK || !strings.Contains(body, `"stored":1`) {
 		t.Fatalf("retain: %d %s", code, body)
+	}
+	// --max-messages-per-request reaches the bank API.
+	msg := `{"role": "user", "content": "hello", "at": "2026-03-01T09:00:00Z"}`
+	if code, body := post("/v1/banks/team-a/support/messages", `{"conversation": "c1", "messages": [`+msg+`, `+msg+`]}`); code != http.StatusOK || !strings.Contains(body, `"stored":1`) {
+		t.Fatalf("two messages: %d %s", code, body)
+	}
+	if code, body := post("/v1/banks/team-a/support/messages", `{"conversation": "c1", "messages": [`+msg+`, `+msg+`, `+msg+`]}`); code != http.StatusRequestEntityTooLarge || !strings.Contains(body, "messages: 3 items, at most 2 per request (--max-messages-per-request)") {
+		t.Fatalf("three messages: %d %s", code, body)
 	}
 	if code, body := post("/v1/banks/team-a/support/recall", `{"query": "vault code 7a3f", "maxTokens": 100, "includePending": true}`); code != http.StatusOK || !strings.Contains(body, `"kind":"fact"`) {
 		t.Fatalf("recall: %d %s", code, body)

@@ -12,14 +12,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/promptops/promptops/internal/llmtest"
 	"github.com/promptops/promptops/internal/testenv"
-	"github.com/promptops/promptops/plan"
 )
 
 // otelSpan is a span as the collector's file exporter writes it (OTLP/JSON).
@@ -189,27 +187,9 @@ func TestTraces(t *testing.T) {
 	}
 
 	// Two serves: the bank's, and the plans' whose memory section asks it.
-	addrs := make(chan string, 2)
-	serveReady = func(addr string) { addrs <- addr }
-	defer func() { serveReady = nil }()
-	var mu sync.Mutex
-	var logs bytes.Buffer
-	done := make(chan int, 2)
-	start := func(args ...string) string {
-		go func() {
-			done <- Main(append([]string{"serve", "--listen", "127.0.0.1:0"}, args...), strings.NewReader(""), io.Discard, &lockedWriter{&mu, &logs})
-		}()
-		select {
-		case a := <-addrs:
-			return a
-		case <-time.After(60 * time.Second):
-			t.Fatalf("serve did not start: %s", logs.String())
-		}
-		return ""
-	}
-	bank := start("--bank", "shop/customers", "--store", store)
-	tmpl := filepath.Join(dir, "template.yaml")
-	_ = os.WriteFile(tmpl, []byte(`apiVersion: promptops.io/v1
+	serves := newServes(t)
+	bank := serves.start("--bank", "shop/customers", "--store", store)
+	plans, p := renderPlans(t, dir, `apiVersion: promptops.io/v1
 kind: PromptTemplate
 metadata: {name: support, namespace: shop}
 spec:
@@ -221,28 +201,8 @@ spec:
     memory: {bankRef: {name: customers}, query: {fromRequest: true}, scope: {fromRequest: true}, reserveTokens: 100}
   - {name: task, heading: "## Task", intent: true}
   intents: [{name: chat, instruction: "Answer briefly."}]
-`), 0o644)
-	plans := filepath.Join(dir, "plans")
-	if code, _, e := run(t, "", "render", "-f", tmpl, "--out-dir", plans); code != ExitOK {
-		t.Fatalf("render: %d %s", code, e)
-	}
-	// The bank's endpoint, as the operator writes a served bank's.
-	planFile := filepath.Join(plans, "shop", "support", "plan.json")
-	data, err := os.ReadFile(planFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := plan.Load(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Sections[1].Memory.Endpoint = "http://" + bank
-	p.Revision = p.Digest()
-	data, _ = json.Marshal(p)
-	if err := os.WriteFile(planFile, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	front := start("--plans-dir", plans, "--memory-token-file", "")
+`, bank)
+	front := serves.start("--plans-dir", plans, "--memory-token-file", "")
 	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
 	req, _ := http.NewRequest(http.MethodPost, "http://"+front+"/v1/assemble",
 		strings.NewReader(`{"namespace": "shop", "name": "support", "intent": "chat", "query": "Where is the passport?", "scope": "user:ana"}`))
@@ -256,16 +216,7 @@ spec:
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), secretFact) {
 		t.Fatalf("assemble: %d %s", resp.StatusCode, body)
 	}
-	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	for range 2 {
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Fatal("serve did not stop")
-		}
-	}
+	serves.stop()
 	spans, raw := stop()
 
 	// No content: neither the fact, nor the query, nor the scope.

@@ -17,16 +17,15 @@ const tokenizersUsage = "Usage: promptops tokenizers pack -e ENCODING [-f TOKENI
 
 func runTokenizers(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] != "pack" {
-		fmt.Fprintln(stderr, tokenizersUsage)
-		return helpCode(args)
+		return groupUsage(args, stdout, stderr, tokenizersUsage)
 	}
-	fs := newFlagSet("tokenizers pack", stderr)
+	fs := newFlagSet("tokenizers pack", stdout, stderr)
 	tokenizersDirFlag(fs)
-	encoding := fs.String("e", "", "Encoding: "+strings.Join(tokens.Names[2:], ", ")+".")
-	from := fs.String("f", "", "The model's tokenizer.json (default <tokenizers-dir>/<encoding>/tokenizer.json).")
-	out := fs.String("o", "", "Where to write the pack (default <encoding>.pack; - for standard output).")
+	encoding := fs.String("e", "", "`ENCODING`: "+strings.Join(tokens.Names[2:], ", ")+".")
+	from := fs.String("f", "", "The model's tokenizer.json, a `FILE` (default <tokenizers-dir>/<encoding>/tokenizer.json).")
+	out := fs.String("o", "", "`FILE` to write the pack to (default <encoding>.pack; - for standard output).")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, tokenizersUsage+`
+		fmt.Fprintln(fs.Output(), tokenizersUsage+`
 
 Writes the compact form of a supplied encoding's vocabulary: under 1 MiB, so
 that it fits a ConfigMap's binaryData (but gemma3's, 1.7 MB), and taken as

@@ -20,15 +20,14 @@ func init() {
 
 func runTokens(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] != "count" {
-		fmt.Fprintln(stderr, "Usage: promptops tokens count [-e ENCODING] [--jsonl] [FILE]")
-		return helpCode(args)
+		return groupUsage(args, stdout, stderr, "Usage: promptops tokens count [-e ENCODING] [--jsonl] [FILE]")
 	}
-	fs := newFlagSet("tokens count", stderr)
+	fs := newFlagSet("tokens count", stdout, stderr)
 	tokenizersDirFlag(fs)
-	encoding := fs.String("e", string(promptopsv1.EncodingO200K), "Encoding: o200k_base, cl100k_base, or llama3, qwen3, deepseek_v3, tekken, gemma3 (supplied: --tokenizers-dir).")
+	encoding := fs.String("e", string(promptopsv1.EncodingO200K), "`ENCODING`: o200k_base, cl100k_base, or llama3, qwen3, deepseek_v3, tekken, gemma3 (supplied: --tokenizers-dir).")
 	jsonl := fs.Bool("jsonl", false, `Read one {"text": ...} object per line and print one {"tokens": N} line for each, in order.`)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: promptops tokens count [-e ENCODING] [--jsonl] [FILE]\n\nPrints the number of tokens of FILE, or of standard input without FILE, counted\nexactly as the operator counts them. Exit 0: counted; 2: invalid input or usage.")
+		fmt.Fprintln(fs.Output(), "Usage: promptops tokens count [-e ENCODING] [--jsonl] [FILE]\n\nPrints the number of tokens of FILE, or of standard input without FILE, counted\nexactly as the operator counts them. Exit 0: counted; 2: invalid input or usage.")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args[1:]); !ok {

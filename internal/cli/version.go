@@ -57,9 +57,9 @@ func registerBuildInfo() {
 }
 
 func runVersion(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlagSet("version", stderr)
+	fs := newFlagSet("version", stdout, stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: promptops version\n\nPrints the version of this binary, its VCS revision and Go version.")
+		fmt.Fprintln(fs.Output(), "Usage: promptops version\n\nPrints the version of this binary, its VCS revision and Go version.")
 	}
 	if code, ok := parseFlags(fs, args); !ok {
 		return code

@@ -14,15 +14,16 @@ func TestHelpEverywhere(t *testing.T) {
 		{"facts", "-h"}, {"facts", "--help"}, {"facts", "import", "-h"}, {"facts", "list", "--help"}, {"facts", "retry", "-h"},
 		{"observations", "-h"}, {"observations", "list", "-h"},
 		{"tokens", "-h"}, {"tokens", "count", "--help"},
+		{"rollout", "-h"}, {"rollout", "status", "-h"}, {"rollout", "promote", "--help"}, {"rollout", "abort", "-h"},
 	} {
 		code, out, errOut := run(t, "", args...)
-		if code != ExitOK || out != "" || !strings.Contains(errOut, "Usage: promptops") {
-			t.Errorf("promptops %s: exit %d, stdout %q, stderr %q; want exit 0 and usage on stderr", strings.Join(args, " "), code, out, errOut)
+		if code != ExitOK || errOut != "" || !strings.Contains(out, "Usage: promptops") {
+			t.Errorf("promptops %s: exit %d, stdout %q, stderr %q; want exit 0 and usage on stdout", strings.Join(args, " "), code, out, errOut)
 		}
 	}
 	for name := range commands {
-		if code, _, errOut := run(t, "", name, "-h"); code != ExitOK || !strings.Contains(errOut, "Usage: promptops") {
-			t.Errorf("promptops %s -h: exit %d, %q", name, code, errOut)
+		if code, out, errOut := run(t, "", name, "-h"); code != ExitOK || errOut != "" || !strings.Contains(out, "Usage: promptops") {
+			t.Errorf("promptops %s -h: exit %d, stdout %q, stderr %q", name, code, out, errOut)
 		}
 	}
 	if code, _, errOut := run(t, "", "facts", "frobnicate"); code != ExitInvalid || !strings.Contains(errOut, `unknown subcommand "frobnicate"`) {

@@ -64,6 +64,9 @@ type Batch struct {
 	RecalledBy map[string][]string
 	// Remaining creates capacity allows; -1: no cap.
 	Remaining int
+	// Trust is the bank's trusted sources; the zero Trust trusts every
+	// source.
+	Trust Trust
 }
 
 // Dropped is an item of an answer that validation left out, and why.
@@ -81,7 +84,7 @@ type Dropped struct {
 // beyond capacity are what the user asked for; every other drop leaves its
 // facts unconsolidated unless another item carries them.
 func (d Dropped) Lossy() bool {
-	return d.Code != DropRepeated && d.Code != DropOverCapacity && d.Code != DropDuplicate
+	return d.Code != DropRepeated && d.Code != DropOverCapacity && d.Code != DropDuplicate && d.Code != RefusedByTrust
 }
 
 // InvalidAnswerError means the answer cannot be used at all; the batch is
@@ -113,8 +116,21 @@ func CleanText(s string) string {
 // observation of the bank; its error is the only error returned.
 func Validate(a *Answer, b Batch, exists func(norm string) (bool, error)) (Ops, []Dropped, error) {
 	factIDs := map[string]bool{}
+	untrusted := map[string]bool{}
 	for _, f := range b.Facts {
 		factIDs[f.ID] = true
+		if !b.Trust.Fact(f) {
+			untrusted[f.ID] = true
+		}
+	}
+	// allTrusted tells whether every fact of ids is trusted.
+	allTrusted := func(ids []string) bool {
+		for _, id := range ids {
+			if untrusted[id] {
+				return false
+			}
+		}
+		return true
 	}
 	pool := map[string]*Candidate{}
 	poolNorm := map[string]bool{}
@@ -154,6 +170,10 @@ func Validate(a *Answer, b Batch, exists func(norm string) (bool, error)) (Ops, 
 			drop(item, DropUnknownObservation, notShown(d.ObservationID), nil)
 		case deleted[d.ObservationID]:
 			// A repeated delete is harmless: once is enough.
+		case b.Trust.Observation(pool[d.ObservationID].Observation) && !allTrusted(b.RecalledBy[d.ObservationID]):
+			// A delete names no sources: the facts that recalled the
+			// observation are the ones that can have asked for it.
+			drop("delete of "+d.ObservationID, RefusedByTrust, "the observation is trusted and untrusted facts recalled it; it is kept", nil)
 		default:
 			deleted[d.ObservationID] = true
 			deletes = append(deletes, Delete{ObservationID: d.ObservationID})
@@ -168,6 +188,16 @@ func Validate(a *Answer, b Batch, exists func(norm string) (bool, error)) (Ops, 
 	}
 	ops.Deletes = deletes
 
+	// An update whose sources' trust differs from its observation's is
+	// kept as a new observation: an untrusted fact never changes a trusted
+	// observation (nothing it said is lost), and a trusted fact never goes
+	// into an untrusted one (trusted recall keeps it).
+	type create struct {
+		item, text string
+		srcs       []string
+		refused    string // the observation an untrusted update would have changed
+	}
+	var creates []create
 	updated := map[string]bool{}
 	for i, u := range a.Updates {
 		item := fmt.Sprintf("update %d", i+1)
@@ -200,11 +230,18 @@ func Validate(a *Answer, b Batch, exists func(norm string) (bool, error)) (Ops, 
 			drop(item, DropBadText, fmt.Sprintf("text is empty or longer than %d bytes", MaxObservationText), srcs)
 			continue
 		}
+		if target, by := b.Trust.Observation(pool[u.ObservationID].Observation), allTrusted(srcs); target != by {
+			c := create{item: item + " (kept as a new observation)", text: text, srcs: srcs}
+			if target {
+				c.refused = u.ObservationID
+			}
+			creates = append(creates, c)
+			continue
+		}
 		updated[u.ObservationID] = true
 		ops.Updates = append(ops.Updates, Update{ObservationID: u.ObservationID, Text: text, SourceFactIDs: srcs})
 	}
 
-	newNorm := map[string]bool{}
 	for i, c := range a.Creates {
 		item := fmt.Sprintf("create %d", i+1)
 		srcs := validSources(c.SourceFactIDs)
@@ -216,6 +253,14 @@ func Validate(a *Answer, b Batch, exists func(norm string) (bool, error)) (Ops, 
 		if text == "" || len(text) > MaxObservationText {
 			drop(item, DropBadText, fmt.Sprintf("text is empty or longer than %d bytes", MaxObservationText), srcs)
 			continue
+		}
+		creates = append(creates, create{item: item, text: text, srcs: srcs})
+	}
+	newNorm := map[string]bool{}
+	for _, c := range creates {
+		item, text, srcs := c.item, c.text, c.srcs
+		if c.refused != "" {
+			drop("update of "+c.refused, RefusedByTrust, "the observation is trusted and untrusted facts asked to change it; the update is kept as a new observation instead", srcs)
 		}
 		norm := Normalize(text)
 		if poolNorm[norm] || newNorm[norm] {

@@ -112,7 +112,7 @@ func (r *run) process(ctx context.Context, facts []Fact) error {
 			return fmt.Errorf("store: %w", err)
 		}
 		if r.vec != nil {
-			if err := r.mergeDuplicates(ctx, &ops, &dropped); err != nil {
+			if err := r.mergeDuplicates(ctx, c.batch, &ops, &dropped); err != nil {
 				return err
 			}
 		}
@@ -124,6 +124,10 @@ func (r *run) process(ctx context.Context, facts []Fact) error {
 			}
 		}
 		for _, d := range dropped {
+			if d.Code == RefusedByTrust {
+				r.sum.RefusedByTrust++
+				continue
+			}
 			if r.sum.DroppedItems == nil {
 				r.sum.DroppedItems = map[string]int64{}
 			}

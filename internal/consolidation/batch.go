@@ -139,7 +139,7 @@ func (r *run) recall(ctx context.Context, facts []Fact) ([]Candidate, map[string
 // call is one prepared LLM call.
 type call struct {
 	batch        Batch
-	messages     []Message
+	messages     []ChatMessage
 	promptTokens int
 }
 
@@ -196,8 +196,8 @@ func (r *run) prepare(ctx context.Context, facts []Fact, correction string) (cal
 		}
 	}
 	return call{
-		batch:        Batch{Facts: facts, Pool: pool, RecalledBy: recalledBy, Remaining: remaining},
-		messages:     []Message{{Role: "system", Content: r.system}, {Role: "user", Content: user}},
+		batch:        Batch{Facts: facts, Pool: pool, RecalledBy: recalledBy, Remaining: remaining, Trust: s.Trust},
+		messages:     []ChatMessage{{Role: "system", Content: r.system}, {Role: "user", Content: user}},
 		promptTokens: r.systemTokens + n + messageOverhead,
 	}, true, nil
 }

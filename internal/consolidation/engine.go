@@ -24,6 +24,10 @@ type Engine struct {
 	// and the texts it sends to the embeddings API, in case facts were
 	// written straight into the store; nil sends them as stored.
 	Redactor *redact.Redactor
+	// Extractor, when set, turns the bank's pending messages into facts
+	// first, within the run's budget (package extraction); nil leaves
+	// messages alone.
+	Extractor Extractor
 }
 
 // Defaults of the settings a run leaves zero: a MemoryBank's, defined in

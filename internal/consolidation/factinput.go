@@ -25,6 +25,7 @@ type FactInput struct {
 	OccurredEnd   string   `json:"occurredEnd"`
 	MentionedAt   string   `json:"mentionedAt"`
 	Tags          []string `json:"tags"`
+	Source        string   `json:"source"`
 }
 
 // FieldError is a fact that does not validate, naming the field at fault.
@@ -50,7 +51,8 @@ func (e *FieldError) Error() string {
 }
 
 // ParseFact decodes and validates one fact written as a JSON object: valid
-// UTF-8, known fields only, a non-blank text, times as RFC 3339 or
+// UTF-8, known fields only, a non-blank text, a source that is a source's
+// name (SourceProblem; SourceUnspecified when left out), times as RFC 3339 or
 // YYYY-MM-DD with occurredEnd not before occurredStart. Errors about one
 // field are *FieldError. The names of before the API was camelCase
 // (occurred_start, occurred_end, mentioned_at) are refused, naming the new.
@@ -68,7 +70,13 @@ func ParseFact(data []byte) (Fact, error) {
 	if msg := memscope.Problem(fl.Scope); msg != "" {
 		return Fact{}, &FieldError{Field: "scope", Detail: msg}
 	}
-	f := Fact{ID: fl.ID, Scope: fl.Scope, Text: fl.Text, Entities: fl.Entities, Tags: fl.Tags}
+	f := Fact{ID: fl.ID, Scope: fl.Scope, Text: fl.Text, Entities: fl.Entities, Tags: fl.Tags, Source: SourceUnspecified}
+	if fl.Source != "" {
+		if msg := SourceProblem(fl.Source); msg != "" {
+			return Fact{}, &FieldError{Field: "source", Detail: msg}
+		}
+		f.Source = fl.Source
+	}
 	var err error
 	if f.OccurredStart, err = parseFactTime("occurredStart", fl.OccurredStart); err != nil {
 		return f, err
@@ -95,7 +103,7 @@ func factDecodeError(err error) error {
 		if now, renamed := renamedFactFields[field]; renamed {
 			return &FieldError{Field: field, Detail: fmt.Sprintf("a field renamed %s (the API's fields are camelCase)", now)}
 		}
-		return &FieldError{Field: field, Detail: "is not a field of a fact (id, scope, text, entities, tags, occurredStart, occurredEnd, mentionedAt)",
+		return &FieldError{Field: field, Detail: "is not a field of a fact (id, scope, text, source, entities, tags, occurredStart, occurredEnd, mentionedAt)",
 			msg: fmt.Sprintf("unknown field %q", strictjson.Name(err))}
 	case p.Repeated:
 		return &FieldError{Field: field, Detail: "appears twice", joined: true}
@@ -131,11 +139,17 @@ var factIDSpace = uuid.MustParse("7b0f3c2e-5d1a-4e8b-9c6f-2a4d8e1b3f50")
 // times (RFC 3339, UTC; empty when unset), so importing or posting the same
 // fact again adds nothing, and two users who say the same sentence keep a
 // fact each. Entities and tags do not count: the same statement at the
-// same times is one fact. A fact of the shared scope keeps the id it had
-// before scopes existed.
+// same times is one fact. A fact's source counts when it names one: what
+// a user says and what the CRM says are two facts, of two trusts. A fact
+// of the shared scope, and one without a source, keeps the id it had
+// before scopes and sources existed.
 func DerivedFactID(bank BankID, f Fact) string {
 	var b strings.Builder
-	for _, s := range []string{string(bank.Scope(f.Scope)), f.Text, timeKey(f.OccurredStart), timeKey(f.OccurredEnd), timeKey(f.MentionedAt)} {
+	parts := []string{string(bank.Scope(f.Scope)), f.Text, timeKey(f.OccurredStart), timeKey(f.OccurredEnd), timeKey(f.MentionedAt)}
+	if src := SourceOf(f); src != SourceUnspecified {
+		parts = append(parts, "source="+src)
+	}
+	for _, s := range parts {
 		// A length prefix keeps ("ab", "c") apart from ("a", "bc").
 		fmt.Fprintf(&b, "%d:%s\n", len(s), s)
 	}
@@ -149,9 +163,10 @@ func timeKey(t *time.Time) string {
 	return t.UTC().Format(time.RFC3339Nano)
 }
 
-// FactConflictError is a fact whose id the bank holds with other text.
+// FactConflictError is a fact whose id the bank holds with other text or
+// another source.
 type FactConflictError struct{ ID string }
 
 func (e *FactConflictError) Error() string {
-	return fmt.Sprintf("fact %q is already in the bank with other text", e.ID)
+	return fmt.Sprintf("fact %q is already in the bank with other text or another source", e.ID)
 }

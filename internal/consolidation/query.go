@@ -58,6 +58,9 @@ type Query struct {
 	Tags []string
 	// IncludePending adds facts not consolidated yet, as kind "fact".
 	IncludePending bool
+	// TrustedOnly keeps only trusted items (Recaller.Trust): observations
+	// whose every source is trusted, pending facts of a trusted source.
+	TrustedOnly bool
 }
 
 // Recalled is one item of a query's answer.
@@ -69,6 +72,8 @@ type Recalled struct {
 	// trigram similarity plus 0.25 per shared entity (at most 1) where it
 	// was found by its words, the greater of the two when both.
 	Score float64
+	// Trusted tells whether the item is trusted (Recaller.Trust).
+	Trusted bool
 }
 
 // Item kinds of Recalled.
@@ -94,6 +99,9 @@ type Recaller struct {
 	Floor float64
 	// MaxPending bounds the pending facts held for IncludePending.
 	MaxPending int
+	// Trust is the bank's trusted sources; the zero Trust trusts every
+	// source.
+	Trust Trust
 	// OnError hears of a refresh that failed in the background and of a
 	// query that could not be embedded (recall then goes on by words).
 	OnError func(what string, err error)
@@ -104,10 +112,10 @@ type Recaller struct {
 	gens    genGate
 }
 
-// ForScope is a new Recaller like r (store, embedder, floor, bounds, error
-// handler) for another scope of r's bank.
+// ForScope is a new Recaller like r (store, embedder, floor, bounds,
+// trust, error handler) for another scope of r's bank.
 func (r *Recaller) ForScope(key ScopeKey) *Recaller {
-	return &Recaller{Store: r.Store, Scope: key, Embedder: r.Embedder, Floor: r.Floor, MaxPending: r.MaxPending, OnError: r.OnError}
+	return &Recaller{Store: r.Store, Scope: key, Embedder: r.Embedder, Floor: r.Floor, MaxPending: r.MaxPending, Trust: r.Trust, OnError: r.OnError}
 }
 
 // genGate coalesces the reads of the bank's generation that concurrent
@@ -381,7 +389,8 @@ func (r *Recaller) loadLocked(ctx context.Context, sp Space) (*bankMemory, error
 // Recall answers q: the bank's observations nearest the query by meaning
 // (when the Recaller has an Embedder and the query embeds) and by words
 // and entities, the two rankings interleaved as consolidation's recall
-// interleaves them, then filtered by tags and MinScore and cut to Limit.
+// interleaves them, then filtered by tags, MinScore and TrustedOnly and
+// cut to Limit; each item says whether it is trusted (Recaller.Trust).
 // semantic says whether the meaning arm took part.
 func (r *Recaller) Recall(ctx context.Context, q Query) (items []Recalled, semantic bool, err error) {
 	// The generation is read while the query is embedded; a bank not held
@@ -417,6 +426,10 @@ func (r *Recaller) Recall(ctx context.Context, q Query) (items []Recalled, seman
 	}
 	k := max(4*q.Limit, 32)
 	if len(q.Tags) > 0 {
+		k = max(16*q.Limit, 256)
+	}
+	if q.TrustedOnly && !r.Trust.Everyone() {
+		// Kept only in part, as with tags: look as deep.
 		k = max(16*q.Limit, 256)
 	}
 	grams := Trigrams(q.Text)
@@ -459,12 +472,13 @@ func (r *Recaller) Recall(ctx context.Context, q Query) (items []Recalled, seman
 			score[h.id] = max(score[h.id], min(1, h.s))
 		}
 	}
-	keep := func(s float64, tags []string) bool {
-		return s >= q.MinScore && (len(q.Tags) == 0 || slices.ContainsFunc(tags, func(t string) bool { return slices.Contains(q.Tags, t) }))
+	keep := func(s float64, tags []string, o Observation) bool {
+		return s >= q.MinScore && (len(q.Tags) == 0 || slices.ContainsFunc(tags, func(t string) bool { return slices.Contains(q.Tags, t) })) &&
+			(!q.TrustedOnly || r.Trust.Observation(o))
 	}
 	var obsHits []Candidate
 	for _, c := range fuse(sem, lex) {
-		if keep(score[c.ID], m.obs[c.ID].tags) {
+		if keep(score[c.ID], m.obs[c.ID].tags, c.Observation) {
 			obsHits = append(obsHits, c)
 		}
 	}
@@ -476,10 +490,11 @@ func (r *Recaller) Recall(ctx context.Context, q Query) (items []Recalled, seman
 		}
 		for _, f := range facts {
 			s := lexScore(f.Text, f.Entities)
-			if keep(s, f.Tags) {
+			o := Observation{ID: f.ID, Text: f.Text, ProofCount: 1, OccurredStart: f.OccurredStart, OccurredEnd: f.OccurredEnd,
+				Entities: f.Entities, SourceFactIDs: []string{f.ID}, Provenance: []string{SourceOf(f)}}
+			if keep(s, f.Tags, o) {
 				score[f.ID] = s
-				factHits = append(factHits, Candidate{Observation: Observation{ID: f.ID, Text: f.Text, ProofCount: 1,
-					OccurredStart: f.OccurredStart, OccurredEnd: f.OccurredEnd, Entities: f.Entities, SourceFactIDs: []string{f.ID}}})
+				factHits = append(factHits, Candidate{Observation: o})
 			}
 		}
 	}
@@ -495,7 +510,7 @@ func (r *Recaller) Recall(ctx context.Context, q Query) (items []Recalled, seman
 		if isFact[c.ID] {
 			kind = KindFact
 		}
-		items = append(items, Recalled{Observation: c.Observation, Kind: kind, Score: score[c.ID]})
+		items = append(items, Recalled{Observation: c.Observation, Kind: kind, Score: score[c.ID], Trusted: r.Trust.Observation(c.Observation)})
 	}
 	return items, semantic, nil
 }

@@ -61,6 +61,9 @@ func madeUpWords(rng *rand.Rand, n int) []string {
 // BenchmarkRecall is one recall of the bank API over 10,000 observations
 // of eight made-up words and a person each, with 1,536-dimension vectors:
 // what a recall costs the server besides HTTP and the query's embedding.
+// Its sub-benchmarks: "all", a bank that names no trusted sources; and
+// "trustedOnly", one that trusts "crm" (every tenth observation is a
+// user's), recalled with trustedOnly, which looks deeper as tags do.
 func BenchmarkRecall(b *testing.B) {
 	const n, d = 10000, 1536
 	rng := rand.New(rand.NewPCG(7, 8))
@@ -75,7 +78,11 @@ func BenchmarkRecall(b *testing.B) {
 			t += " " + words[(i*31+w*977+w*w*i)%len(words)]
 		}
 		id := fmt.Sprintf("%08d-0000-4000-8000-000000000000", i)
-		st.obs = append(st.obs, Observation{ID: id, Text: t, ProofCount: 1, Entities: []string{person}, SourceFactIDs: []string{fmt.Sprint("seed-", i)}})
+		prov := []string{"crm"}
+		if i%10 == 5 { // never an observation a query is made from
+			prov = []string{"crm", "user"}
+		}
+		st.obs = append(st.obs, Observation{ID: id, Text: t, ProofCount: 1, Entities: []string{person}, SourceFactIDs: []string{fmt.Sprint("seed-", i)}, Provenance: prov})
 		v := randVec(rng, d)
 		st.vecs[id] = v
 		if i%50 == 0 {
@@ -88,16 +95,27 @@ func BenchmarkRecall(b *testing.B) {
 			queries = append(queries, q)
 		}
 	}
-	r := &Recaller{Store: st, Scope: "b", Embedder: emb, Floor: 0.3}
-	if err := r.Load(context.Background(), Space{Model: "bench", Dims: d}); err != nil {
+	crm, err := NewTrust([]string{"crm"})
+	if err != nil {
 		b.Fatal(err)
 	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		items, _, err := r.Recall(context.Background(), Query{Text: queries[i%len(queries)], Limit: 10})
-		if err != nil || len(items) == 0 {
-			b.Fatal(err, len(items))
-		}
+	for _, c := range []struct {
+		name  string
+		trust Trust
+	}{{"all", Trust{}}, {"trustedOnly", crm}} {
+		b.Run(c.name, func(b *testing.B) {
+			r := &Recaller{Store: st, Scope: "b", Embedder: emb, Floor: 0.3, Trust: c.trust}
+			if err := r.Load(context.Background(), Space{Model: "bench", Dims: d}); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				items, _, err := r.Recall(context.Background(), Query{Text: queries[i%len(queries)], Limit: 10, TrustedOnly: !c.trust.Everyone()})
+				if err != nil || len(items) == 0 {
+					b.Fatal(err, len(items))
+				}
+			}
+		})
 	}
 }

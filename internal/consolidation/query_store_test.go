@@ -766,3 +766,67 @@ func TestRecallerBytes(t *testing.T) {
 		}
 	}
 }
+
+// Recall marks each item trusted or not by the Recaller's Trust, an
+// observation by its provenance and a pending fact by its source; with
+// TrustedOnly it keeps the trusted ones alone, and looks as deep for them
+// as tags do. The zero Trust trusts all.
+func TestRecallTrust(t *testing.T) {
+	ctx := context.Background()
+	st := &memQueryStore{gen: 1, pending: []Fact{
+		{ID: "f-crm", Text: "amber basil cedar pending from the crm", Source: "crm"},
+		{ID: "f-user", Text: "amber basil cedar pending from the user", Source: "user"},
+		{ID: "f-none", Text: "amber basil cedar pending without a source"},
+	}}
+	for i := 0; i < 300; i++ {
+		words := []string{"amber", "basil", "cedar", "dune", "ember", "fjord", "grove", "heath"}
+		prov := []string{"user"}
+		if i == 290 {
+			prov = []string{"crm"}
+		}
+		if i == 5 {
+			prov = []string{"crm", "user"}
+		}
+		st.obs = append(st.obs, Observation{ID: fmt.Sprintf("o%03d", i), Text: fmt.Sprintf("%s z%03d", strings.Join(words[:8-min(7, i/40)], " "), i), Provenance: prov})
+	}
+	tr, err := NewTrust([]string{"crm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Recaller{Store: st, Scope: "b", Trust: tr}
+	const query = "amber basil cedar dune ember fjord grove heath"
+	items, _, err := r.Recall(ctx, Query{Text: query, Limit: 20, TrustedOnly: true, IncludePending: true})
+	if got := itemIDs(items); err != nil || !slices.Equal(got, []string{"f-crm", "o290"}) && !slices.Equal(got, []string{"o290", "f-crm"}) {
+		t.Fatalf("trustedOnly: %v, err %v; want o290 (found deep) and f-crm", got, err)
+	}
+	for _, it := range items {
+		if !it.Trusted {
+			t.Errorf("%s is not marked trusted", it.ID)
+		}
+	}
+	all, _, err := r.Recall(ctx, Query{Text: query, Limit: 400, IncludePending: true})
+	if err != nil || len(all) != 303 {
+		t.Fatalf("%d items, err %v", len(all), err)
+	}
+	for _, it := range all {
+		if want := it.ID == "o290" || it.ID == "f-crm"; it.Trusted != want {
+			t.Errorf("%s: trusted %v, want %v", it.ID, it.Trusted, want)
+		}
+	}
+	everyone := &Recaller{Store: st, Scope: "b"}
+	all, _, err = everyone.Recall(ctx, Query{Text: query, Limit: 400, IncludePending: true, TrustedOnly: true})
+	if err != nil || len(all) != 303 {
+		t.Fatalf("every source trusted: %d items, err %v", len(all), err)
+	}
+	for _, it := range all {
+		if !it.Trusted {
+			t.Errorf("every source trusted: %s is not marked trusted", it.ID)
+		}
+	}
+	if fresh := everyone.ForScope("b2"); !fresh.Trust.Everyone() {
+		t.Error("ForScope dropped the trust")
+	}
+	if fresh := r.ForScope("b2"); !slices.Equal(fresh.Trust.Sources(), []string{"crm"}) {
+		t.Error("ForScope dropped the trust")
+	}
+}

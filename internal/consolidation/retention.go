@@ -3,7 +3,28 @@ package consolidation
 import (
 	"context"
 	"slices"
+	"time"
 )
+
+// MessageExpirer is a store that keeps messages (POST .../messages): a
+// run's retention erases its expired messages with its expired facts.
+type MessageExpirer interface {
+	// DeleteExpiredMessages removes the bank's messages, of every scope
+	// and status, stored before before, and returns how many.
+	DeleteExpiredMessages(ctx context.Context, bank BankID, before time.Time) (int64, error)
+}
+
+// expireMessages erases the bank's messages stored more than
+// RetentionMaxAge before the run's start, when the store keeps messages
+// (one statement: no message is read into memory). It returns how many.
+func (e *Engine) expireMessages(ctx context.Context) (int64, error) {
+	maxAge := e.Settings.RetentionMaxAge
+	me, ok := e.Store.(MessageExpirer)
+	if maxAge <= 0 || !ok {
+		return 0, nil
+	}
+	return me.DeleteExpiredMessages(ctx, e.Settings.Bank, e.now().Add(-maxAge))
+}
 
 // expireBatch is how many expired fact ids a run reads and erases at a
 // time, so that a bank with many expired facts is never held in memory

@@ -185,6 +185,7 @@ func (st *runState) add(s *Summary) {
 	t.EmbeddingCalls += s.EmbeddingCalls
 	t.EmbeddingTokens += s.EmbeddingTokens
 	t.Reembedded += s.Reembedded
+	t.RefusedByTrust += s.RefusedByTrust
 	for k, v := range s.Redacted {
 		if t.Redacted == nil {
 			t.Redacted = map[string]int64{}
@@ -199,6 +200,16 @@ func (st *runState) add(s *Summary) {
 	}
 	*s = Summary{}
 }
+
+// runBudget is the run's token budget as an Extractor books it.
+type runBudget struct {
+	st  *runState
+	max int64
+}
+
+func (b runBudget) Reserve(n int64) bool { return b.st.reserve(n, b.max) }
+func (b runBudget) Release(n int64)      { b.st.release(n) }
+func (b runBudget) Spend(n int64)        { b.st.spend(n) }
 
 // errBudget stops a run that reached MaxTokensPerRun.
 var errBudget = errors.New("maxTokensPerRun reached")
@@ -247,6 +258,41 @@ func (e *Engine) Run(ctx context.Context) (sum Summary, err error) {
 	}
 	if err != nil {
 		return st.sum, fmt.Errorf("store: erasing expired facts: %w", err)
+	}
+	st.sum.ExpiredMessages, err = e.expireMessages(ctx)
+	if st.sum.ExpiredMessages > 0 {
+		e.progressLine(st, fmt.Sprintf("erased %d messages stored more than %s ago", st.sum.ExpiredMessages, s.RetentionMaxAge))
+	}
+	if err != nil {
+		return st.sum, fmt.Errorf("store: erasing expired messages: %w", err)
+	}
+	if e.Extractor != nil {
+		// Messages become pending facts first, so that this run
+		// consolidates them.
+		x, err := e.Extractor.Extract(ctx, runBudget{st: st, max: s.MaxTokensPerRun})
+		st.sum.Extraction = &x
+		st.sum.LLMCalls += x.LLMCalls
+		st.sum.Retries += x.Retries
+		st.sum.PromptTokens += x.PromptTokens
+		st.sum.CompletionTokens += x.CompletionTokens
+		for k, n := range x.Redacted {
+			if st.sum.Redacted == nil {
+				st.sum.Redacted = map[string]int64{}
+			}
+			st.sum.Redacted[k] += n
+		}
+		if x.MessagesExtracted+x.MessagesFailed > 0 {
+			e.progressLine(st, fmt.Sprintf("extracted %d messages into %d facts (%d new) in %d calls; %d messages failed",
+				x.MessagesExtracted, x.FactsExtracted, x.FactsStored, x.LLMCalls, x.MessagesFailed))
+		}
+		if x.CutShort {
+			st.sum.CutShort = fmt.Sprintf("maxTokensPerRun (%d) reached while extracting messages after %d tokens: the remaining messages stay pending for the next run",
+				s.MaxTokensPerRun, st.used())
+			e.progressLine(st, st.sum.CutShort)
+		}
+		if err != nil {
+			return st.sum, err
+		}
 	}
 	if st.bankCount, err = e.Store.CountObservations(ctx, s.Bank); err != nil {
 		return st.sum, fmt.Errorf("store: %w", err)

@@ -1,6 +1,8 @@
 package consolidation
 
 import (
+	"time"
+
 	"crypto/sha256"
 	"encoding/hex"
 	"strings"
@@ -71,30 +73,42 @@ type Generation struct {
 }
 
 // Erasure is what an erasure removed: the facts and the observations
-// (with their vectors, sources and history), and the facts put back to
-// pending because an observation they supported was removed.
+// (with their vectors, sources and history), the messages, and the facts
+// put back to pending because an observation they supported was removed.
 type Erasure struct {
 	Facts        int64 `json:"facts"`
 	Observations int64 `json:"observations"`
+	Messages     int64 `json:"messages"`
 	Requeued     int64 `json:"requeued"`
 }
 
-// ScopeCount is a scope's facts and observations.
+// ScopeCount is a scope's facts, observations and messages.
 type ScopeCount struct {
 	Scope        string `json:"scope"`
 	Facts        int64  `json:"facts"`
 	Observations int64  `json:"observations"`
+	Messages     int64  `json:"messages"`
 }
 
-// Exported is one line of a scope's export: a fact or an observation
-// (with its source fact ids).
+// Exported is one line of a scope's export: a fact (with its source), an
+// observation (with its source fact ids and its provenance) or a message
+// (KindMessage: its content as text, its role as source, with its
+// conversation and time).
 type Exported struct {
 	Kind string `json:"kind"`
 	Fact
 	SourceFactIDs []string `json:"sourceFactIds,omitempty"`
 	ProofCount    int      `json:"proofCount,omitempty"`
 	UpdatedAt     string   `json:"updatedAt,omitempty"`
+	// Provenance is an observation's (Observation.Provenance).
+	Provenance []string `json:"provenance,omitempty"`
+	// Conversation and At are a message's.
+	Conversation string     `json:"conversation,omitempty"`
+	At           *time.Time `json:"at,omitempty"`
 }
+
+// KindMessage is the kind of an exported message.
+const KindMessage = "message"
 
 // LogID is how logs and progress lines name a fact or an observation: the
 // first 12 hex digits of the SHA-256 of its id, never the id itself (an

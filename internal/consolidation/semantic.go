@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // vectors is a run's embedding state: the space the bank is compared in,
@@ -280,7 +281,12 @@ func fuse(sem, lex []Candidate) []Candidate {
 // a merge of its sources into that one, so that no fact is lost and no
 // near-identical twin is stored. The texts kept carry their vectors to the
 // store.
-func (r *run) mergeDuplicates(ctx context.Context, ops *Ops, dropped *[]Dropped) error {
+//
+// Trust is kept (Settings.Trust): sources join an observation, or another
+// new text, only of the same trust. Untrusted sources near a trusted
+// observation are refused (it says the same already); trusted sources
+// near an untrusted one are kept apart, so trusted recall finds them.
+func (r *run) mergeDuplicates(ctx context.Context, b Batch, ops *Ops, dropped *[]Dropped) error {
 	if len(ops.Creates)+len(ops.Updates) == 0 {
 		return nil
 	}
@@ -327,10 +333,35 @@ func (r *run) mergeDuplicates(ctx context.Context, ops *Ops, dropped *[]Dropped)
 		}
 		return Scored{}, false
 	}
-	merge := func(item, into string, sim float64, srcs []string) {
-		ops.Merges = append(ops.Merges, Merge{ObservationID: into, SourceFactIDs: srcs})
-		*dropped = append(*dropped, Dropped{Item: item, Code: DropDuplicate, Facts: srcs,
-			Reason: fmt.Sprintf("within cosine %.3f of observation %s (duplicateSimilarity %.3f); its sources joined that observation", sim, into, dup)})
+	trusted, err := r.twinTrust(ctx, b, near)
+	if err != nil {
+		return err
+	}
+	untrusted := map[string]bool{}
+	for _, f := range b.Facts {
+		if !b.Trust.Fact(f) {
+			untrusted[f.ID] = true
+		}
+	}
+	allTrusted := func(ids []string) bool {
+		return !slices.ContainsFunc(ids, func(id string) bool { return untrusted[id] })
+	}
+	// merge joins srcs to the observation into, or refuses them, and says
+	// whether the item is done with; trusted sources near an untrusted
+	// observation are not, and stay an item of their own.
+	merge := func(item, into string, sim float64, srcs []string) bool {
+		switch by, target := allTrusted(srcs), trusted(into); {
+		case by == target:
+			ops.Merges = append(ops.Merges, Merge{ObservationID: into, SourceFactIDs: srcs})
+			*dropped = append(*dropped, Dropped{Item: item, Code: DropDuplicate, Facts: srcs,
+				Reason: fmt.Sprintf("within cosine %.3f of observation %s (duplicateSimilarity %.3f); its sources joined that observation", sim, into, dup)})
+			return true
+		case target:
+			*dropped = append(*dropped, Dropped{Item: item, Code: RefusedByTrust, Facts: srcs,
+				Reason: fmt.Sprintf("within cosine %.3f of trusted observation %s, which its untrusted sources may not join; it says the same already", sim, into)})
+			return true
+		}
+		return false
 	}
 	noVector := func(item string, err error) {
 		r.progress("%s not embedded, stored without a vector or duplicate check: %v", item, err)
@@ -343,8 +374,7 @@ func (r *run) mergeDuplicates(ctx context.Context, ops *Ops, dropped *[]Dropped)
 			updates = append(updates, u)
 			continue
 		}
-		if h, ok := twin(near[i]); ok {
-			merge("update of "+u.ObservationID, h.ID, h.Similarity, u.SourceFactIDs)
+		if h, ok := twin(near[i]); ok && merge("update of "+u.ObservationID, h.ID, h.Similarity, u.SourceFactIDs) {
 			continue
 		}
 		u.Vector = vec
@@ -361,13 +391,12 @@ func (r *run) mergeDuplicates(ctx context.Context, ops *Ops, dropped *[]Dropped)
 			creates = append(creates, c)
 			continue
 		}
-		if h, ok := twin(near[k]); ok {
-			merge(item, h.ID, h.Similarity, c.SourceFactIDs)
+		if h, ok := twin(near[k]); ok && merge(item, h.ID, h.Similarity, c.SourceFactIDs) {
 			continue
 		}
 		joined := false
 		for j := range ops.Updates {
-			if sim := Cosine(vec, ops.Updates[j].Vector); ops.Updates[j].Vector != nil && sim >= dup {
+			if sim := Cosine(vec, ops.Updates[j].Vector); ops.Updates[j].Vector != nil && sim >= dup && allTrusted(ops.Updates[j].SourceFactIDs) == allTrusted(c.SourceFactIDs) {
 				ops.Updates[j].SourceFactIDs = appendNew(ops.Updates[j].SourceFactIDs, c.SourceFactIDs)
 				*dropped = append(*dropped, Dropped{Item: item, Code: DropDuplicate, Facts: c.SourceFactIDs,
 					Reason: fmt.Sprintf("within cosine %.3f of the update of %s; its sources joined it", sim, ops.Updates[j].ObservationID)})
@@ -376,7 +405,7 @@ func (r *run) mergeDuplicates(ctx context.Context, ops *Ops, dropped *[]Dropped)
 			}
 		}
 		for j := 0; !joined && j < len(creates); j++ {
-			if sim := Cosine(vec, creates[j].Vector); creates[j].Vector != nil && sim >= dup {
+			if sim := Cosine(vec, creates[j].Vector); creates[j].Vector != nil && sim >= dup && allTrusted(creates[j].SourceFactIDs) == allTrusted(c.SourceFactIDs) {
 				creates[j].SourceFactIDs = appendNew(creates[j].SourceFactIDs, c.SourceFactIDs)
 				*dropped = append(*dropped, Dropped{Item: item, Code: DropDuplicate, Facts: c.SourceFactIDs,
 					Reason: fmt.Sprintf("within cosine %.3f of another new observation of this answer; its sources joined it", sim)})
@@ -391,6 +420,40 @@ func (r *run) mergeDuplicates(ctx context.Context, ops *Ops, dropped *[]Dropped)
 	}
 	ops.Creates = creates
 	return nil
+}
+
+// twinTrust tells, for the observations the duplicate guard found near
+// the answer's texts, whether each is trusted: from the batch's pool, and
+// the others read from the store in one call. With every source trusted
+// it reads nothing.
+func (r *run) twinTrust(ctx context.Context, b Batch, near [][]Scored) (func(id string) bool, error) {
+	if b.Trust.Everyone() {
+		return func(string) bool { return true }, nil
+	}
+	trusted := map[string]bool{}
+	for i := range b.Pool {
+		trusted[b.Pool[i].ID] = b.Trust.Observation(b.Pool[i].Observation)
+	}
+	var missing []string
+	for _, hits := range near {
+		for _, h := range hits {
+			if _, ok := trusted[h.ID]; !ok {
+				trusted[h.ID] = false
+				missing = append(missing, h.ID)
+			}
+		}
+	}
+	if len(missing) > 0 {
+		cands, err := r.Store.Candidates(ctx, r.key, missing)
+		if err != nil {
+			return nil, fmt.Errorf("store: %w", err)
+		}
+		for i := range cands {
+			trusted[cands[i].ID] = b.Trust.Observation(cands[i].Observation)
+		}
+	}
+	// An observation gone meanwhile is untrusted: nothing joins it.
+	return func(id string) bool { return trusted[id] }, nil
 }
 
 func appendNew(to, from []string) []string {

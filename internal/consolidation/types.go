@@ -22,9 +22,13 @@ type Fact struct {
 	OccurredEnd   *time.Time `json:"occurredEnd,omitempty"`
 	MentionedAt   *time.Time `json:"mentionedAt,omitempty"`
 	Tags          []string   `json:"tags,omitempty"`
-	Status        string     `json:"status,omitempty"`
-	FailureReason string     `json:"failureReason,omitempty"`
-	CreatedAt     time.Time  `json:"createdAt"`
+	// Source names who said it (SourceProblem): "user", "crm",
+	// "tool.web-search"; SourceUnspecified (or "") when not given. A bank's
+	// Trust decides from it whether the fact is trusted.
+	Source        string    `json:"source,omitempty"`
+	Status        string    `json:"status,omitempty"`
+	FailureReason string    `json:"failureReason,omitempty"`
+	CreatedAt     time.Time `json:"createdAt"`
 }
 
 // Fact states.
@@ -46,8 +50,11 @@ type Observation struct {
 	OccurredEnd   *time.Time `json:"occurred_end,omitempty"`
 	Entities      []string   `json:"entities,omitempty"`
 	SourceFactIDs []string   `json:"source_fact_ids"`
-	CreatedAt     time.Time  `json:"created_at"`
-	UpdatedAt     time.Time  `json:"updated_at"`
+	// Provenance is the distinct sources of the facts it cites, sorted
+	// (JoinProvenance); a Trust decides from it whether it is trusted.
+	Provenance []string  `json:"provenance,omitempty"`
+	CreatedAt  time.Time `json:"created_at"`
+	UpdatedAt  time.Time `json:"updated_at"`
 }
 
 // Candidate is an observation a store recalled for a fact, with the facts
@@ -237,15 +244,15 @@ var ErrClaimLost = errors.New("the run's claim on the batch's facts was lost (le
 // size cap: an unusable answer, asked again like invalid JSON.
 var ErrAnswerTooLarge = errors.New("answer over the size cap")
 
-// Message is one chat message to the LLM.
-type Message struct {
+// ChatMessage is one chat message to the LLM.
+type ChatMessage struct {
 	Role    string // system or user
 	Content string
 }
 
 // Request is one chat completion to ask for.
 type Request struct {
-	Messages []Message
+	Messages []ChatMessage
 	// Schema is the JSON schema the answer must match.
 	Schema map[string]any
 	// MaxTokens caps the completion (sent as max_tokens).
@@ -314,6 +321,11 @@ type Settings struct {
 	// run first erases the facts stored longer ago than that, as their
 	// erasure by id does. 0 keeps facts until they are erased.
 	RetentionMaxAge time.Duration
+	// Trust is the bank's trusted sources: an answer item whose sources
+	// include an untrusted fact never updates, deletes or joins a trusted
+	// observation (an update is kept as a new observation instead). The
+	// zero Trust trusts every source.
+	Trust Trust
 }
 
 // Summary is what a run reports; its JSON is the Job's termination message.
@@ -362,8 +374,20 @@ type Summary struct {
 	// ExpiredFacts counts the facts the run erased because they were
 	// stored longer ago than RetentionMaxAge (the observations citing them
 	// went with them).
-	ExpiredFacts int64  `json:"expiredFacts,omitempty"`
-	Error        string `json:"error,omitempty"`
+	ExpiredFacts int64 `json:"expiredFacts,omitempty"`
+	// ExpiredMessages counts the messages the run erased because they
+	// were stored longer ago than RetentionMaxAge.
+	ExpiredMessages int64 `json:"expiredMessages,omitempty"`
+	// RefusedByTrust counts the changes of trusted observations the run
+	// refused because untrusted facts asked for them (Settings.Trust): an
+	// update kept as a new observation, a delete not made, sources not
+	// joined to a trusted observation.
+	RefusedByTrust int64 `json:"refusedByTrust,omitempty"`
+	// Extraction is what the run's extraction of messages did (its calls
+	// and tokens are also in the run's LLMCalls, Retries and token
+	// counts); nil when the run had no Extractor.
+	Extraction *Extraction `json:"extraction,omitempty"`
+	Error      string      `json:"error,omitempty"`
 }
 
 // Reasons an answer item is dropped, as keys of Summary.DroppedItems.
@@ -379,3 +403,57 @@ const (
 	DropDuplicate          = "duplicate"          // near-identical to an observation (duplicateSimilarity); its sources joined that one
 	DropErased             = "erased"             // cites a fact erased while the run worked on it
 )
+
+// RefusedByTrust is the code of a change of a trusted observation that
+// untrusted facts asked for and the run refused (Settings.Trust): counted
+// in Summary.RefusedByTrust, not in DroppedItems, and never lossy (an
+// update is kept as a new observation; a delete names no facts).
+const RefusedByTrust = "refusedByTrust"
+
+// Extractor is a run's first step when the bank holds messages: it turns
+// the bank's pending messages into pending facts (package extraction), so
+// that the run consolidates them with the rest. Its LLM calls count toward
+// the run's MaxTokensPerRun through budget.
+type Extractor interface {
+	Extract(ctx context.Context, budget Budget) (Extraction, error)
+}
+
+// Budget is the run's token budget as an Extractor books it: Reserve
+// books n tokens for a call when they fit (false: MaxTokensPerRun is
+// reached, start no call), Release gives the booking back once the call
+// is done, and Spend counts the tokens it used.
+type Budget interface {
+	Reserve(n int64) bool
+	Release(n int64)
+	Spend(n int64)
+}
+
+// Extraction is what a run's extraction did, in the run's Summary.
+type Extraction struct {
+	// MessagesExtracted and MessagesFailed count the messages extracted
+	// and those marked failed (no usable answer after the attempts).
+	MessagesExtracted int64 `json:"messagesExtracted"`
+	MessagesFailed    int64 `json:"messagesFailed"`
+	// FactsExtracted counts the facts the answers gave; FactsStored those
+	// the bank did not hold already (the same message extracted again
+	// makes none).
+	FactsExtracted int64 `json:"factsExtracted"`
+	FactsStored    int64 `json:"factsStored"`
+	// Batches, LLMCalls (retries included), Retries, PromptTokens and
+	// CompletionTokens are extraction's share of the run's.
+	Batches          int64 `json:"batches"`
+	LLMCalls         int64 `json:"llmCalls"`
+	Retries          int64 `json:"retries"`
+	PromptTokens     int64 `json:"promptTokens"`
+	CompletionTokens int64 `json:"completionTokens"`
+	// CacheablePromptTokens counts the prompt tokens of the calls'
+	// unchanging prefix (the system message, the same in every call of the
+	// bank), which a provider's prompt cache can serve.
+	CacheablePromptTokens int64 `json:"cacheablePromptTokens"`
+	// Redacted counts what extraction redacted from the messages it sent
+	// and the facts it made, by kind.
+	Redacted map[string]int64 `json:"redacted,omitempty"`
+	// CutShort says the run's budget stopped extraction before its
+	// messages were done.
+	CutShort bool `json:"cutShort,omitempty"`
+}

@@ -22,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
-	"github.com/promptops/promptops/controllers"
 	"github.com/promptops/promptops/internal/testenv"
 )
 
@@ -31,17 +30,7 @@ import (
 // scrapes it: nobody, a forged token and a ServiceAccount without the
 // metrics-reader role are refused; one bound to it is served.
 func TestSecureMetrics(t *testing.T) {
-	env, cfg, err := testenv.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	admin, err := client.New(cfg, client.Options{Scheme: controllers.NewScheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	env, cfg, admin, ctx, cancel := controlPlane(t)
 
 	mgrCfg := bindUser(t, ctx, env, admin, "promptops-manager", readClusterRole(t, "role.yaml"))
 	addr := freeAddr(t)
@@ -49,14 +38,7 @@ func TestSecureMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	runManager(t, ctx, cancel, mgr)
 
 	reader := readClusterRole(t, "metrics_reader_role.yaml")
 	if err := admin.Create(ctx, reader); err != nil {

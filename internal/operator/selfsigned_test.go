@@ -43,17 +43,7 @@ func (w *warningLog) HandleWarningHeaderWithContext(_ context.Context, _ int, _ 
 // role besides the generated one, and the API server then trusts it: an
 // apply of the over-budget sample gets the budget warnings.
 func TestSelfSignedWebhook(t *testing.T) {
-	env, cfg, err := testenv.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	admin, err := client.New(cfg, client.Options{Scheme: controllers.NewScheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	env, cfg, admin, ctx, cancel := controlPlane(t)
 	mgrCfg := bindUser(t, ctx, env, admin, "promptops-manager", readClusterRole(t, "role.yaml"))
 	cabundle := cabundleRole(t)
 	if err := admin.Create(ctx, cabundle); err != nil {
@@ -100,14 +90,7 @@ func TestSelfSignedWebhook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	runManager(t, ctx, cancel, mgr)
 
 	ca, err := os.ReadFile(filepath.Join(certDir, webhook.CAFile))
 	if err != nil {

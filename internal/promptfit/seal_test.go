@@ -145,7 +145,7 @@ func memoryPlan() *plan.Plan {
 			{Name: "role", Kind: plan.KindStatic, Text: "You are the support assistant.", Policy: plan.PolicyNever},
 			{Name: "question", Kind: plan.KindRuntime, Heading: "## Question", ReserveTokens: 20, Policy: plan.PolicyNever},
 			{Name: "memory", Kind: plan.KindMemory, Heading: "## What we know", ReserveTokens: 300, Policy: plan.PolicyPriority, Priority: 10,
-				Memory: &plan.MemorySource{Bank: plan.BankRef{Namespace: "ns", Name: "support"}, Query: plan.MemoryQuery{FromRuntime: "question"}, MaxItems: 50, MinScore: 0.2}},
+				Memory: &plan.MemorySource{Bank: plan.BankRef{Namespace: "ns", Name: "support"}, Query: plan.MemoryQuery{FromRuntime: "question"}, MaxItems: 50, MinScorePerMille: 200}},
 			{Name: "history", Kind: plan.KindRuntime, Heading: "## History", ReserveTokens: 40, Policy: plan.PolicyPriority, Priority: 5},
 			{Name: "task", Kind: plan.KindIntent, Heading: "## Task", Policy: plan.PolicyNever},
 		},

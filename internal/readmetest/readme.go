@@ -9,8 +9,14 @@
 //	                                    build tag e2e) on the one-node cluster of `make cluster`
 //	<!-- readme-check cluster NAME -->  run by `make readme-check-cluster` (TestReadmeDeploying) in the
 //	                                    order that test gives the names, between its own steps
+//	<!-- readme-check store NAME -->    run by TestOperationsBackupRestore against a real PostgreSQL and
+//	                                    SQLite bank, between its own steps (docs/operations.md's backups)
 //
-// and a ```go block marked <!-- readme-check go --> is a program (package
+// A fenced block after <!-- readme-check file PATH --> (PATH relative to
+// the repository's root) must equal that file byte for byte
+// (TestReadmeFiles): a sample a page shows is the sample.
+//
+// A ```go block marked <!-- readme-check go --> is a program (package
 // main) of this module that TestReadme builds and runs where the page's
 // shell is at that point: an example of the public packages that compiles
 // against the code as it is.
@@ -61,15 +67,64 @@ type Chunk struct {
 	Commands string
 	Expected []string
 	Cluster  bool   // the block is marked ClusterMarker, with a name or without
-	Block    string // the name of a named cluster block
+	Block    string // the name of a named cluster or store block
+	Store    bool   // the block is marked <!-- readme-check store NAME -->
 	Go       bool   // the block is a Go program (GoMarker); Commands is its source
 }
 
-var namedMark = regexp.MustCompile(`^<!-- readme-check cluster ([a-z][a-z0-9-]*) -->$`)
+var (
+	namedMark = regexp.MustCompile(`^<!-- readme-check cluster ([a-z][a-z0-9-]*) -->$`)
+	storeMark = regexp.MustCompile(`^<!-- readme-check store ([a-z][a-z0-9-]*) -->$`)
+	fileMark  = regexp.MustCompile(`^<!-- readme-check file ([A-Za-z0-9._/-]+) -->$`)
+)
 
-// mark returns whether line is a readme-check mark, and which.
+// FileBlock is a fenced block marked <!-- readme-check file PATH -->: its
+// content must be the file's.
+type FileBlock struct {
+	Line    int // the page's line of the mark
+	Path    string
+	Content string
+}
+
+// Files returns a page's blocks marked <!-- readme-check file PATH -->, in
+// page order.
+func Files(page string) ([]FileBlock, error) {
+	var out []FileBlock
+	lines := strings.SplitAfter(page, "\n")
+	for i := 0; i < len(lines); i++ {
+		m := fileMark.FindStringSubmatch(strings.TrimSpace(lines[i]))
+		if m == nil {
+			continue
+		}
+		b := FileBlock{Line: i + 1, Path: m[1]}
+		j := i + 1
+		for j < len(lines) && strings.TrimSpace(lines[j]) == "" {
+			j++
+		}
+		if j == len(lines) || !strings.HasPrefix(strings.TrimSpace(lines[j]), "```") {
+			return nil, fmt.Errorf("line %d: %s is not followed by a fenced block", i+1, strings.TrimSpace(lines[i]))
+		}
+		var content strings.Builder
+		for j++; j < len(lines) && strings.TrimSpace(lines[j]) != "```"; j++ {
+			content.WriteString(lines[j])
+		}
+		if j == len(lines) {
+			return nil, fmt.Errorf("line %d: the block of %s does not end", i+1, m[1])
+		}
+		b.Content = content.String()
+		out = append(out, b)
+		i = j
+	}
+	return out, nil
+}
+
+// mark returns whether line is a readme-check mark, and which: a store
+// block's name comes with the prefix "store:".
 func mark(line string) (ok, cluster bool, name string) {
 	line = strings.TrimSpace(line)
+	if m := storeMark.FindStringSubmatch(line); m != nil {
+		return true, false, "store:" + m[1]
+	}
 	switch {
 	case line == Marker:
 		return true, false, ""
@@ -104,8 +159,10 @@ func Parse(readme string) ([]Chunk, error) {
 		switch {
 		case !inBlock && isMark:
 			marked, cluster, name = true, isCluster, isName
+		case !inBlock && fileMark.MatchString(strings.TrimSpace(line)):
+			// Checked by Files, not run.
 		case !inBlock && strings.HasPrefix(strings.TrimSpace(line), "<!-- readme-check"):
-			return nil, fmt.Errorf("line %d: unknown mark %q (%s, %s, %s or <!-- readme-check cluster NAME -->)", n, strings.TrimSpace(line), Marker, ClusterMarker, GoMarker)
+			return nil, fmt.Errorf("line %d: unknown mark %q (%s, %s, %s, <!-- readme-check cluster NAME -->, <!-- readme-check store NAME --> or <!-- readme-check file PATH -->)", n, strings.TrimSpace(line), Marker, ClusterMarker, GoMarker)
 		case !inBlock && marked && strings.TrimSpace(line) == "":
 		case !inBlock && marked && name == "go" && !cluster:
 			if strings.TrimSpace(line) != "```go" {
@@ -134,6 +191,9 @@ func Parse(readme string) ([]Chunk, error) {
 			}
 			if cur == nil {
 				cur = &Chunk{Line: n, Cluster: cluster, Block: name}
+				if b, ok := strings.CutPrefix(name, "store:"); ok {
+					cur.Block, cur.Store = b, true
+				}
 			}
 			cur.Commands += line + "\n"
 		}

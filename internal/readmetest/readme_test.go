@@ -80,9 +80,16 @@ func readmeChunks(t *testing.T, root string, cluster bool) []Chunk {
 // name, each block's in README order.
 func namedBlocks(t *testing.T, root string) map[string][]Chunk {
 	t.Helper()
+	return blocksOf(t, root, false)
+}
+
+// blocksOf returns the chunks of the named cluster blocks (store false) or
+// of the store blocks (store true) by name, each block's in page order.
+func blocksOf(t *testing.T, root string, store bool) map[string][]Chunk {
+	t.Helper()
 	blocks := map[string][]Chunk{}
 	for _, c := range parseReadme(t, root) {
-		if c.Block != "" {
+		if c.Block != "" && c.Store == store {
 			blocks[c.Block] = append(blocks[c.Block], c)
 		}
 	}
@@ -267,6 +274,10 @@ func TestParse(t *testing.T) {
 		!chunks[1].Cluster || chunks[2].Block != "" || !chunks[2].Cluster {
 		t.Fatalf("named cluster marks: %+v, %v", chunks, err)
 	}
+	chunks, err = Parse("<!-- readme-check store pg-backup -->\n```sh\na\n```\n")
+	if err != nil || len(chunks) != 1 || chunks[0].Block != "pg-backup" || !chunks[0].Store || chunks[0].Cluster {
+		t.Fatalf("a store mark: %+v, %v", chunks, err)
+	}
 	if _, err := Parse("<!-- readme-check cluster Helm -->\n```sh\n```\n"); err == nil || !regexp.MustCompile("unknown mark").MatchString(err.Error()) {
 		t.Fatalf("a name in capitals: %v", err)
 	}
@@ -278,5 +289,62 @@ func TestParse(t *testing.T) {
 	}
 	if _, err := Parse("<!-- readme-check go -->\n```sh\nx\n```\n"); err == nil || !regexp.MustCompile("not followed by a ```go block").MatchString(err.Error()) {
 		t.Fatalf("the Go mark before a sh block: %v", err)
+	}
+}
+
+// TestReadmeFiles: every block of README.md and docs/ marked
+// <!-- readme-check file PATH --> is that file, byte for byte, so that a
+// sample a page shows is the one `kubectl apply -k config/samples` applies.
+func TestReadmeFiles(t *testing.T) {
+	root := testenv.Root()
+	pages := []string{"README.md"}
+	err := filepath.WalkDir(filepath.Join(root, "docs"), func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".md") {
+			rel, _ := filepath.Rel(root, path)
+			pages = append(pages, rel)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, page := range pages {
+		text, err := os.ReadFile(filepath.Join(root, page))
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks, err := Files(string(text))
+		if err != nil {
+			t.Fatalf("%s: %v", page, err)
+		}
+		for _, b := range blocks {
+			n++
+			want, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(b.Path)))
+			if err != nil {
+				t.Errorf("%s line %d: %v", page, b.Line, err)
+				continue
+			}
+			if b.Content != string(want) {
+				t.Errorf("%s line %d: the block differs from %s; show the file as it is, or change both\nblock:\n%s\nfile:\n%s", page, b.Line, b.Path, b.Content, want)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no block of README.md or docs/ is marked <!-- readme-check file PATH -->; the README's tour template lost its mark?")
+	}
+}
+
+func TestFiles(t *testing.T) {
+	blocks, err := Files("a\n<!-- readme-check file config/x.yaml -->\n\n```yaml\nk: v\n# c\n```\n")
+	if err != nil || len(blocks) != 1 || blocks[0].Path != "config/x.yaml" || blocks[0].Content != "k: v\n# c\n" || blocks[0].Line != 2 {
+		t.Fatalf("Files: %+v, %v", blocks, err)
+	}
+	if _, err := Files("<!-- readme-check file x -->\ntext\n"); err == nil {
+		t.Fatal("a file mark without a block: no error")
+	}
+	// Parse leaves the block alone: it is compared, not run.
+	if chunks, err := Parse("<!-- readme-check file x -->\n```yaml\nk: v\n```\n"); err != nil || len(chunks) != 0 {
+		t.Fatalf("Parse of a file block: %+v, %v", chunks, err)
 	}
 }

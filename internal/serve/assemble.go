@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -28,7 +29,15 @@ type AssembleRequest struct {
 	// Scope is the bank scope of memory sections that take it from the
 	// request (one user's memory, say); see plan.ValidateScope.
 	Scope string `json:"scope"`
+	// AssignmentKey, when set, is what assigns the request to a rollout's
+	// stable or canary revision (an application's user, tenant or session
+	// id): 1 to MaxAssignmentKeyBytes bytes of UTF-8. Without it the
+	// scope assigns, and without a scope chance does (plan.Revisions).
+	AssignmentKey *string `json:"assignmentKey"`
 }
+
+// MaxAssignmentKeyBytes bounds an assemble request's assignmentKey.
+const MaxAssignmentKeyBytes = 1024
 
 // AssembleResponse is the body of a 200 or 422 answer.
 type AssembleResponse struct {
@@ -38,9 +47,12 @@ type AssembleResponse struct {
 	WithinBudget bool   `json:"withinBudget"`
 	// CacheableTokens is the prompt's prefix that is the same in every
 	// request (before its first runtime or memory section).
-	CacheableTokens int              `json:"cacheableTokens"`
-	Revision        string           `json:"revision"`
-	Sections        []SectionSummary `json:"sections"`
+	CacheableTokens int `json:"cacheableTokens"`
+	// Revision is the revision of the plan the prompt was assembled from;
+	// Canary tells whether it is a rollout's canary (else the stable one).
+	Revision string           `json:"revision"`
+	Canary   bool             `json:"canary"`
+	Sections []SectionSummary `json:"sections"`
 	// Memory has one entry per memory section of the template.
 	Memory []MemorySummary `json:"memory,omitempty"`
 }
@@ -83,13 +95,27 @@ func (s *Server) assemble(w http.ResponseWriter, r *http.Request) error {
 	if err := plan.ValidateScope(req.Scope); err != nil {
 		return problem(http.StatusBadRequest, CodeInvalidScope, err.Error())
 	}
+	assignment := req.Scope
+	if key := req.AssignmentKey; key != nil {
+		if len(*key) == 0 || len(*key) > MaxAssignmentKeyBytes || !utf8.ValidString(*key) {
+			return problem(http.StatusBadRequest, CodeMalformed, fmt.Sprintf("assignmentKey must be 1 to %d bytes of UTF-8, or left out", MaxAssignmentKeyBytes))
+		}
+		assignment = *key
+	}
 	k := Key{req.Namespace, req.Name}
 	if err := s.authorize(r, templateAttributes(k)); err != nil {
 		return err
 	}
-	p := snap.Plan(k)
-	if p == nil {
+	revs := snap.Revisions(k)
+	if revs == nil {
 		return problem(http.StatusNotFound, CodeTemplateNotFound, fmt.Sprintf("no template %s is loaded", k))
+	}
+	// The key assigns the revision and goes no further: not in a log, a
+	// metric or a span.
+	p, canary := revs.Choose(assignment)
+	role := "stable"
+	if canary {
+		role = "canary"
 	}
 	span := trace.SpanFromContext(r.Context())
 	span.SetName("assemble " + p.Name)
@@ -100,9 +126,9 @@ func (s *Server) assemble(w http.ResponseWriter, r *http.Request) error {
 		return assembleFailed(r.Context(), err, k, p, req.Intent)
 	}
 	span.SetAttributes(telemetry.PromptTokens.Int(a.Tokens), telemetry.CacheableTokens.Int(a.CacheableTokens))
-	resp := AssembleResponse{Prompt: a.Text, Tokens: a.Tokens, MaxTokens: a.MaxTokens, WithinBudget: a.WithinBudget, CacheableTokens: a.CacheableTokens, Revision: p.Revision, Sections: make([]SectionSummary, len(a.Sections)),
+	resp := AssembleResponse{Prompt: a.Text, Tokens: a.Tokens, MaxTokens: a.MaxTokens, WithinBudget: a.WithinBudget, CacheableTokens: a.CacheableTokens, Revision: p.Revision, Canary: canary, Sections: make([]SectionSummary, len(a.Sections)),
 		Memory: s.memorySummaries(a)}
-	s.metrics.tokens.WithLabelValues(p.Namespace, p.Name, a.Intent).Add(float64(a.Tokens))
+	s.metrics.tokens.WithLabelValues(p.Namespace, p.Name, a.Intent, role).Add(float64(a.Tokens))
 	for i, sec := range a.Sections {
 		resp.Sections[i] = SectionSummary{Name: sec.Name, Tokens: sec.Tokens, TruncatedTokens: sec.TruncatedTokens}
 		if sec.Tokens > 0 {
@@ -156,5 +182,5 @@ func decodeAssemble(body []byte) (req AssembleRequest, err error) {
 			return req, problem(http.StatusBadRequest, CodeInvalidRuntime, "runtime must be an object of strings")
 		}
 	}
-	return req, problem(http.StatusBadRequest, CodeMalformed, "the body must be one JSON object {namespace, name, intent, runtime, query, scope}: "+jsonProblem(err))
+	return req, problem(http.StatusBadRequest, CodeMalformed, "the body must be one JSON object {namespace, name, intent, runtime, query, scope, assignmentKey}: "+jsonProblem(err))
 }

@@ -28,6 +28,9 @@ import (
 const (
 	// DefaultMaxFactsPerRequest bounds the facts of one retain.
 	DefaultMaxFactsPerRequest = 1000
+	// DefaultMaxMessagesPerRequest bounds the messages of one POST
+	// .../messages.
+	DefaultMaxMessagesPerRequest = 1000
 	// DefaultMaxRetainBytes bounds a retain's body.
 	DefaultMaxRetainBytes = 4 << 20
 	// MaxFactTextBytes bounds a fact's text.
@@ -87,8 +90,11 @@ func (b *Bank) id() consolidation.BankID {
 type BankLimits struct {
 	// MaxFactsPerRequest: DefaultMaxFactsPerRequest when 0.
 	MaxFactsPerRequest int
-	// MaxRetainBytes: DefaultMaxRetainBytes when 0.
+	// MaxRetainBytes: DefaultMaxRetainBytes when 0; it bounds a POST
+	// .../messages too.
 	MaxRetainBytes int64
+	// MaxMessagesPerRequest: DefaultMaxMessagesPerRequest when 0.
+	MaxMessagesPerRequest int
 }
 
 type bankAPI struct {
@@ -99,6 +105,7 @@ type bankAPI struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	facts    *prometheus.CounterVec
+	messages *prometheus.CounterVec
 	erasures *prometheus.CounterVec
 	// redactions counts what retain redacted, by bank and kind (a
 	// bounded set: the rules' ids and the personal kinds).
@@ -112,6 +119,9 @@ func (s *Server) initBanks(banks []*Bank, limits BankLimits) {
 	if limits.MaxRetainBytes <= 0 {
 		limits.MaxRetainBytes = DefaultMaxRetainBytes
 	}
+	if limits.MaxMessagesPerRequest <= 0 {
+		limits.MaxMessagesPerRequest = DefaultMaxMessagesPerRequest
+	}
 	b := &bankAPI{banks: map[Key]*Bank{}, served: map[Key]*servedBank{}, limits: limits,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "promptops_serve_bank_requests_total", Help: "Bank API requests by bank, endpoint (facts, recall) and status code.",
@@ -123,11 +133,14 @@ func (s *Server) initBanks(banks []*Bank, limits BankLimits) {
 		facts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "promptops_serve_bank_facts_total", Help: "Facts posted to a bank, by result: stored, or unchanged (the bank had the id with the same text).",
 		}, []string{"namespace", "name", "result"}),
+		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "promptops_serve_bank_messages_total", Help: "Messages posted to a bank, by result: stored, or unchanged (the bank had the id with the same conversation, role, time and content).",
+		}, []string{"namespace", "name", "result"}),
 		erasures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "promptops_serve_bank_erasures_total", Help: "Erasures done through the bank API, by bank and kind (scope, fact).",
 		}, []string{"namespace", "name", "kind"}),
 		redactions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "promptops_serve_bank_redactions_total", Help: "Secrets and personal data redacted from retained facts, by bank and kind (a rule's id or a personal data kind).",
+			Name: "promptops_serve_bank_redactions_total", Help: "Secrets and personal data redacted from retained facts and messages, by bank and kind (a rule's id or a personal data kind).",
 		}, []string{"namespace", "name", "kind"}),
 	}
 	for _, bk := range banks {
@@ -135,9 +148,10 @@ func (s *Server) initBanks(banks []*Bank, limits BankLimits) {
 		sb := &servedBank{Bank: bk, s: s}
 		// Erasure and export are optional: resolved here, once.
 		sb.scopeStore, _ = bk.Store.(ScopeStore)
+		sb.messageStore, _ = bk.Store.(MessageStore)
 		b.served[Key{bk.Namespace, bk.Name}] = sb
 	}
-	s.metrics.registry.MustRegister(b.requests, b.latency, b.facts, b.erasures, b.redactions)
+	s.metrics.registry.MustRegister(b.requests, b.latency, b.facts, b.messages, b.erasures, b.redactions)
 	s.bank = b
 }
 
@@ -158,6 +172,9 @@ type servedBank struct {
 	// scopeStore is Store as a ScopeStore; nil when the store neither
 	// erases nor exports (501).
 	scopeStore ScopeStore
+	// messageStore is Store as a MessageStore; nil when the store keeps
+	// no messages (501).
+	messageStore MessageStore
 }
 
 // bankRoute is one endpoint of the bank API.
@@ -175,6 +192,8 @@ type bankRoute struct {
 var bankRoutes = []bankRoute{
 	{pattern: "POST /v1/banks/{namespace}/{name}/facts", endpoint: "facts", op: telemetry.OpUpdateMemory, verb: "create", subresource: "facts",
 		serve: (*servedBank).retain},
+	{pattern: "POST /v1/banks/{namespace}/{name}/messages", endpoint: "messages", op: telemetry.OpUpdateMemory, verb: "create", subresource: "messages",
+		serve: (*servedBank).retainMessages},
 	{pattern: "POST /v1/banks/{namespace}/{name}/recall", endpoint: "recall", op: telemetry.OpSearchMemory, verb: "create", subresource: "recall",
 		serve: (*servedBank).recall},
 	{pattern: "DELETE /v1/banks/{namespace}/{name}/scopes/{scope}", endpoint: "erase_scope", op: telemetry.OpDeleteMemory, verb: "delete", subresource: "scopes",
@@ -229,6 +248,22 @@ type RetainResponse struct {
 }
 
 // retain answers POST .../facts: the facts stored in one transaction.
+// countRetained adds what a retain of facts or messages stored and found
+// unchanged to its counter (promptops_serve_bank_facts_total or
+// _messages_total) and what it redacted to the bank's redactions, and
+// returns redacted, nil when nothing was (the answer leaves it out).
+func (bk *servedBank) countRetained(items *prometheus.CounterVec, stored, unchanged int, redacted redact.Counts) redact.Counts {
+	items.WithLabelValues(bk.Namespace, bk.Name, "stored").Add(float64(stored))
+	items.WithLabelValues(bk.Namespace, bk.Name, "unchanged").Add(float64(unchanged))
+	for kind, n := range redacted {
+		bk.s.bank.redactions.WithLabelValues(bk.Namespace, bk.Name, kind).Add(float64(n))
+	}
+	if len(redacted) == 0 {
+		return nil
+	}
+	return redacted
+}
+
 func (bk *servedBank) retain(w http.ResponseWriter, r *http.Request) error {
 	s := bk.s
 	body, release, err := s.body(w, r, s.bank.limits.MaxRetainBytes, "--max-retain-bytes", "; send fewer facts per request")
@@ -288,20 +323,13 @@ func (bk *servedBank) retain(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		var conflict *consolidation.FactConflictError
 		if errors.As(err, &conflict) {
-			return problem(http.StatusConflict, CodeFactConflict, fmt.Sprintf("fact %q is already in bank %s with other text; nothing of the request was stored", conflict.ID, bankID))
+			return problem(http.StatusConflict, CodeFactConflict, fmt.Sprintf("fact %q is already in bank %s with other text or another source; nothing of the request was stored", conflict.ID, bankID))
 		}
 		se := storeFailed(err, bk.Bank, "Storing facts failed", "the store did not take the facts; nothing of the request was stored")
 		se.note = "; nothing of it was stored"
 		return se
 	}
-	s.bank.facts.WithLabelValues(bk.Namespace, bk.Name, "stored").Add(float64(stored))
-	s.bank.facts.WithLabelValues(bk.Namespace, bk.Name, "unchanged").Add(float64(unchanged))
-	for kind, n := range redacted {
-		s.bank.redactions.WithLabelValues(bk.Namespace, bk.Name, kind).Add(float64(n))
-	}
-	if len(redacted) == 0 {
-		redacted = nil
-	}
+	redacted = bk.countRetained(s.bank.facts, stored, unchanged, redacted)
 	writeJSON(w, http.StatusOK, &RetainResponse{Stored: stored, Unchanged: unchanged, IDs: ids, Redacted: redacted})
 	return nil
 }

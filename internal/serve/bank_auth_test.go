@@ -14,7 +14,8 @@ import (
 // TokenReview and SubjectAccessReview: anonymous 401; a ServiceAccount
 // without a role 403 on both endpoints; the reader role (create
 // memorybanks/recall) recalls but may not retain; the writer role (create
-// memorybanks/facts and memorybanks/recall) retains; neither may erase or
+// memorybanks/facts, memorybanks/messages and memorybanks/recall) retains
+// facts and messages; neither may erase or
 // export a scope or delete a fact, which the eraser role (delete
 // memorybanks/scopes and memorybanks/facts, get memorybanks/scopes) may.
 func TestBankAuthKubernetes(t *testing.T) {
@@ -26,7 +27,7 @@ func TestBankAuthKubernetes(t *testing.T) {
 	createNamespaces(t, ctx, cs, ns)
 	for name, subs := range map[string][]string{
 		"bank-test-reader": {"memorybanks/recall"},
-		"bank-test-writer": {"memorybanks/facts", "memorybanks/recall"},
+		"bank-test-writer": {"memorybanks/facts", "memorybanks/messages", "memorybanks/recall"},
 	} {
 		if _, err := cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
 			ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -64,6 +65,7 @@ func TestBankAuthKubernetes(t *testing.T) {
 	b := newBankServer(t, "sqlite://"+filepath.Join(t.TempDir(), "bank.db"), nil, BankLimits{}, auth)
 	retain := []byte(`{"facts": [{"text": "Alice moved to Lisbon"}, {"id": "f-ana", "scope": "user:ana", "text": "Ana moved to Porto"}]}`)
 	recall := []byte(`{"query": "Alice", "maxTokens": 100}`)
+	messages := []byte(`{"scope": "user:ana", "conversation": "c1", "messages": [{"role": "user", "content": "I moved to Porto", "at": "2026-03-01T09:00:00Z"}]}`)
 	for _, tc := range []struct {
 		who, token, endpoint string
 		body                 []byte
@@ -76,6 +78,11 @@ func TestBankAuthKubernetes(t *testing.T) {
 		{"no role", nosy, "facts", retain, http.StatusForbidden, CodeForbidden},
 		{"no role", nosy, "recall", recall, http.StatusForbidden, CodeForbidden},
 		{"reader", reader, "facts", retain, http.StatusForbidden, CodeForbidden},
+		{"anonymous", "", "messages", messages, http.StatusUnauthorized, CodeUnauthorized},
+		{"no role", nosy, "messages", messages, http.StatusForbidden, CodeForbidden},
+		{"reader", reader, "messages", messages, http.StatusForbidden, CodeForbidden},
+		{"eraser", eraser, "messages", messages, http.StatusForbidden, CodeForbidden},
+		{"writer", writer, "messages", messages, http.StatusOK, ""},
 		{"reader", reader, "recall", recall, http.StatusOK, ""},
 		{"writer", writer, "facts", retain, http.StatusOK, ""},
 		{"writer", writer, "recall", recall, http.StatusOK, ""},

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -84,10 +85,10 @@ func TestLocalRecallerPassesMaxItemsAndMinScore(t *testing.T) {
 	seedObservations(t, store, bank, consolidation.Fact{ID: "f0", Text: texts[0]}, consolidation.Fact{ID: "f1", Text: texts[1]})
 	s := New(Options{Log: logr.Discard(), Banks: []*Bank{{Namespace: "shop", Name: "customers", Store: store,
 		Recaller: &consolidation.Recaller{Store: store, Scope: bank}, Encoding: "cl100k_base"}}})
-	recall := func(maxItems int, minScore float64) []plan.MemoryItem {
+	recall := func(maxItems, minScore int) []plan.MemoryItem {
 		t.Helper()
 		items, err := s.recaller.Recall(ctx, plan.MemoryRequest{Section: "memory", Bank: plan.BankRef{Namespace: "shop", Name: "customers"},
-			Query: "Does the customer prefer email for invoices?", MaxTokens: 200, MaxItems: maxItems, MinScore: minScore})
+			Query: "Does the customer prefer email for invoices?", MaxTokens: 200, MaxItems: maxItems, MinScorePerMille: minScore})
 		if err != nil {
 			t.Fatalf("maxItems %d, minScore %v: %v", maxItems, minScore, err)
 		}
@@ -100,7 +101,12 @@ func TestLocalRecallerPassesMaxItemsAndMinScore(t *testing.T) {
 	if got := recall(1, 0); len(got) != 1 || got[0].ID != all[0].ID {
 		t.Errorf("maxItems 1: %+v", got)
 	}
-	if got := recall(0, (all[0].Score+all[1].Score)/2); len(got) != 1 || got[0].ID != all[0].ID {
+	// A threshold in thousandths between the two scores.
+	between := int(math.Floor(all[1].Score*1000)) + 1
+	if plan.ScoreOfPerMille(between) > all[0].Score {
+		t.Fatalf("scores %v and %v are too close to tell apart in thousandths", all[0].Score, all[1].Score)
+	}
+	if got := recall(0, between); len(got) != 1 || got[0].ID != all[0].ID {
 		t.Errorf("minScore between the two scores: %+v", got)
 	}
 }

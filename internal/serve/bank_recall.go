@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strings"
 	"unicode/utf8"
@@ -25,8 +26,14 @@ type RecallRequest struct {
 	// MaxItems bounds the items; DefaultRecallItems when left out,
 	// 1..MaxRecallItems.
 	MaxItems *int `json:"maxItems,omitempty"`
-	// MinScore drops items scoring below it; 0..1, 0 when left out.
-	MinScore *float64 `json:"minScore,omitempty"`
+	// MinScorePerMille drops items scoring below it, in thousandths of a
+	// score: 0..plan.MaxMinScorePerMille, 0 when left out. Read as a
+	// number so that one with a fraction is refused naming the unit; the
+	// minScore of before (0..1) is refused naming this field (LegacyMinScore).
+	MinScorePerMille *float64 `json:"minScorePerMille,omitempty"`
+	// LegacyMinScore is the minScore of before, 0..1: present, the recall is
+	// refused naming minScorePerMille, as facts' snake_case names are.
+	LegacyMinScore *float64 `json:"minScore,omitempty"`
 	// Tags, when set, keep only items with one of them.
 	Tags []string `json:"tags,omitempty"`
 	// IncludePending adds facts not consolidated yet, as kind "fact".
@@ -36,6 +43,12 @@ type RecallRequest struct {
 	Scope string `json:"scope,omitempty"`
 	// IncludeShared also recalls the shared scope's items.
 	IncludeShared bool `json:"includeShared,omitempty"`
+	// TrustedOnly keeps trusted items alone: observations whose every
+	// source fact is of a source the bank trusts (--trusted-sources),
+	// facts of such a source. Left out of a body when false (omitzero), so
+	// that a bank server of before takes a memory section's recall that
+	// does not ask for it.
+	TrustedOnly bool `json:"trustedOnly,omitzero"`
 }
 
 // RecallResponse is the answer: the items that fit, best first, and
@@ -59,7 +72,7 @@ func (bk *servedBank) recall(w http.ResponseWriter, r *http.Request) error {
 	}
 	var req RecallRequest
 	if err := strictjson.Unmarshal(body, &req); err != nil {
-		return problem(http.StatusBadRequest, CodeMalformed, `the body must be one JSON object {"query", "maxTokens", "maxItems", "minScore", "tags", "includePending", "scope", "includeShared"}: `+jsonProblem(err))
+		return problem(http.StatusBadRequest, CodeMalformed, `the body must be one JSON object {"query", "maxTokens", "maxItems", "minScorePerMille", "tags", "includePending", "scope", "includeShared", "trustedOnly"}: `+jsonProblem(err))
 	}
 	q, msg := recallQuery(&req)
 	if msg != "" {
@@ -97,7 +110,7 @@ func recallFit(ctx context.Context, bk *Bank, scope string, includeShared bool, 
 	items := make([]plan.MemoryItem, len(recalled))
 	for i, it := range recalled {
 		items[i] = plan.MemoryItem{ID: it.ID, Kind: plan.MemoryKind(it.Kind), Text: it.Text, Score: it.Score, ProofCount: it.ProofCount,
-			OccurredStart: it.OccurredStart, OccurredEnd: it.OccurredEnd, SourceFactIDs: it.SourceFactIDs}
+			OccurredStart: it.OccurredStart, OccurredEnd: it.OccurredEnd, SourceFactIDs: it.SourceFactIDs, Trusted: it.Trusted}
 	}
 	fit, err := plan.FitMemory(bk.Encoding, items, maxTokens)
 	if err != nil {
@@ -143,12 +156,13 @@ func (l *localRecaller) Recall(ctx context.Context, r plan.MemoryRequest) ([]pla
 // recallRequestOf is the recall a memory section asks for, as the bank
 // API's body: what HTTPRecaller sends and localRecaller validates alike.
 func recallRequestOf(r plan.MemoryRequest) RecallRequest {
-	req := RecallRequest{Query: r.Query, MaxTokens: &r.MaxTokens, Scope: r.Scope, IncludeShared: r.IncludeShared}
+	req := RecallRequest{Query: r.Query, MaxTokens: &r.MaxTokens, Scope: r.Scope, IncludeShared: r.IncludeShared, TrustedOnly: r.TrustedOnly}
 	if r.MaxItems > 0 {
 		req.MaxItems = &r.MaxItems
 	}
-	if r.MinScore > 0 {
-		req.MinScore = &r.MinScore
+	if r.MinScorePerMille > 0 {
+		m := float64(r.MinScorePerMille)
+		req.MinScorePerMille = &m
 	}
 	return req
 }
@@ -168,8 +182,10 @@ func recallQuery(req *RecallRequest) (consolidation.Query, string) {
 		return consolidation.Query{}, fmt.Sprintf("maxTokens: %d, want 1..%d", *req.MaxTokens, MaxRecallTokens)
 	case req.MaxItems != nil && (*req.MaxItems < 1 || *req.MaxItems > MaxRecallItems):
 		return consolidation.Query{}, fmt.Sprintf("maxItems: %d, want 1..%d", *req.MaxItems, MaxRecallItems)
-	case req.MinScore != nil && !(*req.MinScore >= 0 && *req.MinScore <= 1):
-		return consolidation.Query{}, fmt.Sprintf("minScore: %g, want 0..1", *req.MinScore)
+	case req.LegacyMinScore != nil:
+		return consolidation.Query{}, fmt.Sprintf("minScore: a field renamed minScorePerMille, in thousandths of a score (0..%d): for minScore %g send minScorePerMille %g", plan.MaxMinScorePerMille, *req.LegacyMinScore, math.Round(*req.LegacyMinScore*1000))
+	case req.MinScorePerMille != nil && !(*req.MinScorePerMille >= 0 && *req.MinScorePerMille <= plan.MaxMinScorePerMille && *req.MinScorePerMille == math.Trunc(*req.MinScorePerMille)):
+		return consolidation.Query{}, fmt.Sprintf("minScorePerMille: %g, want an integer 0..%d (250 takes scores of 0.25 and above)", *req.MinScorePerMille, plan.MaxMinScorePerMille)
 	case memscope.Problem(req.Scope) != "":
 		return consolidation.Query{}, "scope: " + memscope.Problem(req.Scope)
 	case len(req.Tags) > MaxRecallTags:
@@ -180,12 +196,12 @@ func recallQuery(req *RecallRequest) (consolidation.Query, string) {
 			return consolidation.Query{}, fmt.Sprintf("tags[%d]: %d bytes, want 1..%d", i, len(t), MaxLabelBytes)
 		}
 	}
-	q := consolidation.Query{Text: req.Query, Limit: DefaultRecallItems, Tags: req.Tags, IncludePending: req.IncludePending}
+	q := consolidation.Query{Text: req.Query, Limit: DefaultRecallItems, Tags: req.Tags, IncludePending: req.IncludePending, TrustedOnly: req.TrustedOnly}
 	if req.MaxItems != nil {
 		q.Limit = *req.MaxItems
 	}
-	if req.MinScore != nil {
-		q.MinScore = *req.MinScore
+	if req.MinScorePerMille != nil {
+		q.MinScore = plan.ScoreOfPerMille(int(*req.MinScorePerMille))
 	}
 	return q, ""
 }

@@ -142,6 +142,10 @@ func TestBankRetainValidation(t *testing.T) {
 			{"an unknown field", `{"facts": [{"text": "t", "tag": ["x"]}]}`, CodeInvalidFact, "facts[0].tag: is not a field of a fact"},
 			{"a huge text", `{"facts": [{"text": "` + strings.Repeat("a", MaxFactTextBytes+1) + `"}]}`, CodeInvalidFact, fmt.Sprintf("facts[0].text: %d bytes, at most %d", MaxFactTextBytes+1, MaxFactTextBytes)},
 			{"too many tags", `{"facts": [{"text": "t", "tags": [` + strings.TrimSuffix(strings.Repeat(`"x",`, MaxFactLabels+1), ",") + `]}]}`, CodeInvalidFact, "facts[0].tags: 65 items"},
+			{"a source in capitals", `{"facts": [` + good + `, {"text": "t", "source": "CRM"}]}`, CodeInvalidFact, "facts[1].source: must start with a lowercase letter"},
+			{"a source with a space", `{"facts": [{"text": "t", "source": "tool web"}]}`, CodeInvalidFact, "facts[0].source: byte 5 is not a lowercase letter, digit or one of . _ -"},
+			{"a long source", `{"facts": [{"text": "t", "source": "` + strings.Repeat("a", consolidation.MaxSourceBytes+1) + `"}]}`, CodeInvalidFact, fmt.Sprintf("facts[0].source: %d bytes, at most %d", consolidation.MaxSourceBytes+1, consolidation.MaxSourceBytes)},
+			{"a source not a string", `{"facts": [{"text": "t", "source": 7}]}`, CodeInvalidFact, "facts[0].source:"},
 			{"no facts", `{"facts": []}`, CodeInvalidFact, "facts: at least one fact"},
 			{"an unknown top-level field", `{"fact": []}`, CodeMalformed, "unknown field"},
 			{"not JSON", `{"facts": [`, CodeMalformed, "the JSON ends early"},
@@ -230,12 +234,13 @@ func TestBankRetainLimits(t *testing.T) {
 			t.Fatalf("a long query: %d %s", code, resp)
 		}
 		for body, field := range map[string]string{
-			`{"maxTokens": 10}`:                                "query: required",
-			`{"query": "x"}`:                                   "maxTokens: required",
-			`{"query": "x", "maxTokens": 0}`:                   "maxTokens: 0",
-			`{"query": "x", "maxTokens": 999999}`:              "maxTokens: 999999",
-			`{"query": "x", "maxTokens": 10, "maxItems": 0}`:   "maxItems: 0",
-			`{"query": "x", "maxTokens": 10, "minScore": 1.5}`: "minScore: 1.5",
+			`{"maxTokens": 10}`:                                         "query: required",
+			`{"query": "x"}`:                                            "maxTokens: required",
+			`{"query": "x", "maxTokens": 0}`:                            "maxTokens: 0",
+			`{"query": "x", "maxTokens": 999999}`:                       "maxTokens: 999999",
+			`{"query": "x", "maxTokens": 10, "maxItems": 0}`:            "maxItems: 0",
+			`{"query": "x", "maxTokens": 10, "minScorePerMille": 1500}`: "minScorePerMille: 1500",
+			`{"query": "x", "maxTokens": 10, "minScore": 0.5}`:          "minScore: a field renamed minScorePerMille",
 		} {
 			code, resp := b.post(t, "recall", "", []byte(body))
 			if c, msg := errorCode(t, resp); code != http.StatusBadRequest || c != CodeInvalidRecall || !strings.HasPrefix(msg, field) {
@@ -381,8 +386,8 @@ func TestBankRetainConsolidateRecall(t *testing.T) {
 		if got := b.recall(t, fmt.Sprintf(`{"query": %q, "maxTokens": 500, "tags": ["other"]}`, topics[0].query)); len(got.Items) != 0 {
 			t.Errorf("tags filter: %+v", got.Items)
 		}
-		if got := b.recall(t, fmt.Sprintf(`{"query": %q, "maxTokens": 500, "minScore": 0.99}`, topics[0].query)); len(got.Items) != 0 {
-			t.Errorf("minScore filter: %+v", got.Items)
+		if got := b.recall(t, fmt.Sprintf(`{"query": %q, "maxTokens": 500, "minScorePerMille": 990}`, topics[0].query)); len(got.Items) != 0 {
+			t.Errorf("minScorePerMille filter: %+v", got.Items)
 		}
 		// A budget for the first line only: the rest are omitted, whole.
 		all := b.recall(t, `{"query": "team Alice Bob Carol Dmitri Eve", "maxTokens": 1000}`)

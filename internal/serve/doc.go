@@ -1,7 +1,9 @@
 // Package serve is the HTTP server of `promptops serve`, in two halves:
 // prompt assembly (POST /v1/assemble, GET /v1/templates: the rendered
 // plans of a directory or of the cluster's ConfigMaps held as one
-// immutable snapshot, assembled per request with recalled memory) and the
+// immutable snapshot, a rollout's stable and canary plans included,
+// assembled per request with recalled memory from the plan its assignment
+// key chooses) and the
 // bank API (/v1/banks/{namespace}/{name}/...: retain, recall, erasure and
 // export of a MemoryBank served in-process, --bank).
 //

@@ -54,8 +54,15 @@ const (
 	CodeFactNotFound     Code = "FactNotFound"
 	// CodeSecretInFact: a fact holds a secret and the bank's secrets
 	// policy is Reject (422); nothing of the request was stored.
-	CodeSecretInFact Code = "SecretInFact"
-	// CodeNotImplemented: the bank's store cannot erase or export (501).
+	CodeSecretInFact    Code = "SecretInFact"
+	CodeInvalidMessage  Code = "InvalidMessage"
+	CodeTooManyMessages Code = "TooManyMessages"
+	CodeMessageConflict Code = "MessageConflict"
+	// CodeSecretInMessage: a message holds a secret and the bank's
+	// secrets policy is Reject (422); nothing of the request was stored.
+	CodeSecretInMessage Code = "SecretInMessage"
+	// CodeNotImplemented: the bank's store cannot erase, export or keep
+	// messages (501).
 	CodeNotImplemented Code = "NotImplemented"
 )
 
@@ -70,6 +77,9 @@ const (
 	// CodeTokenUnreadable: the token serve sends to the bank could not be
 	// read from its file.
 	CodeTokenUnreadable plan.MemoryCode = "TokenUnreadable"
+	// CodeCAUnreadable: the CA file serve verifies the bank's certificate
+	// with (--memory-ca-file) could not be read or holds no certificate.
+	CodeCAUnreadable plan.MemoryCode = "CAUnreadable"
 )
 
 // APIError is an error answer: the handler has decided its status, code

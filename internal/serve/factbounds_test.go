@@ -95,10 +95,15 @@ func TestRecallQueryBounds(t *testing.T) {
 		{func(r *RecallRequest) { r.MaxItems = ptr(0) }, fmt.Sprintf("maxItems: 0, want 1..%d", MaxRecallItems)},
 		{func(r *RecallRequest) { r.MaxItems = ptr(MaxRecallItems) }, ""},
 		{func(r *RecallRequest) { r.MaxItems = ptr(MaxRecallItems + 1) }, fmt.Sprintf("maxItems: %d, want 1..%d", MaxRecallItems+1, MaxRecallItems)},
-		{func(r *RecallRequest) { r.MinScore = score(0) }, ""},
-		{func(r *RecallRequest) { r.MinScore = score(-0.001) }, "minScore: -0.001, want 0..1"},
-		{func(r *RecallRequest) { r.MinScore = score(1) }, ""},
-		{func(r *RecallRequest) { r.MinScore = score(1.001) }, "minScore: 1.001, want 0..1"},
+		{func(r *RecallRequest) { r.MinScorePerMille = score(0) }, ""},
+		{func(r *RecallRequest) { r.MinScorePerMille = score(-1) }, "minScorePerMille: -1, want an integer 0..1000 (250 takes scores of 0.25 and above)"},
+		{func(r *RecallRequest) { r.MinScorePerMille = score(1000) }, ""},
+		{func(r *RecallRequest) { r.MinScorePerMille = score(1001) }, "minScorePerMille: 1001, want an integer 0..1000 (250 takes scores of 0.25 and above)"},
+		{func(r *RecallRequest) { r.MinScorePerMille = score(250.5) }, "minScorePerMille: 250.5, want an integer 0..1000 (250 takes scores of 0.25 and above)"},
+		// The minScore of before, a fraction of a score, is refused naming
+		// the field that replaced it.
+		{func(r *RecallRequest) { r.LegacyMinScore = score(0.25) }, "minScore: a field renamed minScorePerMille, in thousandths of a score (0..1000): for minScore 0.25 send minScorePerMille 250"},
+		{func(r *RecallRequest) { r.LegacyMinScore = score(0) }, "minScore: a field renamed minScorePerMille, in thousandths of a score (0..1000): for minScore 0 send minScorePerMille 0"},
 	} {
 		req := ok()
 		tc.past(&req)

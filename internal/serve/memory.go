@@ -3,6 +3,8 @@ package serve
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -44,19 +46,28 @@ const maxErrorBytes = 64 << 10
 
 // HTTPRecaller calls POST {endpoint}/v1/banks/{namespace}/{name}/recall
 // of a served bank with a bearer token read from a file (re-read when the
-// file changes, as projected tokens are rotated).
+// file changes, as projected tokens are rotated), verifying an https
+// endpoint's certificate against the system's roots or the CAs of CAFile.
 type HTTPRecaller struct {
 	// Client makes the calls; its redirects are refused, so the token goes
 	// only to the endpoint.
 	Client *http.Client
 	// TokenFile holds the bearer token; empty sends none.
 	TokenFile string
+	// CAFile holds the PEM certificates of the CAs an https endpoint's
+	// certificate must chain to, instead of the system's (re-read when the
+	// file changes, as a mounted ConfigMap or Secret is updated).
+	CAFile string
 	// MaxBytes bounds the answer read; DefaultMaxRecallBytes when 0.
 	MaxBytes int64
 
 	mu    sync.Mutex
 	token string
 	stamp tokenStamp
+
+	caMu     sync.Mutex
+	caStamp  tokenStamp
+	caClient *http.Client
 }
 
 type tokenStamp struct {
@@ -68,6 +79,7 @@ type tokenStamp struct {
 func NewHTTPRecaller(tokenFile string) *HTTPRecaller {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConnsPerHost = 64
+	t.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 	return &HTTPRecaller{TokenFile: tokenFile, Client: &http.Client{
 		Transport:     t,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
@@ -97,6 +109,49 @@ func (h *HTTPRecaller) bearer() (string, error) {
 	return h.token, nil
 }
 
+// client is Client, or with CAFile a copy of it that trusts the file's
+// CAs, made again when the file's time or size changed.
+func (h *HTTPRecaller) client() (*http.Client, error) {
+	if h.CAFile == "" {
+		return h.Client, nil
+	}
+	fi, err := os.Stat(h.CAFile)
+	if err != nil {
+		return nil, fmt.Errorf("reading the memory CA file: %w", err)
+	}
+	h.caMu.Lock()
+	defer h.caMu.Unlock()
+	st := tokenStamp{fi.ModTime(), fi.Size()}
+	if st == h.caStamp && h.caClient != nil {
+		return h.caClient, nil
+	}
+	data, err := os.ReadFile(h.CAFile)
+	if err != nil {
+		return nil, fmt.Errorf("reading the memory CA file: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(data) {
+		return nil, fmt.Errorf("the memory CA file %s holds no PEM certificate", h.CAFile)
+	}
+	base, _ := h.Client.Transport.(*http.Transport)
+	if base == nil {
+		base = http.DefaultTransport.(*http.Transport)
+	}
+	t := base.Clone()
+	if t.TLSClientConfig == nil {
+		t.TLSClientConfig = &tls.Config{}
+	}
+	t.TLSClientConfig.RootCAs = pool
+	t.TLSClientConfig.MinVersion = tls.VersionTLS12
+	if h.caClient != nil {
+		h.caClient.CloseIdleConnections()
+	}
+	c := *h.Client
+	c.Transport = t
+	h.caClient, h.caStamp = &c, st
+	return h.caClient, nil
+}
+
 // Recall asks the bank's endpoint. Errors are *plan.RecallError with a
 // code and a message that quote neither the query nor any item.
 func (h *HTTPRecaller) Recall(ctx context.Context, r plan.MemoryRequest) ([]plan.MemoryItem, error) {
@@ -121,7 +176,11 @@ func (h *HTTPRecaller) Recall(ctx context.Context, r plan.MemoryRequest) ([]plan
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := h.Client.Do(req)
+	hc, err := h.client()
+	if err != nil {
+		return nil, &plan.RecallError{Code: CodeCAUnreadable, Message: err.Error()}
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

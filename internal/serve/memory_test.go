@@ -2,9 +2,16 @@ package serve
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -36,7 +43,7 @@ func memoryPlanJSON(t testing.TB, endpoint string, fromRequest bool) []byte {
 			{Name: "role", Kind: plan.KindStatic, Text: "You are the support assistant.", Policy: plan.PolicyNever},
 			{Name: "question", Kind: plan.KindRuntime, Heading: "## Question", ReserveTokens: 50, Policy: plan.PolicyNever},
 			{Name: "memory", Kind: plan.KindMemory, Heading: "## What we know", ReserveTokens: 100, Policy: plan.PolicyPriority, Priority: 10,
-				Memory: &plan.MemorySource{Bank: plan.BankRef{Namespace: "shop", Name: "customers"}, Endpoint: endpoint, Query: q, MaxItems: 10, MinScore: 0.3}},
+				Memory: &plan.MemorySource{Bank: plan.BankRef{Namespace: "shop", Name: "customers"}, Endpoint: endpoint, Query: q, MaxItems: 10, MinScorePerMille: 300}},
 			{Name: "task", Kind: plan.KindIntent, Heading: "## Task", Policy: plan.PolicyNever},
 		},
 		Intents: []plan.Intent{{Name: "chat", Instruction: "Answer briefly."}},
@@ -116,7 +123,7 @@ func TestAssembleFillsMemoryByRecall(t *testing.T) {
 		if gotPath != "/v1/banks/shop/customers/recall" || gotAuth.Load() != "Bearer token-one" {
 			t.Errorf("called %s with %q", gotPath, gotAuth.Load())
 		}
-		if gotReq.Query != "How do I reach them?" || gotReq.MaxTokens == nil || *gotReq.MaxTokens != 100 || gotReq.MaxItems == nil || *gotReq.MaxItems != 10 || gotReq.MinScore == nil || *gotReq.MinScore != 0.3 {
+		if gotReq.Query != "How do I reach them?" || gotReq.MaxTokens == nil || *gotReq.MaxTokens != 100 || gotReq.MaxItems == nil || *gotReq.MaxItems != 10 || gotReq.MinScorePerMille == nil || *gotReq.MinScorePerMille != 300 || gotReq.LegacyMinScore != nil {
 			t.Errorf("recall request %+v", gotReq)
 		}
 	}
@@ -294,4 +301,76 @@ func TestHTTPRecallerEdges(t *testing.T) {
 	rc.MaxBytes--
 	_, err = rc.Recall(context.Background(), req(tlsBank.URL))
 	wantCode("an answer one byte over MaxBytes", err, string(CodeRecallTooLarge))
+}
+
+// With CAFile, a recall verifies the bank's certificate against the file's
+// CAs, re-read when the file changes; without it, against the system's,
+// which do not know a cluster's own CA.
+func TestHTTPRecallerCAFile(t *testing.T) {
+	bank := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`{"items":[{"id":"o1","text":"t","score":0.9,"tokens":1}]}`))
+	}))
+	defer bank.Close()
+	bankCA := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: bank.Certificate().Raw})
+	otherCA := selfSignedCA(t)
+	req := plan.MemoryRequest{Bank: plan.BankRef{Namespace: "shop", Name: "customers"}, Endpoint: bank.URL, Query: "q", MaxTokens: 100}
+	wantCode := func(what string, err error, want plan.MemoryCode) {
+		t.Helper()
+		var re *plan.RecallError
+		if !errors.As(err, &re) || re.Code != want {
+			t.Errorf("%s: %v, want code %s", what, err, want)
+		}
+	}
+
+	rc := NewHTTPRecaller("")
+	_, err := rc.Recall(context.Background(), req)
+	wantCode("the system's roots", err, plan.MemoryRecallFailed)
+
+	caFile := filepath.Join(t.TempDir(), "ca.crt")
+	rc.CAFile = caFile
+	_, err = rc.Recall(context.Background(), req)
+	wantCode("a missing CA file", err, CodeCAUnreadable)
+	if err := os.WriteFile(caFile, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = rc.Recall(context.Background(), req)
+	wantCode("a CA file without a certificate", err, CodeCAUnreadable)
+
+	write := func(data []byte, mod time.Time) {
+		t.Helper()
+		if err := os.WriteFile(caFile, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(caFile, mod, mod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Now()
+	write(otherCA, now.Add(-time.Minute))
+	_, err = rc.Recall(context.Background(), req)
+	wantCode("another CA", err, plan.MemoryRecallFailed)
+	// A bundle of both, as during a CA's rotation: re-read, and verified.
+	write(append(otherCA, bankCA...), now)
+	if items, err := rc.Recall(context.Background(), req); err != nil || len(items) != 1 {
+		t.Fatalf("the bank's CA in the file: %v, %v", items, err)
+	}
+	if items, err := rc.Recall(context.Background(), req); err != nil || len(items) != 1 {
+		t.Fatalf("again, the file unchanged: %v, %v", items, err)
+	}
+}
+
+// selfSignedCA is a CA certificate (PEM) no server in these tests uses.
+func selfSignedCA(t *testing.T) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "other-ca"}, NotBefore: time.Now().Add(-time.Hour),
+		NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }

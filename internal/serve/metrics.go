@@ -36,8 +36,8 @@ func newMetrics() *metrics {
 			Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1},
 		}, []string{"handler"}),
 		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "promptops_serve_prompt_tokens_total", Help: "Tokens of the assembled prompts, by template and intent.",
-		}, []string{"namespace", "name", "intent"}),
+			Name: "promptops_serve_prompt_tokens_total", Help: "Tokens of the assembled prompts, by template, intent and revision role (stable or canary).",
+		}, []string{"namespace", "name", "intent", "revision_role"}),
 		sections: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "promptops_serve_section_tokens_total", Help: "Tokens of each section in the assembled prompts, by template, intent and section.",
 		}, []string{"namespace", "name", "intent", "section"}),
@@ -45,7 +45,7 @@ func newMetrics() *metrics {
 			Name: "promptops_serve_truncated_tokens_total", Help: "Tokens cut from runtime sections to fit the budget, by template, intent and section.",
 		}, []string{"namespace", "name", "intent", "section"}),
 		revision: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "promptops_serve_template_revision", Help: "1 for the revision each loaded template serves.",
+			Name: "promptops_serve_template_revision", Help: "1 for each revision a loaded template serves (its stable one, and its canary during a rollout).",
 		}, []string{"namespace", "name", "revision"}),
 		plans: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "promptops_serve_plans", Help: "Templates loaded.",
@@ -78,7 +78,11 @@ func newMetrics() *metrics {
 func (m *metrics) published(s *Snapshot, failing int) {
 	m.revision.Reset()
 	for _, k := range s.keys {
-		m.revision.WithLabelValues(k.Namespace, k.Name, s.plans[k].Revision).Set(1)
+		revs := s.plans[k]
+		m.revision.WithLabelValues(k.Namespace, k.Name, revs.Stable.Revision).Set(1)
+		if revs.Canary != nil {
+			m.revision.WithLabelValues(k.Namespace, k.Name, revs.Canary.Revision).Set(1)
+		}
 	}
 	m.plans.Set(float64(len(s.keys)))
 	m.failing.Set(float64(failing))

@@ -4,7 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"github.com/promptops/promptops/plan"
+	"errors"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -21,6 +21,10 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/pb33f/libopenapi"
 	validator "github.com/pb33f/libopenapi-validator"
+	"github.com/pb33f/libopenapi-validator/schema_validation"
+	"github.com/pb33f/libopenapi/datamodel/high/base"
+
+	"github.com/promptops/promptops/plan"
 )
 
 // apiValidator checks requests and answers against openapi.json with
@@ -52,6 +56,24 @@ func newServer(t testing.TB, h http.Handler) *httptest.Server {
 	}
 	return httptest.NewServer(validated(t, v, h))
 }
+
+// exportedItem is openapi.json's ExportedItem, the schema of each line of
+// a scope's export.
+var exportedItem = sync.OnceValues(func() (*base.Schema, error) {
+	doc, err := libopenapi.NewDocument(openAPI)
+	if err != nil {
+		return nil, err
+	}
+	model, err := doc.BuildV3Model()
+	if err != nil {
+		return nil, err
+	}
+	proxy := model.Model.Components.Schemas.GetOrZero("ExportedItem")
+	if proxy == nil {
+		return nil, errors.New("no schema ExportedItem")
+	}
+	return proxy.Schema(), nil
+})
 
 func validated(t testing.TB, v validator.Validator, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -97,14 +119,18 @@ func check(t testing.TB, v validator.Validator, r *http.Request, in *bytes.Buffe
 		t.Errorf("openapi.json: the answer %d to %s %s does not match: %s\n%.500s", rec.status, r.Method, r.URL.Path, describeErrs(errs), rec.body.String())
 	}
 	// An export is JSON lines, which no JSON schema reads whole: each one
-	// a fact or an observation.
+	// an ExportedItem, a fact or an observation.
 	if export {
+		schema, err := exportedItem()
+		if err != nil {
+			t.Fatalf("openapi.json: %v", err)
+		}
+		lines := schema_validation.NewSchemaValidator()
 		sc := bufio.NewScanner(bytes.NewReader(rec.body.Bytes()))
 		sc.Buffer(nil, 1<<20)
 		for sc.Scan() {
-			var item map[string]any
-			if err := json.Unmarshal(sc.Bytes(), &item); err != nil || item["kind"] == nil || item["text"] == nil {
-				t.Errorf("openapi.json: an export line is no ExportedItem: %.200s", sc.Text())
+			if ok, errs := lines.ValidateSchemaBytes(schema, sc.Bytes()); !ok {
+				t.Errorf("openapi.json: an export line is no ExportedItem: %s\n%.200s", describeErrs(errs), sc.Text())
 			}
 		}
 	}

@@ -262,8 +262,8 @@ func TestLoaderFetchesOnlyWhatItNeeds(t *testing.T) {
 	ssa := fixture(t, "ssa-pro")
 	want := Key{"default", "ssa-pro"}
 	fetches := 0
-	fetch := func(data []byte, err error) func() ([]byte, error) {
-		return func() ([]byte, error) { fetches++; return data, err }
+	fetch := func(data []byte, err error) func() (planFiles, error) {
+		return func() (planFiles, error) { fetches++; return planFiles{plan: data}, err }
 	}
 	s.loader.load(map[string]source{"cm": {data: ssa, version: "1", want: want}})
 	if !s.loader.parsed("cm", "1") || s.loader.parsed("cm", "2") {

@@ -239,7 +239,7 @@ func (s *Server) templates(w http.ResponseWriter, r *http.Request) error {
 		Templates []TemplateSummary `json:"templates"`
 	}{Templates: make([]TemplateSummary, 0, snap.Len())}
 	for _, k := range s.visibleTemplates(r.Context(), snap.keys) {
-		p := snap.plans[k]
+		p := snap.plans[k].Stable
 		out.Templates = append(out.Templates, TemplateSummary{Namespace: p.Namespace, Name: p.Name, Revision: p.Revision, Encoding: p.Encoding, MaxTokens: p.MaxTokens, Intents: p.IntentNames()})
 	}
 	writeJSON(w, http.StatusOK, &out)

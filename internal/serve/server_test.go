@@ -232,7 +232,7 @@ func TestTemplatesAndMetrics(t *testing.T) {
 		`promptops_serve_requests_total{code="200",handler="assemble"} 1`,
 		`promptops_serve_requests_total{code="404",handler="assemble"} 1`,
 		`promptops_serve_request_duration_seconds_bucket{handler="assemble",le=`,
-		`promptops_serve_prompt_tokens_total{intent="analyze",name="ssa-pro",namespace="default"}`,
+		`promptops_serve_prompt_tokens_total{intent="analyze",name="ssa-pro",namespace="default",revision_role="stable"}`,
 		`promptops_serve_section_tokens_total{intent="analyze",name="ssa-pro",namespace="default",section="base_system"}`,
 		`promptops_serve_truncated_tokens_total{intent="analyze",name="ssa-pro",namespace="default",section="tool_outputs"}`,
 		`promptops_serve_template_revision{name="ssa-pro",namespace="default",revision="` + list.Templates[0].Revision + `"} 1`,

@@ -18,6 +18,8 @@ import (
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/promptops/promptops/plan"
 )
 
 // WatchSelector selects the live rendered ConfigMaps: the operator's, role
@@ -101,7 +103,8 @@ func (s *Server) Watch(ctx context.Context, cfg *rest.Config, namespaces []strin
 		}
 		synced = append(synced, cms.Informer().HasSynced, pts.Informer().HasSynced)
 		// The cache keeps only what a plan needs: no managed fields, and
-		// not plan.json itself, which is held apart until it is loaded.
+		// not plan.json itself (nor a rollout's canary.plan.json and
+		// rollout.json), which is held apart until it is loaded.
 		if err := cms.Informer().SetTransform(func(o any) (any, error) {
 			if cm, ok := o.(*corev1.ConfigMap); ok {
 				cm.ManagedFields = nil
@@ -110,8 +113,8 @@ func (s *Server) Watch(ctx context.Context, cfg *rest.Config, namespaces []strin
 					// on an object it has.
 					return o, nil
 				}
-				if p, ok := cm.Data[PlanFile]; ok {
-					held.hold(cm.Namespace+"/"+cm.Name, cm.ResourceVersion, p)
+				if _, ok := cm.Data[PlanFile]; ok {
+					held.hold(cm.Namespace+"/"+cm.Name, cm.ResourceVersion, heldFiles(cm.Data))
 					cm.Data = hasPlan
 				} else {
 					cm.Data = nil
@@ -155,10 +158,11 @@ func (s *Server) Watch(ctx context.Context, cfg *rest.Config, namespaces []strin
 				key := cm.Namespace + "/" + cm.Name
 				src := renderedSource(cm, sc.templates)
 				src.version = cm.ResourceVersion
-				if data, ok := held.get(key, cm.ResourceVersion); ok {
-					// A view of the held string, not a copy: the loader
-					// only reads it (a digest, and a parse when it changed).
-					src.data = unsafe.Slice(unsafe.StringData(data), len(data))
+				if files, ok := held.get(key, cm.ResourceVersion); ok {
+					// Views of the held strings, not copies: the loader
+					// only reads them (a digest, and a parse when they
+					// changed).
+					src.data, src.canary, src.rollout = view(files.plan), view(files.canary), view(files.rollout)
 				} else {
 					// Released once loaded; read again only if the loader
 					// needs it at the same version (its owner came back).
@@ -200,17 +204,42 @@ var hasPlan = map[string]string{heldKey: ""}
 
 const heldKey = "plan.json/held"
 
-// fetchPlan reads a ConfigMap's plan.json from the API server.
-func fetchPlan(ctx context.Context, cs kubernetes.Interface, namespace, name string) func() ([]byte, error) {
-	return func() ([]byte, error) {
+// fetchPlan reads a ConfigMap's plan.json, canary.plan.json and
+// rollout.json from the API server, as one version.
+func fetchPlan(ctx context.Context, cs kubernetes.Interface, namespace, name string) func() (planFiles, error) {
+	return func() (planFiles, error) {
 		ctx, cancel := context.WithTimeout(ctx, fetchTimeout)
 		defer cancel()
 		cm, err := cs.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
-			return nil, fmt.Errorf("reading the ConfigMap again: %w", err)
+			return planFiles{}, fmt.Errorf("reading the ConfigMap again: %w", err)
 		}
-		return []byte(cm.Data[PlanFile]), nil
+		f := heldFiles(cm.Data)
+		return planFiles{plan: []byte(f.plan), canary: present(f.canary), rollout: present(f.rollout)}, nil
 	}
+}
+
+// heldFiles are the plan files of a ConfigMap's data; a canary or rollout
+// key that is absent or empty is "".
+func heldFiles(data map[string]string) heldPlan {
+	return heldPlan{plan: data[PlanFile], canary: data[plan.CanaryPlanFile], rollout: data[plan.RolloutFile]}
+}
+
+// view is a held string as bytes, without a copy; nil for "" (a canary or
+// rollout key that is absent).
+func view(s string) []byte {
+	if s == "" {
+		return nil
+	}
+	return unsafe.Slice(unsafe.StringData(s), len(s))
+}
+
+// present is s as bytes, nil for "".
+func present(s string) []byte {
+	if s == "" {
+		return nil
+	}
+	return []byte(s)
 }
 
 // fetchTimeout bounds a read of a ConfigMap's plan.json.
@@ -226,20 +255,24 @@ type heldPlans struct {
 	by map[string]heldPlan // by "namespace/name"
 }
 
-type heldPlan struct{ version, data string }
+// heldPlan is what is held of one ConfigMap at a version: its plan.json,
+// and during a rollout its canary.plan.json and rollout.json ("" when
+// absent).
+type heldPlan struct{ version, plan, canary, rollout string }
 
-func (h *heldPlans) hold(key, version, data string) {
+func (h *heldPlans) hold(key, version string, files heldPlan) {
+	files.version = version
 	h.mu.Lock()
-	h.by[key] = heldPlan{version, data}
+	h.by[key] = files
 	h.mu.Unlock()
 }
 
-// get is the plan.json held for key at version.
-func (h *heldPlans) get(key, version string) (string, bool) {
+// get is what is held for key at version.
+func (h *heldPlans) get(key, version string) (heldPlan, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	p, ok := h.by[key]
-	return p.data, ok && p.version == version
+	return p, ok && p.version == version
 }
 
 // release drops the plan.json of key once read at version (a newer one,

@@ -161,8 +161,8 @@ func TestWatchServesRenderedConfigMaps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if data, err := fetchPlan(ctx, sacs, nsA, "ssa-pro-prompts")(); err != nil || string(data) != string(v2) {
-		t.Errorf("fetching the plan: %d bytes, %v", len(data), err)
+	if files, err := fetchPlan(ctx, sacs, nsA, "ssa-pro-prompts")(); err != nil || string(files.plan) != string(v2) || files.canary != nil || files.rollout != nil {
+		t.Errorf("fetching the plan: %d bytes, %v", len(files.plan), err)
 	}
 	if _, err := fetchPlan(ctx, sacs, nsA, "nothing-prompts")(); err == nil || !strings.Contains(err.Error(), "reading the ConfigMap again") {
 		t.Errorf("fetching a plan that is not there: %v", err)
@@ -257,9 +257,9 @@ func (s *Server) heldPlans() int {
 // released at that version, and drops what is no longer listed.
 func TestHeldPlans(t *testing.T) {
 	h := &heldPlans{by: map[string]heldPlan{}}
-	h.hold("a/x", "1", "one")
-	if d, ok := h.get("a/x", "1"); !ok || d != "one" {
-		t.Fatalf("get at 1: %q %v", d, ok)
+	h.hold("a/x", "1", heldPlan{plan: "one"})
+	if d, ok := h.get("a/x", "1"); !ok || d.plan != "one" {
+		t.Fatalf("get at 1: %q %v", d.plan, ok)
 	}
 	if _, ok := h.get("a/x", "2"); ok {
 		t.Fatal("held at another version")
@@ -267,17 +267,17 @@ func TestHeldPlans(t *testing.T) {
 	if _, ok := h.get("a/y", "1"); ok {
 		t.Fatal("held for another ConfigMap")
 	}
-	h.hold("a/x", "2", "two")
+	h.hold("a/x", "2", heldPlan{plan: "two"})
 	h.release("a/x", "1") // read at 1; 2 came since and stays
-	if d, ok := h.get("a/x", "2"); !ok || d != "two" {
-		t.Fatalf("a newer version went with the release of an older one: %q %v", d, ok)
+	if d, ok := h.get("a/x", "2"); !ok || d.plan != "two" {
+		t.Fatalf("a newer version went with the release of an older one: %q %v", d.plan, ok)
 	}
 	h.release("a/x", "2")
 	if len(h.by) != 0 {
 		t.Fatalf("released, still held: %v", h.by)
 	}
-	h.hold("a/x", "3", "three")
-	h.hold("a/gone", "1", "old")
+	h.hold("a/x", "3", heldPlan{plan: "three"})
+	h.hold("a/gone", "1", heldPlan{plan: "old"})
 	h.prune(map[string]bool{"a/x": true})
 	if _, ok := h.get("a/x", "3"); !ok || len(h.by) != 1 {
 		t.Fatalf("prune kept %v", h.by)

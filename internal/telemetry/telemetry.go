@@ -214,6 +214,7 @@ const (
 	MemoryItems       = attribute.Key("promptops.memory.items")
 	FactsConsolidated = attribute.Key("promptops.facts.consolidated")
 	BatchFacts        = attribute.Key("promptops.batch.facts")
+	BatchMessages     = attribute.Key("promptops.batch.messages")
 )
 
 // The operation names of the GenAI conventions.

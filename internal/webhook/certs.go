@@ -3,17 +3,9 @@ package webhook
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,6 +14,8 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/promptops/promptops/internal/certs"
 )
 
 // File names in the cert dir, as cert-manager's Secrets and the webhook
@@ -100,88 +94,16 @@ func (s *SelfSigned) current() ([]byte, bool) {
 	if err != nil || len(pair.Certificate) == 0 {
 		return nil, false
 	}
-	leaf, err := x509.ParseCertificate(pair.Certificate[0])
-	if err != nil {
+	cert, err := os.ReadFile(filepath.Join(s.Dir, CertFile))
+	if err != nil || certs.Current(ca, cert, s.Hosts, s.now()) != nil {
 		return nil, false
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(ca) {
-		return nil, false
-	}
-	now := s.now()
-	left := leaf.NotAfter.Sub(now)
-	if left < leaf.NotAfter.Sub(leaf.NotBefore)/3 {
-		return nil, false
-	}
-	for _, h := range s.Hosts {
-		if _, err := leaf.Verify(x509.VerifyOptions{DNSName: h, Roots: pool, CurrentTime: now}); err != nil {
-			return nil, false
-		}
 	}
 	return ca, true
 }
 
 func (s *SelfSigned) generate() (caPEM, certPEM, keyPEM []byte, err error) {
-	now := s.now()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	caTmpl := &x509.Certificate{
-		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: "promptops-webhook-ca"},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(s.validity() + 24*time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial(),
-		Subject:      pkix.Name{CommonName: "promptops-webhook"},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(s.validity()),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	for _, h := range s.Hosts {
-		if ip := net.ParseIP(h); ip != nil {
-			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-		} else {
-			tmpl.DNSNames = append(tmpl.DNSNames, h)
-		}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), nil
-}
-
-func serial() *big.Int {
-	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
-	if err != nil {
-		panic(err)
-	}
-	return n
+	p, err := certs.Issue("promptops-webhook-ca", "promptops-webhook", s.Hosts, s.validity(), s.now())
+	return p.CA, p.Cert, p.Key, err
 }
 
 func writeAtomic(path string, data []byte, mode os.FileMode) error {

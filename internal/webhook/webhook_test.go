@@ -303,6 +303,26 @@ func TestMissingReferenceIsAllowedWithAWarning(t *testing.T) {
 	if len(got) != 1 || !strings.Contains(got[0], `key "style" of ConfigMap "prompts" is missing; using the fallback text`) {
 		t.Fatalf("want a note about the fallback, got %q", got)
 	}
+
+	// A ConfigMap that does not exist is missing even where a fallback
+	// text stands: warned about as the status says, not a note.
+	pt3 := &promptopsv1.PromptTemplate{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "no-configmap"},
+		Spec: promptopsv1.PromptTemplateSpec{
+			Budget:   promptopsv1.Budget{MaxTokens: 1000},
+			Sections: []promptopsv1.Section{{Name: "style", Text: ptr("Be brief."), From: from("absent", "style")}, {Name: "task", Intent: true}},
+			Intents:  []promptopsv1.Intent{{Name: "chat", Instruction: ptr("Answer.")}},
+		},
+	}
+	if got, err = create(t, pt3, false); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || !strings.Contains(got[0], `ConfigMap "absent", which does not exist: create the ConfigMap`) {
+		t.Fatalf("want a warning about the missing ConfigMap, got %q", got)
+	}
+	if c := waitCondition(t, pt3, promptopsv1.ConditionReady, promptopsv1.ReasonReferenceNotFound); c.Message != got[0] {
+		t.Errorf("status says %q, the webhook %q", c.Message, got[0])
+	}
 }
 
 func ptr(s string) *string { return &s }

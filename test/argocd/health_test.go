@@ -151,7 +151,9 @@ func installed(t *testing.T) map[string]appv1.ResourceOverride {
 
 // fromKstatus is the Argo CD health that matches kstatus: Current is
 // Healthy (Suspended for a bank whose consolidation is suspended),
-// InProgress and Terminating Progressing, Failed Degraded. An object with
+// InProgress and Terminating Progressing (Suspended for a template whose
+// rollout holds until promoted: Reconciling=True, reason RolloutPaused),
+// Failed Degraded. An object with
 // no conditions yet, which kstatus reads Current for want of anything to
 // read, is Progressing: the manager has not seen it.
 func fromKstatus(obj *unstructured.Unstructured, s status.Status) string {
@@ -164,12 +166,22 @@ func fromKstatus(obj *unstructured.Unstructured, s status.Status) string {
 		return "Suspended"
 	case s == status.CurrentStatus:
 		return "Healthy"
+	case s == status.InProgressStatus && obj.GetKind() == "PromptTemplate" && reconcilingFor(conds, "RolloutPaused"):
+		return "Suspended"
 	case s == status.InProgressStatus, s == status.TerminatingStatus:
 		return "Progressing"
 	case s == status.FailedStatus:
 		return "Degraded"
 	}
 	return "Unknown"
+}
+
+// reconcilingFor reports whether conds hold Reconciling=True with reason.
+func reconcilingFor(conds []any, reason string) bool {
+	return slices.ContainsFunc(conds, func(c any) bool {
+		m, _ := c.(map[string]any)
+		return m["type"] == "Reconciling" && m["status"] == "True" && m["reason"] == reason
+	})
 }
 
 // load reads an object as the API server gives it (integers as int64).

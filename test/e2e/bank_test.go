@@ -3,6 +3,8 @@
 package e2e
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -30,7 +32,7 @@ func TestServedBank(t *testing.T) {
 
 	// 1. The operator runs the memory server; the bank is Ready (kstatus
 	// Current) only when its pod is.
-	want := fmt.Sprintf("http://pg-memory.%s.svc:8089", ns)
+	want := fmt.Sprintf("https://pg-memory.%s.svc:8089", ns)
 	eventually(t, 3*time.Minute, func() string {
 		if got := jsonpath(t, ns, "mb/pg", "{.status.serving.endpoint}"); got != want {
 			return fmt.Sprintf("status.serving.endpoint = %q, want %q: %s", got, want, jsonpath(t, ns, "mb/pg", "{.status}"))
@@ -79,8 +81,21 @@ subjects: [{kind: ServiceAccount, name: writer, namespace: %[1]s}]
 	recallPending := `{"query": "Alice Acme", "maxTokens": 200, "includePending": true}`
 	recall := `{"query": "Alice Acme", "maxTokens": 200}`
 
-	pf := &restartingForward{t: t, ns: ns, target: "service/pg-memory", port: 8089}
+	// Over HTTPS, verified against the CA the manager issued the bank's
+	// certificate with (the ConfigMap pg-memory-ca), for the Service's name.
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM([]byte(jsonpath(t, ns, "configmap/pg-memory-ca", `{.data.ca\.crt}`))) {
+		t.Fatal("the ConfigMap pg-memory-ca holds no CA")
+	}
+	pf := &restartingForward{t: t, ns: ns, target: "service/pg-memory", port: 8089,
+		tls: &tls.Config{RootCAs: pool, ServerName: "pg-memory." + ns + ".svc", MinVersion: tls.VersionTLS12}}
 	t.Cleanup(pf.close)
+	if resp, err := http.Get(strings.Replace(pf.url(), "https://", "http://", 1) + "/healthz"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Error("the memory server answered plain HTTP")
+		}
+	}
 
 	checks := []struct {
 		what, token, path, body string
@@ -209,8 +224,8 @@ spec:
         image: %s
         imagePullPolicy: Never
         restartPolicy: Always
-        args: [serve, --plans-dir=/etc/promptops/remember, --listen=127.0.0.1:8089, --memory-timeout=5s]
-        volumeMounts: [{name: prompts, mountPath: /etc/promptops/remember, readOnly: true}]
+        args: [serve, --plans-dir=/etc/promptops/remember, --listen=127.0.0.1:8089, --memory-timeout=5s, --memory-ca-file=/etc/promptops/memory-ca/ca.crt]
+        volumeMounts: [{name: prompts, mountPath: /etc/promptops/remember, readOnly: true}, {name: memory-ca, mountPath: /etc/promptops/memory-ca, readOnly: true}]
         resources: {requests: {cpu: 50m, memory: 32Mi}, limits: {memory: 128Mi}}
         securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}
       containers:
@@ -222,6 +237,8 @@ spec:
       volumes:
       - name: prompts
         configMap: {name: remember-prompts}
+      - name: memory-ca
+        configMap: {name: pg-memory-ca}
 `, clusterIP, "pg-memory."+ns+".svc", image), "apply", "-n", ns, "-f", "-")
 	mustK(t, "", "rollout", "status", "-n", ns, "deployment/app", "--timeout=120s")
 	app := &restartingForward{t: t, ns: ns, target: "deployment/app", port: 8089}
@@ -279,7 +296,26 @@ type restartingForward struct {
 	t          *testing.T
 	ns, target string
 	port       int
-	f          *forward
+	// tls, when set, makes the requests HTTPS, verified with it.
+	tls *tls.Config
+	f   *forward
+}
+
+// url is the forward's base URL, started if need be.
+func (p *restartingForward) url() string {
+	p.t.Helper()
+	if p.f == nil || p.f.exited() {
+		p.close()
+		f, err := portForward(p.ns, p.target, p.port)
+		if err != nil {
+			p.t.Fatal(err)
+		}
+		p.f = f
+	}
+	if p.tls != nil {
+		return strings.Replace(p.f.url, "http://", "https://", 1)
+	}
+	return p.f.url
 }
 
 func (p *restartingForward) close() {
@@ -305,7 +341,12 @@ func (p *restartingForward) post(path, token, body string) (int, string) {
 			}
 			p.f = f
 		}
-		req, err := http.NewRequest(http.MethodPost, p.f.url+path, strings.NewReader(body))
+		base, hc := p.f.url, http.DefaultClient
+		if p.tls != nil {
+			base = strings.Replace(base, "http://", "https://", 1)
+			hc = &http.Client{Transport: &http.Transport{TLSClientConfig: p.tls}}
+		}
+		req, err := http.NewRequest(http.MethodPost, base+path, strings.NewReader(body))
 		if err != nil {
 			return err.Error()
 		}
@@ -313,7 +354,7 @@ func (p *restartingForward) post(path, token, body string) (int, string) {
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := hc.Do(req)
 		if err != nil {
 			return err.Error()
 		}

@@ -100,3 +100,19 @@ unless they name one; the manager passes them on to consolidation Jobs. */}}
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{/* serve's port name: https unless serve.tls.enabled is false. */}}
+{{- define "promptops.servePortName" -}}
+{{- if .Values.serve.tls.enabled }}https{{ else }}http{{ end }}
+{{- end }}
+
+{{/* The Secret of serve's certificate. */}}
+{{- define "promptops.serveTLSSecretName" -}}
+{{- .Values.serve.tls.secretName | default (printf "%s-serve-tls" (include "promptops.fullname" .)) }}
+{{- end }}
+
+{{/* The self-signed Issuer is the chart's when cert-manager issues a
+certificate and no issuerRef is given. */}}
+{{- define "promptops.selfSignedIssuer" -}}
+{{- if and .Values.certManager.enabled (not .Values.certManager.issuerRef) (or .Values.webhook.enabled (and .Values.serve.enabled .Values.serve.tls.enabled (not .Values.serve.tls.secretName))) }}true{{ end }}
+{{- end }}

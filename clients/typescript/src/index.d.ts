@@ -6,6 +6,10 @@ export type { components, paths };
 export type AssembleResponse = components["schemas"]["AssembleResponse"];
 /** A fact, as POST /v1/banks/{namespace}/{name}/facts takes it. */
 export type Fact = components["schemas"]["Fact"];
+/** A message, as POST /v1/banks/{namespace}/{name}/messages takes it. */
+export type Message = components["schemas"]["Message"];
+/** The answer of POST /v1/banks/{namespace}/{name}/messages. */
+export type MessagesResponse = components["schemas"]["MessagesResponse"];
 /** An error answer. */
 export type ErrorBody = components["schemas"]["Error"];
 

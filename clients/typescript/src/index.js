@@ -5,7 +5,9 @@ import createClient from "openapi-fetch";
 
 /**
  * createPromptopsClient returns a typed client of the serve at baseUrl.
- * token, when given, is sent as a bearer token (serve --auth=kubernetes).
+ * token, when given, is sent as a bearer token (serve --auth=kubernetes):
+ * off loopback, baseUrl is https:// and fetch verifies serve's
+ * certificate (NODE_EXTRA_CA_CERTS, or a fetch with its own CA; README).
  * @param {string} baseUrl
  * @param {{token?: string, fetch?: typeof fetch}} [options]
  */

@@ -66,6 +66,31 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/banks/{namespace}/{name}/messages": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The MemoryBank's namespace. */
+                namespace: components["parameters"]["namespace"];
+                /** @description The MemoryBank's name. */
+                name: components["parameters"]["name"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Retain messages
+         * @description Stores a conversation's messages at once, pending extraction by the bank's next consolidation run (no model on the request path). A message posted again (the same id, conversation, role, at and content) is unchanged, so posting a whole conversation again stores only the messages appended since; the same id with anything else is a conflict (409 MessageConflict) and nothing is stored. Each message's role is kept as the source of what is extracted from it. Contents are redacted as facts' texts are, before ids are derived; a bank whose secrets policy is Reject refuses a request holding a secret (422 SecretInMessage). The body is bounded as retain's (413 RequestTooLarge), and so is the count of messages (413 TooManyMessages); a store that keeps no messages answers 501.
+         */
+        post: operations["retainMessages"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/banks/{namespace}/{name}/recall": {
         parameters: {
             query?: never;
@@ -247,7 +272,7 @@ export interface components {
         Error: {
             error: {
                 /** @enum {string} */
-                code: "NotReady" | "MalformedRequest" | "InvalidRuntimeValue" | "UnknownSection" | "SpecialToken" | "TemplateNotFound" | "IntentNotFound" | "RequestTooLarge" | "Busy" | "RequestTimeout" | "MethodNotAllowed" | "NotFound" | "Unauthorized" | "Forbidden" | "BankNotFound" | "InvalidFact" | "TooManyFacts" | "FactConflict" | "InvalidRecall" | "StoreUnavailable" | "InvalidScope" | "FactNotFound" | "SecretInFact" | "NotImplemented" | "Internal";
+                code: "NotReady" | "MalformedRequest" | "InvalidRuntimeValue" | "UnknownSection" | "SpecialToken" | "TemplateNotFound" | "IntentNotFound" | "RequestTooLarge" | "Busy" | "RequestTimeout" | "MethodNotAllowed" | "NotFound" | "Unauthorized" | "Forbidden" | "BankNotFound" | "InvalidFact" | "TooManyFacts" | "FactConflict" | "InvalidRecall" | "StoreUnavailable" | "InvalidScope" | "FactNotFound" | "SecretInFact" | "InvalidMessage" | "TooManyMessages" | "MessageConflict" | "SecretInMessage" | "NotImplemented" | "Internal";
                 message: string;
             };
         };
@@ -265,6 +290,8 @@ export interface components {
             query?: string;
             /** @description The bank scope of memory sections that take it from the request. */
             scope?: string;
+            /** @description What assigns the request to a rollout's stable or canary revision (a user, tenant or session id; 1 to 1024 bytes of UTF-8): the same key keeps its revision while the canary's weight grows. Left out, the scope assigns; without a scope, chance does. Never logged. */
+            assignmentKey?: string | null;
         };
         SectionSummary: {
             name: string;
@@ -283,6 +310,8 @@ export interface components {
             /** Format: date-time */
             occurredEnd?: string;
             sourceFactIds?: string[];
+            /** @description Whether the item is trusted: a fact of a source the bank trusts, an observation whose every source fact is. True for every item of a bank that names no trusted sources. */
+            trusted: boolean;
         };
         BankRef: {
             namespace?: string;
@@ -305,8 +334,10 @@ export interface components {
             withinBudget: boolean;
             /** @description The prompt's prefix that is the same in every request (before its first runtime or memory section). */
             cacheableTokens: number;
-            /** @description The plan's revision, sha256:... */
+            /** @description The revision of the plan the prompt was assembled from, sha256:... */
             revision: string;
+            /** @description Whether that revision is a rollout's canary (else the template's stable revision). */
+            canary: boolean;
             sections: components["schemas"]["SectionSummary"][];
             memory?: components["schemas"]["MemorySummary"][];
         };
@@ -323,10 +354,14 @@ export interface components {
         };
         /** @description A fact as an application tells it. The snake_case names of before (occurred_start, occurred_end, mentioned_at) are refused (400 InvalidFact) with a message that names the camelCase one. */
         Fact: {
-            /** @description Derived from the bank, scope, text and times when left out. */
+            /** @description At most 128 bytes. Derived from the bank, scope, text, times and source (when one is named) when left out. */
             id?: string;
             scope?: components["schemas"]["Scope"];
+            /** @description At most 64 KiB (65,536 bytes), not only white space. */
             text: string;
+            /** @description Who said it: a short lowercase name (user, assistant, crm, tool.web-search). Absent, the fact's source is "unspecified". A bank that names trusted sources (--trusted-sources, a MemoryBank's spec.trustedSources) trusts the facts of those alone; untrusted facts never update, delete or join a trusted observation. */
+            source?: string;
+            /** @description At most 64, each at most 256 bytes. */
             entities?: string[] | null;
             /** @description RFC 3339, or YYYY-MM-DD. */
             occurredStart?: string;
@@ -334,9 +369,11 @@ export interface components {
             occurredEnd?: string;
             /** @description RFC 3339, or YYYY-MM-DD. */
             mentionedAt?: string;
+            /** @description At most 64, each at most 256 bytes. */
             tags?: string[] | null;
         };
         RetainRequest: {
+            /** @description At most the server's --max-facts-per-request (1,000 unless set otherwise; more is 413 TooManyFacts), in a body of at most --max-retain-bytes (4 MiB unless set otherwise). */
             facts: components["schemas"]["Fact"][];
         };
         RetainResponse: {
@@ -348,15 +385,56 @@ export interface components {
                 [key: string]: number;
             };
         };
+        Message: {
+            /** @description The application's id of the message; without one it is derived from the scope, conversation, role, at and content (after redaction), so the same conversation posted again stores nothing new. */
+            id?: string;
+            /**
+             * @description Who said it; kept as the source of the facts extracted from it, for the bank's trust rules.
+             * @enum {string}
+             */
+            role: "user" | "assistant" | "tool" | "system";
+            /** @description What was said: at most 3 MiB (the request as a whole is bounded by the server's --max-retain-bytes). A run cuts a message longer than its extraction prompt into parts. */
+            content: string;
+            /**
+             * Format: date-time
+             * @description When it was said (RFC 3339); relative dates in it are resolved from this time.
+             */
+            at: string;
+        };
+        MessagesRequest: {
+            scope?: components["schemas"]["Scope"];
+            conversation: string;
+            /** @description At most the server's --max-messages-per-request (1,000 unless set otherwise; more is 413 TooManyMessages), in a body of at most --max-retain-bytes (4 MiB unless set otherwise). */
+            messages: components["schemas"]["Message"][];
+        };
+        MessagesResponse: {
+            stored: number;
+            /** @description Messages the bank had already: the same id with the same conversation, role, at and content. */
+            unchanged: number;
+            /** @description The messages' ids in the order posted, derived ones included. */
+            ids: string[];
+            /** @description Secrets and personal data replaced by [REDACTED:<kind>] in the messages' contents, by kind (a gitleaks rule id, connection-string-password, credential-in-sentence, or a personal data kind such as email); absent when none were. */
+            redacted?: {
+                [key: string]: number;
+            };
+        };
         RecallRequest: {
+            /** @description What to recall memories about: at most 4,096 bytes of UTF-8, not only white space. */
             query: string;
+            /** @description The most tokens the answer's text takes, in the bank's encoding. */
             maxTokens: number;
+            /** @description The most items answered; 20 when left out. */
             maxItems?: number;
-            minScore?: number;
+            /** @description The lowest score of an item answered, in thousandths of a score (0 to 1000; 250 takes scores of 0.25 and above), as a memory section's minScore is; 0 when left out. The minScore of before (0 to 1) is refused (400 InvalidRecall) with a message that names this field. */
+            minScorePerMille?: number;
+            /** @description Keep only items with one of these tags: at most 32, each 1 to 256 bytes. */
             tags?: string[] | null;
             includePending?: boolean;
+            /** @description The scope to recall from; left out or empty, the bank's shared scope. */
             scope?: string;
             includeShared?: boolean;
+            /** @description Recall trusted items alone: observations whose every source fact is of a source the bank trusts, pending facts of such a source. A bank that names no trusted sources trusts every item. */
+            trustedOnly?: boolean;
         };
         RecallResponse: {
             items: components["schemas"]["MemoryItem"][] | null;
@@ -368,7 +446,45 @@ export interface components {
         Erasure: {
             facts: number;
             observations: number;
+            messages: number;
             requeued: number;
+        };
+        /** @description One line of a scope's export: a fact (kind fact, with its source and status), an observation (kind observation, with its source facts and provenance) or a message (kind message: its content as text, its role as source, with its conversation, at and status). */
+        ExportedItem: {
+            /** @enum {string} */
+            kind: "fact" | "observation" | "message";
+            id: string;
+            scope?: string;
+            text: string;
+            entities?: string[] | null;
+            /** Format: date-time */
+            occurredStart?: string;
+            /** Format: date-time */
+            occurredEnd?: string;
+            /** Format: date-time */
+            mentionedAt?: string;
+            tags?: string[] | null;
+            /** @description A fact's source ("unspecified" for one retained without); a message's role. */
+            source?: string;
+            /** @description A fact's: pending, consolidated or failed; a message's: pending, extracted or failed. */
+            status?: string;
+            failureReason?: string;
+            /** Format: date-time */
+            createdAt?: string;
+            /** @description An observation's source facts. */
+            sourceFactIds?: string[];
+            proofCount?: number;
+            /** Format: date-time */
+            updatedAt?: string;
+            /** @description An observation's provenance: the distinct sources of the facts it cites, sorted; it is trusted when the bank trusts every one. */
+            provenance?: string[];
+            /** @description A message's conversation. */
+            conversation?: string;
+            /**
+             * Format: date-time
+             * @description When a message was said.
+             */
+            at?: string;
         };
     };
     responses: {
@@ -500,6 +616,47 @@ export interface operations {
             413: components["responses"]["Error"];
             422: components["responses"]["Error"];
             500: components["responses"]["Error"];
+            503: components["responses"]["Error"];
+        };
+    };
+    retainMessages: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The MemoryBank's namespace. */
+                namespace: components["parameters"]["namespace"];
+                /** @description The MemoryBank's name. */
+                name: components["parameters"]["name"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MessagesRequest"];
+            };
+        };
+        responses: {
+            /** @description Stored. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MessagesResponse"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+            405: components["responses"]["Error"];
+            408: components["responses"]["Error"];
+            409: components["responses"]["Error"];
+            413: components["responses"]["Error"];
+            422: components["responses"]["Error"];
+            500: components["responses"]["Error"];
+            501: components["responses"]["Error"];
             503: components["responses"]["Error"];
         };
     };

@@ -110,6 +110,18 @@ test("a prompt with a memory section: one user's memory, never another's", async
   assert.equal(data.memory[0].items.length, 1);
   assert.equal(data.memory[0].items[0].kind, "observation");
   assert.ok(data.cacheableTokens > 0 && data.cacheableTokens < data.tokens);
+  // Outside a rollout every request gets the stable revision.
+  assert.match(data.revision, /^sha256:/);
+  assert.equal(data.canary, false);
+});
+
+test("an assignment key of the wrong size is refused, naming the field", async () => {
+  const { error, response } = await client.POST("/v1/assemble", {
+    body: { namespace: "shop", name: "support", intent: "chat", assignmentKey: "" },
+  });
+  assert.equal(response.status, 400);
+  assert.equal(error.error.code, "MalformedRequest");
+  assert.match(error.error.message, /assignmentKey/);
 });
 
 test("templates, retain and recall", async () => {

@@ -21,7 +21,7 @@ func TestFallsBackToJSONModeWhenSchemaRejected(t *testing.T) {
 	})
 	defer srv.Close()
 	c := New(Config{BaseURL: srv.BaseURL(), Model: "m", Timeout: time.Second})
-	msgs := []consolidation.Message{{Role: "system", Content: "s"}, {Role: "user", Content: "u"}}
+	msgs := []consolidation.ChatMessage{{Role: "system", Content: "s"}, {Role: "user", Content: "u"}}
 	for i := 0; i < 2; i++ {
 		comp, err := c.Complete(context.Background(), consolidation.Request{Messages: msgs, Schema: consolidation.ResponseSchema(-1), MaxTokens: 2048})
 		if err != nil || comp.PromptTokens != 100 || comp.CompletionTokens != 7 || !strings.Contains(comp.Content, "creates") {

@@ -28,7 +28,7 @@ func (s *Store) Apply(ctx context.Context, key consolidation.ScopeKey, run strin
 	defer func() { _ = tx.Rollback() }()
 
 	// The batch's facts marked consolidated and read back in one statement,
-	// for the dates and entities of new sources.
+	// for the dates, entities and sources (provenance) of new sources.
 	facts, err := s.consolidateFacts(ctx, tx, string(key), run, consolidated, now)
 	if err != nil {
 		return nil, err
@@ -225,7 +225,7 @@ func (s *Store) consolidateFacts(ctx context.Context, tx *sql.Tx, bank, run stri
 				missing = append(missing, id)
 			}
 		}
-		held, err := s.factTexts(ctx, tx, bank, missing)
+		held, err := s.heldFacts(ctx, tx, bank, missing)
 		if err != nil {
 			return nil, err
 		}
@@ -477,23 +477,38 @@ func (s *Store) updateObservations(ctx context.Context, tx *sql.Tx, bank string,
 	}
 	for _, u := range updates {
 		o := byID[u.ObservationID]
-		start, end, ents := updatedFields(o, u, facts, lex)
-		if _, err := tx.ExecContext(ctx, s.rebind(`UPDATE promptops_observations SET text = $3, text_norm = $4, proof_count = $5, occurred_start = $6, occurred_end = $7, entities_norm = $8, updated_at = $9
-		WHERE bank = $1 AND id = $2`), bank, o.ID, u.Text, consolidation.Normalize(u.Text), counts[o.ID], s.timeArg(start), s.timeArg(end), toJSON(ents), s.timeArg(&now)); err != nil {
+		start, end, ents, prov := updatedFields(o, u, facts, lex)
+		if _, err := tx.ExecContext(ctx, s.rebind(`UPDATE promptops_observations SET text = $3, text_norm = $4, proof_count = $5, occurred_start = $6, occurred_end = $7, entities_norm = $8, updated_at = $9, provenance = $10
+		WHERE bank = $1 AND id = $2`), bank, o.ID, u.Text, consolidation.Normalize(u.Text), counts[o.ID], s.timeArg(start), s.timeArg(end), toJSON(ents), s.timeArg(&now), toJSON(prov)); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// updatedFields are the dates and entities o has after u (its own and
-// its new sources'), recorded in lex with u's text.
-func updatedFields(o consolidation.Observation, u consolidation.Update, facts map[string]consolidation.Fact, lex lexChanges) (start, end *time.Time, ents []string) {
+// updatedFields are the dates, entities and provenance o has after u (its
+// own and its new sources'), recorded in lex with u's text.
+func updatedFields(o consolidation.Observation, u consolidation.Update, facts map[string]consolidation.Fact, lex lexChanges) (start, end *time.Time, ents, prov []string) {
 	src := pick(facts, u.SourceFactIDs)
 	start, end = bounds(o.OccurredStart, o.OccurredEnd, src)
 	ents = entitySet(o.Entities, src)
 	lex.put(o.ID, u.Text, ents)
-	return start, end, ents
+	return start, end, ents, provenance(o.Provenance, src)
+}
+
+// provenance is the provenance of an observation of provenance old that
+// now also cites the facts (consolidation.JoinProvenance). An old
+// provenance is never empty: an observation with none recorded is of
+// unspecified sources, as consolidation.Trust reads it.
+func provenance(old []string, facts []consolidation.Fact) []string {
+	if len(old) == 0 && len(facts) == 0 {
+		return []string{consolidation.SourceUnspecified}
+	}
+	added := make([]string, len(facts))
+	for i, f := range facts {
+		added[i] = consolidation.SourceOf(f)
+	}
+	return consolidation.JoinProvenance(old, added...)
 }
 
 // updateObservationsPG is updateObservations' writes on PostgreSQL: the
@@ -553,17 +568,17 @@ func (s *Store) updateObservationsPG(ctx context.Context, tx *sql.Tx, bank strin
 	var vals []string
 	for _, u := range updates {
 		o := byID[u.ObservationID]
-		start, end, ents := updatedFields(o, u, facts, lex)
+		start, end, ents, prov := updatedFields(o, u, facts, lex)
 		n := len(args)
-		vals = append(vals, fmt.Sprintf("($%d::text, $%d::text, $%d::text, $%d::timestamptz, $%d::timestamptz, $%d::text, $%d::timestamptz)", n+1, n+2, n+3, n+4, n+5, n+6, n+7))
-		args = append(args, o.ID, u.Text, consolidation.Normalize(u.Text), s.timeArg(start), s.timeArg(end), toJSON(ents), s.timeArg(&now))
+		vals = append(vals, fmt.Sprintf("($%d::text, $%d::text, $%d::text, $%d::timestamptz, $%d::timestamptz, $%d::text, $%d::timestamptz, $%d::text)", n+1, n+2, n+3, n+4, n+5, n+6, n+7, n+8))
+		args = append(args, o.ID, u.Text, consolidation.Normalize(u.Text), s.timeArg(start), s.timeArg(end), toJSON(ents), s.timeArg(&now), toJSON(prov))
 	}
 	b.WriteString(`UPDATE promptops_observations o SET text = v.text, text_norm = v.text_norm,
 		proof_count = (SELECT count(*) FROM promptops_observation_sources c WHERE c.bank = o.bank AND c.observation_id = o.id) + COALESCE((SELECT a.n FROM added a WHERE a.observation_id = o.id), 0),
-		occurred_start = v.occurred_start, occurred_end = v.occurred_end, entities_norm = v.entities_norm, updated_at = v.updated_at
+		occurred_start = v.occurred_start, occurred_end = v.occurred_end, entities_norm = v.entities_norm, updated_at = v.updated_at, provenance = v.provenance
 		FROM (VALUES `)
 	b.WriteString(strings.Join(vals, ", "))
-	b.WriteString(`) AS v(id, text, text_norm, occurred_start, occurred_end, entities_norm, updated_at)
+	b.WriteString(`) AS v(id, text, text_norm, occurred_start, occurred_end, entities_norm, updated_at, provenance)
 		WHERE o.bank = $1 AND o.id = v.id`)
 	if len(args) >= maxParams {
 		return fmt.Errorf("a batch of %d updates is too large for one statement", len(updates))
@@ -602,12 +617,9 @@ func (s *Store) updateObservation(ctx context.Context, tx *sql.Tx, bank string, 
 	if err != nil {
 		return err
 	}
-	src := pick(facts, u.SourceFactIDs)
-	start, end := bounds(o.OccurredStart, o.OccurredEnd, src)
-	ents := entitySet(o.Entities, src)
-	lex.put(o.ID, u.Text, ents)
-	_, err = tx.ExecContext(ctx, s.rebind(`UPDATE promptops_observations SET text = $3, text_norm = $4, proof_count = $5, occurred_start = $6, occurred_end = $7, entities_norm = $8, updated_at = $9
-		WHERE bank = $1 AND id = $2`), bank, o.ID, u.Text, consolidation.Normalize(u.Text), n, s.timeArg(start), s.timeArg(end), toJSON(ents), s.timeArg(&now))
+	start, end, ents, prov := updatedFields(o, u, facts, lex)
+	_, err = tx.ExecContext(ctx, s.rebind(`UPDATE promptops_observations SET text = $3, text_norm = $4, proof_count = $5, occurred_start = $6, occurred_end = $7, entities_norm = $8, updated_at = $9, provenance = $10
+		WHERE bank = $1 AND id = $2`), bank, o.ID, u.Text, consolidation.Normalize(u.Text), n, s.timeArg(start), s.timeArg(end), toJSON(ents), s.timeArg(&now), toJSON(prov))
 	return err
 }
 
@@ -627,7 +639,7 @@ func (s *Store) createObservations(bank string, creates []consolidation.Create, 
 		start, end := bounds(nil, nil, src)
 		ents := entitySet(nil, src)
 		lex.put(id, c.Text, ents)
-		obsRows = append(obsRows, []any{bank, id, c.Text, consolidation.Normalize(c.Text), len(c.SourceFactIDs), s.timeArg(start), s.timeArg(end), toJSON(ents), s.timeArg(&now), s.timeArg(&now)})
+		obsRows = append(obsRows, []any{bank, id, c.Text, consolidation.Normalize(c.Text), len(c.SourceFactIDs), s.timeArg(start), s.timeArg(end), toJSON(ents), s.timeArg(&now), s.timeArg(&now), toJSON(provenance(nil, src))})
 		for _, fid := range c.SourceFactIDs {
 			if k := [2]string{id, fid}; !seenSrc[k] {
 				seenSrc[k] = true
@@ -639,7 +651,7 @@ func (s *Store) createObservations(bank string, creates []consolidation.Create, 
 		}
 	}
 	*out = append(*out,
-		insert{head: "INSERT INTO promptops_observations (bank, id, text, text_norm, proof_count, occurred_start, occurred_end, entities_norm, created_at, updated_at) VALUES ", rows: obsRows},
+		insert{head: "INSERT INTO promptops_observations (bank, id, text, text_norm, proof_count, occurred_start, occurred_end, entities_norm, created_at, updated_at, provenance) VALUES ", rows: obsRows},
 		insert{head: "INSERT INTO promptops_observation_sources (bank, observation_id, fact_id) VALUES ", tail: " ON CONFLICT DO NOTHING", rows: srcRows},
 		insert{head: obsVecInsert, tail: obsVecUpsert, rows: vecRows})
 	return ids

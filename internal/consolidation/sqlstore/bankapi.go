@@ -28,21 +28,21 @@ func (s *Store) BankGeneration(ctx context.Context, key consolidation.ScopeKey) 
 // recallableQuery reads, in one statement and so in one snapshot of the
 // store, what a Recaller holds of a key: its generation (the row 'g',
 // with the bank's erasures and the key's count of observations), its
-// observations with their vectors in a space (rows 'o'), and their
-// sources with the tags of those facts (rows 's'). $1 is the key, $2 and
-// $3 the space (none matches a space of 0 dimensions), $4 the bank. The
-// rows come in any order.
+// observations with their provenance and vectors in a space (rows 'o'),
+// and their sources with the tags of those facts (rows 's'). $1 is the
+// key, $2 and $3 the space (none matches a space of 0 dimensions), $4 the
+// bank. The rows come in any order.
 const recallableQuery = `SELECT 'g', NULL, NULL, b.generation, COALESCE((SELECT erasures FROM promptops_banks WHERE id = $4), 0),
-		NULL, NULL, NULL, NULL, NULL, NULL, NULL, (SELECT count(*) FROM promptops_observations WHERE bank = $1)
+		NULL, NULL, NULL, NULL, NULL, NULL, NULL, (SELECT count(*) FROM promptops_observations WHERE bank = $1), NULL
 	FROM promptops_banks b WHERE b.id = $1
 UNION ALL
 SELECT 'o', o.id, o.text, o.proof_count, NULL, o.occurred_start, o.occurred_end, o.entities_norm, o.created_at, o.updated_at,
-		v.qvec, CASE WHEN v.qvec IS NULL THEN v.vec END, NULL
+		v.qvec, CASE WHEN v.qvec IS NULL THEN v.vec END, NULL, o.provenance
 	FROM promptops_observations o
 	LEFT JOIN promptops_observation_vectors v ON v.bank = o.bank AND v.observation_id = o.id AND v.model = $2 AND v.dims = $3
 	WHERE o.bank = $1
 UNION ALL
-SELECT 's', s.observation_id, s.fact_id, NULL, NULL, NULL, NULL, f.tags, f.created_at, NULL, NULL, NULL, NULL
+SELECT 's', s.observation_id, s.fact_id, NULL, NULL, NULL, NULL, f.tags, f.created_at, NULL, NULL, NULL, NULL, NULL
 	FROM promptops_observation_sources s JOIN promptops_facts f ON f.bank = s.bank AND f.id = s.fact_id
 	WHERE s.bank = $1`
 
@@ -51,7 +51,8 @@ SELECT 's', s.observation_id, s.fact_id, NULL, NULL, NULL, NULL, f.tags, f.creat
 // generation it answers (Applied -1 when the store does not know the
 // key). into hears the count of observations when it comes first, and
 // each vector as it is read; each observation, with its source fact ids
-// (newest fact first) and their distinct tags, once all is read.
+// (newest fact first), its provenance and its sources' distinct tags, once
+// all is read.
 func (s *Store) LoadRecallable(ctx context.Context, key consolidation.ScopeKey, sp consolidation.Space, into consolidation.RecallableSink) (consolidation.Generation, error) {
 	gen := consolidation.Generation{Applied: -1}
 	bank, scope := key.Split()
@@ -72,10 +73,14 @@ func (s *Store) LoadRecallable(ctx context.Context, key consolidation.ScopeKey, 
 		kind, id, text, txt sql.NullString
 		num, num2, count    sql.NullInt64
 		os, oe, ca, ua      scanTime
-		rawQ, rawV          sql.RawBytes
+		rawQ, rawV, rawP    sql.RawBytes
 	)
+	// A bank's observations have few distinct provenances: each is decoded
+	// once and its slice shared (no one writes to an observation's
+	// Provenance; JoinProvenance makes a new one).
+	provs := map[string][]string{}
 	for rows.Next() {
-		if err := rows.Scan(&kind, &id, &text, &num, &num2, &os, &oe, &txt, &ca, &ua, &rawQ, &rawV, &count); err != nil {
+		if err := rows.Scan(&kind, &id, &text, &num, &num2, &os, &oe, &txt, &ca, &ua, &rawQ, &rawV, &count, &rawP); err != nil {
 			return gen, err
 		}
 		switch kind.String {
@@ -87,6 +92,14 @@ func (s *Store) LoadRecallable(ctx context.Context, key consolidation.ScopeKey, 
 		case "o":
 			o := consolidation.Observation{ID: id.String, Text: text.String, ProofCount: int(num.Int64), Scope: scope,
 				OccurredStart: os.t, OccurredEnd: oe.t, Entities: fromJSON(txt.String)}
+			if p, ok := provs[string(rawP)]; ok {
+				o.Provenance = p
+			} else {
+				o.Provenance = provenanceOf(string(rawP))
+				if len(provs) < maxSharedProvenances {
+					provs[string(rawP)] = o.Provenance
+				}
+			}
 			if ca.t != nil {
 				o.CreatedAt = *ca.t
 			}
@@ -142,6 +155,10 @@ func (s *Store) LoadRecallable(ctx context.Context, key consolidation.ScopeKey, 
 	return gen, nil
 }
 
+// maxSharedProvenances bounds the distinct provenances LoadRecallable
+// decodes once and shares.
+const maxSharedProvenances = 1024
+
 func contains(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {
@@ -157,11 +174,12 @@ func (s *Store) PendingFacts(ctx context.Context, key consolidation.ScopeKey, si
 	return s.queryFacts(ctx, "SELECT "+factColumns+" FROM promptops_facts WHERE bank = $1 AND status = 'pending' AND created_at >= $2 ORDER BY created_at, id LIMIT $3", string(key), s.timeArg(&since), limit)
 }
 
-// RetainFacts stores facts, each with its id, in one transaction, each in
-// its scope: a fact whose id its scope holds with the same text is left as
-// it is and counted in unchanged; one with other text fails the whole call
-// with *consolidation.FactConflictError and stores nothing. created_at
-// keeps the order given.
+// RetainFacts stores facts, each with its id and its source
+// (consolidation.SourceOf), in one transaction, each in its scope: a fact
+// whose id its scope holds with the same text and source is left as it is
+// and counted in unchanged; one with other text or another source fails
+// the whole call with *consolidation.FactConflictError and stores nothing.
+// created_at keeps the order given.
 func (s *Store) RetainFacts(ctx context.Context, bank consolidation.BankID, facts []consolidation.Fact) (stored, unchanged int, err error) {
 	if len(facts) == 0 {
 		return 0, 0, nil
@@ -179,15 +197,15 @@ func (s *Store) RetainFacts(ctx context.Context, bank consolidation.BankID, fact
 		return 0, 0, err
 	}
 	defer func() { _ = tx.Rollback() }()
-	held := func() (map[[2]string]string, error) {
-		out := map[[2]string]string{}
+	held := func() (map[[2]string]heldFact, error) {
+		out := map[[2]string]heldFact{}
 		for key, ids := range byKey {
-			texts, err := s.factTexts(ctx, tx, string(key), ids)
+			got, err := s.heldFacts(ctx, tx, string(key), ids)
 			if err != nil {
 				return nil, err
 			}
-			for id, text := range texts {
-				out[[2]string{string(key), id}] = text
+			for id, h := range got {
+				out[[2]string{string(key), id}] = h
 			}
 		}
 		return out, nil
@@ -200,20 +218,21 @@ func (s *Store) RetainFacts(ctx context.Context, bank consolidation.BankID, fact
 	var rows [][]any
 	for i, f := range facts {
 		k := [2]string{string(keys[i]), f.ID}
-		if text, ok := before[k]; ok {
-			if text != f.Text {
+		want := heldFact{text: f.Text, source: consolidation.SourceOf(f)}
+		if h, ok := before[k]; ok {
+			if h != want {
 				return 0, 0, &consolidation.FactConflictError{ID: f.ID}
 			}
 			unchanged++
 			continue
 		}
 		created := base.Add(time.Duration(i) * time.Microsecond)
-		rows = append(rows, []any{string(keys[i]), f.ID, f.Text, toJSON(f.Entities), toJSON(f.Tags), s.timeArg(f.OccurredStart), s.timeArg(f.OccurredEnd), s.timeArg(f.MentionedAt), s.timeArg(&created)})
-		before[k] = f.Text
+		rows = append(rows, []any{string(keys[i]), f.ID, f.Text, toJSON(f.Entities), toJSON(f.Tags), s.timeArg(f.OccurredStart), s.timeArg(f.OccurredEnd), s.timeArg(f.MentionedAt), s.timeArg(&created), want.source})
+		before[k] = want
 	}
 	// ON CONFLICT DO NOTHING: a concurrent request may store one of these
-	// ids first; its text is compared below.
-	if err := s.insertRows(ctx, tx, `INSERT INTO promptops_facts (bank, id, text, entities, tags, occurred_start, occurred_end, mentioned_at, created_at) VALUES `, " ON CONFLICT DO NOTHING", rows); err != nil {
+	// ids first; its text and source are compared below.
+	if err := s.insertRows(ctx, tx, `INSERT INTO promptops_facts (bank, id, text, entities, tags, occurred_start, occurred_end, mentioned_at, created_at, source) VALUES `, " ON CONFLICT DO NOTHING", rows); err != nil {
 		return 0, 0, err
 	}
 	if len(rows) > 0 {
@@ -222,7 +241,7 @@ func (s *Store) RetainFacts(ctx context.Context, bank consolidation.BankID, fact
 			return 0, 0, err
 		}
 		for i, f := range facts {
-			if now[[2]string{string(keys[i]), f.ID}] != f.Text {
+			if now[[2]string{string(keys[i]), f.ID}] != (heldFact{text: f.Text, source: consolidation.SourceOf(f)}) {
 				return 0, 0, &consolidation.FactConflictError{ID: f.ID}
 			}
 		}
@@ -233,9 +252,13 @@ func (s *Store) RetainFacts(ctx context.Context, bank consolidation.BankID, fact
 	return len(rows), unchanged, nil
 }
 
-// factTexts returns the texts of the facts of ids that the bank holds.
-func (s *Store) factTexts(ctx context.Context, db querier, bank string, ids []string) (map[string]string, error) {
-	out := map[string]string{}
+// heldFact is what RetainFacts compares of a fact the bank holds.
+type heldFact struct{ text, source string }
+
+// heldFacts returns the texts and sources of the facts of ids that the
+// bank holds.
+func (s *Store) heldFacts(ctx context.Context, db querier, bank string, ids []string) (map[string]heldFact, error) {
+	out := map[string]heldFact{}
 	sorted := append([]string(nil), ids...)
 	sort.Strings(sorted)
 	for start := 0; start < len(sorted); start += 500 {
@@ -244,18 +267,19 @@ func (s *Store) factTexts(ctx context.Context, db querier, bank string, ids []st
 		for _, id := range chunk {
 			args = append(args, id)
 		}
-		query, args := s.anyOf("SELECT id, text FROM promptops_facts WHERE bank = $1 AND id @IN", 2, args)
+		query, args := s.anyOf("SELECT id, text, source FROM promptops_facts WHERE bank = $1 AND id @IN", 2, args)
 		rows, err := db.QueryContext(ctx, query, args...)
 		if err != nil {
 			return nil, err
 		}
 		for rows.Next() {
-			var id, text string
-			if err := rows.Scan(&id, &text); err != nil {
+			var id string
+			var h heldFact
+			if err := rows.Scan(&id, &h.text, &h.source); err != nil {
 				rows.Close()
 				return nil, err
 			}
-			out[id] = text
+			out[id] = h
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {

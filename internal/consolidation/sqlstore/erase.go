@@ -16,7 +16,7 @@ import (
 
 // EraseScope removes every row of a scope (other than the shared one) in
 // one transaction: its facts and their vectors, its observations with
-// their vectors, sources and history, and its key. The bank's erasures
+// their vectors, sources and history, its messages, and its key. The bank's erasures
 // move in the same transaction, so no served copy of the scope is used
 // again. A run working on the scope meanwhile finds its facts gone and
 // writes nothing of them.
@@ -37,6 +37,7 @@ func (s *Store) EraseScope(ctx context.Context, key consolidation.ScopeKey) (con
 			{"DELETE FROM promptops_observations WHERE bank = $1", &out.Observations},
 			{"DELETE FROM promptops_fact_vectors WHERE bank = $1", nil},
 			{"DELETE FROM promptops_facts WHERE bank = $1", &out.Facts},
+			{"DELETE FROM promptops_messages WHERE bank = $1", &out.Messages},
 			{"DELETE FROM promptops_banks WHERE id = $1", nil},
 		} {
 			res, err := tx.ExecContext(ctx, s.rebind(st.query), string(key))
@@ -189,14 +190,19 @@ func (s *Store) deleteFacts(ctx context.Context, bank consolidation.BankID, only
 	return out, nil
 }
 
-// ListScopes lists the bank's scopes with their facts and observations,
-// the shared scope ("") first when it has any, then by name.
+// ListScopes lists the bank's scopes with their facts, observations and
+// messages (a scope that holds only messages is listed), the shared scope
+// ("") first when it has any, then by name.
 func (s *Store) ListScopes(ctx context.Context, bank consolidation.BankID) ([]consolidation.ScopeCount, error) {
 	counts := map[string]*consolidation.ScopeCount{}
 	for _, t := range []struct {
 		table string
-		obs   bool
-	}{{"promptops_facts", false}, {"promptops_observations", true}} {
+		n     func(*consolidation.ScopeCount) *int64
+	}{
+		{"promptops_facts", func(c *consolidation.ScopeCount) *int64 { return &c.Facts }},
+		{"promptops_observations", func(c *consolidation.ScopeCount) *int64 { return &c.Observations }},
+		{"promptops_messages", func(c *consolidation.ScopeCount) *int64 { return &c.Messages }},
+	} {
 		rows, err := s.db.QueryContext(ctx, s.rebind("SELECT bank, count(*) FROM "+t.table+" WHERE "+inBank+" GROUP BY bank"), bankArgs(bank)...)
 		if err != nil {
 			return nil, err
@@ -214,11 +220,7 @@ func (s *Store) ListScopes(ctx context.Context, bank consolidation.BankID) ([]co
 				c = &consolidation.ScopeCount{Scope: scope}
 				counts[scope] = c
 			}
-			if t.obs {
-				c.Observations = n
-			} else {
-				c.Facts = n
-			}
+			*t.n(c) = n
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
@@ -233,9 +235,10 @@ func (s *Store) ListScopes(ctx context.Context, bank consolidation.BankID) ([]co
 	return out, nil
 }
 
-// ExportScope streams a scope's facts (oldest first) and then its
-// observations (with their source fact ids) to fn, from one snapshot where
-// the store gives one (a read-only transaction).
+// ExportScope streams a scope's facts (oldest first, with their sources),
+// then its observations (with their source fact ids and provenance), then
+// its messages (by conversation, in the order they were said) to fn, from one snapshot where the store gives one (a read-only
+// transaction).
 func (s *Store) ExportScope(ctx context.Context, key consolidation.ScopeKey, fn func(consolidation.Exported) error) error {
 	scope := key.Name()
 	return s.inTx(ctx, func(tx *sql.Tx) error {
@@ -282,20 +285,38 @@ func (s *Store) ExportScope(ctx context.Context, key consolidation.ScopeKey, fn 
 		}
 		defer rows.Close()
 		for rows.Next() {
-			var o consolidation.Observation
-			var ents string
-			var os, oe, ca, ua scanTime
-			if err := rows.Scan(&o.ID, &o.Text, &o.ProofCount, &os, &oe, &ents, &ca, &ua); err != nil {
+			o, err := scanObservation(rows)
+			if err != nil {
 				return err
 			}
 			e := consolidation.Exported{Kind: consolidation.KindObservation, Fact: consolidation.Fact{ID: o.ID, Scope: scope, Text: o.Text,
-				Entities: fromJSON(ents), OccurredStart: os.t, OccurredEnd: oe.t}, SourceFactIDs: srcs[o.ID], ProofCount: o.ProofCount}
-			if ca.t != nil {
-				e.CreatedAt = *ca.t
+				Entities: o.Entities, OccurredStart: o.OccurredStart, OccurredEnd: o.OccurredEnd, CreatedAt: o.CreatedAt},
+				SourceFactIDs: srcs[o.ID], ProofCount: o.ProofCount, Provenance: o.Provenance}
+			if !o.UpdatedAt.IsZero() {
+				e.UpdatedAt = o.UpdatedAt.Format(time.RFC3339Nano)
 			}
-			if ua.t != nil {
-				e.UpdatedAt = ua.t.Format(time.RFC3339Nano)
+			if err := fn(e); err != nil {
+				return err
 			}
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		rows.Close()
+		rows, err = tx.QueryContext(ctx, s.rebind("SELECT "+messageColumns+" FROM promptops_messages WHERE bank = $1 ORDER BY conversation, at, created_at, id"), string(key))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			m, err := scanMessage(rows, scope)
+			if err != nil {
+				return err
+			}
+			at := m.At
+			e := consolidation.Exported{Kind: consolidation.KindMessage, Fact: consolidation.Fact{ID: m.ID, Scope: scope, Text: m.Content,
+				Source: m.Source(), Status: string(m.Status), FailureReason: m.FailureReason, CreatedAt: m.CreatedAt},
+				Conversation: m.Conversation, At: &at}
 			if err := fn(e); err != nil {
 				return err
 			}

@@ -2,9 +2,11 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -119,4 +121,68 @@ func ensureScope(t *testing.T, s *Store, key consolidation.ScopeKey) {
 	if _, err := s.db.ExecContext(context.Background(), s.rebind("INSERT INTO promptops_banks (id, created_at) VALUES ($1, $2) ON CONFLICT DO NOTHING"), string(key), s.timeArg(ptrTime(time.Now()))); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// eachRow calls fn with the columns and values of every row query reads
+// (text read as []byte given as string), then checks the rows' error.
+func eachRow(t *testing.T, db *sql.DB, query string, fn func(cols []string, vals []any)) {
+	t.Helper()
+	rows, err := db.Query(query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range vals {
+			if b, ok := v.([]byte); ok {
+				vals[i] = string(b)
+			}
+		}
+		fn(cols, vals)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// storeAtVersion is a new store of the kind ("postgres" or "sqlite")
+// migrated only to schema version pgVersion or sqliteVersion, as a release
+// before the later migrations left it, and the URL that Open upgrades it
+// through; old.db is the store's connection, to write rows as that
+// release did and to close before Open.
+func storeAtVersion(t *testing.T, kind string, pgVersion, sqliteVersion int) (old *Store, url string) {
+	t.Helper()
+	ctx := context.Background()
+	driver, raw, d, version := "sqlite", "", dialect(sqlite), sqliteVersion
+	url = "sqlite://" + filepath.Join(t.TempDir(), "bank.db")
+	if kind == "postgres" {
+		dsn, err := pg.NewDatabase(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		driver, url, raw, d, version = "pgx", dsn, dsn, postgres, pgVersion
+	} else {
+		raw = "file:" + strings.TrimPrefix(url, "sqlite://")
+	}
+	db, err := sql.Open(driver, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old = &Store{db: db, scan: db, dialect: d, lex: map[string]*lexCache{}}
+	if err := old.migrateTo(ctx, version); err != nil {
+		t.Fatal(err)
+	}
+	return old, url
 }

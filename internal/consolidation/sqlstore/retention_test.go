@@ -62,6 +62,16 @@ func TestRetentionErasesExpiredFactsInBatches(t *testing.T) {
 		if _, err := s.db.ExecContext(ctx, s.rebind("UPDATE promptops_facts SET created_at = $1"), s.timeArg(&twoHoursAgo)); err != nil {
 			t.Fatal(err)
 		}
+		// Messages too: 7 of two scopes stored two hours ago, 2 now, and
+		// another bank's old one.
+		retainMessages(t, s, append(conversation("ana", "c1", 0, 4), conversation("bob", "c1", 0, 3)...))
+		if _, _, err := s.RetainMessages(ctx, other, conversation("ana", "c1", 0, 1)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.db.ExecContext(ctx, s.rebind("UPDATE promptops_messages SET created_at = $1"), s.timeArg(&twoHoursAgo)); err != nil {
+			t.Fatal(err)
+		}
+		retainMessages(t, s, conversation("ana", "c1", 4, 2))
 		importFacts(t, s, consolidation.Fact{ID: fid(1), Text: "Alice works at Acme Corp"}, consolidation.Fact{ID: fid(2), Scope: "ana", Text: "Bob has a dog named Rex"})
 		srv := llmtest.New(llmtest.OnePerFact)
 		defer srv.Close()
@@ -72,7 +82,7 @@ func TestRetentionErasesExpiredFactsInBatches(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if sum.ExpiredFacts != old || sum.FactsConsolidated != 2 || sum.PendingFacts != 0 {
+		if sum.ExpiredFacts != old || sum.ExpiredMessages != 7 || sum.FactsConsolidated != 2 || sum.PendingFacts != 0 {
 			t.Fatalf("summary %+v", sum)
 		}
 		if len(cs.got) != 4 || cs.got[0] != 500 || cs.got[1] != 500 || cs.got[2] != old-1000 || cs.got[3] != 0 {
@@ -110,6 +120,12 @@ func TestRetentionErasesExpiredFactsInBatches(t *testing.T) {
 		}
 		if n, err := s.CountFacts(ctx, other); err != nil || n[consolidation.FactPending] != 1 {
 			t.Errorf("another bank's facts: %v %v", n, err)
+		}
+		if msgs, err := s.ListScopeMessages(ctx, consolidation.BankID(bank).Scope("ana"), "", 100); err != nil || len(msgs) != 2 {
+			t.Errorf("ana holds %d messages (%v), want the 2 fresh ones", len(msgs), err)
+		}
+		if msgs, err := s.ListScopeMessages(ctx, other.Scope("ana"), "", 100); err != nil || len(msgs) != 1 {
+			t.Errorf("another bank's messages: %d, %v", len(msgs), err)
 		}
 	})
 }

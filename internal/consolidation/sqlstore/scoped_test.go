@@ -43,6 +43,7 @@ var isoTables = []struct{ table, columns, key string }{
 	{"promptops_observation_sources", "*", "bank"},
 	{"promptops_observation_vectors", "*", "bank"},
 	{"promptops_observation_history", "*", "bank"},
+	{"promptops_messages", "*", "bank"},
 }
 
 // isoSeed is what the seeding wrote: the observation ids of each scope,
@@ -67,11 +68,16 @@ func isoVector(i int) []float32 {
 	return v
 }
 
+// isoSources are the sources of the seeded facts, in turn, so that the
+// observations' provenances differ.
+var isoSources = []string{"user", "crm", ""}
+
 // seedIsolation writes, in every scope of isoKeys, facts f1..f5 (texts
-// start with the scope's key) and observations with vectors, sources and
-// history: of the facts, two consolidated, one failed, one claimed by run
-// "r" with a vector, one pending (which ones depends on the order the
-// store claims them in).
+// start with the scope's key, sources in turn of isoSources) and
+// observations with vectors, sources, provenance and history: of the
+// facts, two consolidated, one failed, one claimed by run "r" with a
+// vector, one pending (which ones depends on the order the store claims
+// them in).
 func seedIsolation(t *testing.T, s *Store) *isoSeed {
 	t.Helper()
 	ctx := context.Background()
@@ -80,11 +86,23 @@ func seedIsolation(t *testing.T, s *Store) *isoSeed {
 		var facts []consolidation.Fact
 		for _, scope := range []string{"", "ana"} {
 			for i := 1; i <= 5; i++ {
-				facts = append(facts, consolidation.Fact{ID: fmt.Sprintf("f%d", i), Scope: scope,
+				facts = append(facts, consolidation.Fact{ID: fmt.Sprintf("f%d", i), Scope: scope, Source: isoSources[i%len(isoSources)],
 					Text: fmt.Sprintf("%s fact %d about apples", bank.Scope(scope), i), Entities: []string{"Apple"}, Tags: []string{"t"}})
 			}
 		}
 		if _, err := s.ImportFacts(ctx, bank, facts); err != nil {
+			t.Fatal(err)
+		}
+		// Messages m1..m3 of conversation c1 in both scopes, their
+		// contents starting with the scope's key.
+		var msgs []consolidation.Message
+		for _, scope := range []string{"", "ana"} {
+			for i := 1; i <= 3; i++ {
+				msgs = append(msgs, consolidation.Message{ID: fmt.Sprintf("m%d", i), Scope: scope, Conversation: "c1", Role: consolidation.RoleUser,
+					Content: fmt.Sprintf("%s message %d", bank.Scope(scope), i), At: time.Date(2026, 3, 1, 9, i, 0, 0, time.UTC)})
+			}
+		}
+		if _, _, err := s.RetainMessages(ctx, bank, msgs); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -131,28 +149,8 @@ func isoRows(t *testing.T, s *Store) map[consolidation.ScopeKey][]string {
 	t.Helper()
 	out := map[consolidation.ScopeKey][]string{}
 	for _, tb := range isoTables {
-		rows, err := s.db.Query("SELECT " + tb.columns + " FROM " + tb.table)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cols, _ := rows.Columns()
-		at := slices.Index(cols, tb.key)
-		for rows.Next() {
-			vals := make([]any, len(cols))
-			ptrs := make([]any, len(cols))
-			for i := range vals {
-				ptrs[i] = &vals[i]
-			}
-			if err := rows.Scan(ptrs...); err != nil {
-				t.Fatal(err)
-			}
-			var key string
-			switch v := vals[at].(type) {
-			case string:
-				key = v
-			case []byte:
-				key = string(v)
-			}
+		eachRow(t, s.db, "SELECT "+tb.columns+" FROM "+tb.table, func(cols []string, vals []any) {
+			key, _ := vals[slices.Index(cols, tb.key)].(string)
 			var b strings.Builder
 			b.WriteString(tb.table)
 			for i, c := range cols {
@@ -165,10 +163,7 @@ func isoRows(t *testing.T, s *Store) map[consolidation.ScopeKey][]string {
 				fmt.Fprintf(&b, " %s=%v", c, vals[i])
 			}
 			out[consolidation.ScopeKey(key)] = append(out[consolidation.ScopeKey(key)], b.String())
-		}
-		if err := rows.Close(); err != nil {
-			t.Fatal(err)
-		}
+		})
 	}
 	for k := range out {
 		sort.Strings(out[k])
@@ -398,14 +393,59 @@ var scopedCases = []isoCase{
 	}},
 	{name: "ExportScope", read: true, call: func(ctx context.Context, s *Store, sd *isoSeed, k consolidation.ScopeKey) ([]consolidation.ScopeKey, error) {
 		var out []consolidation.ScopeKey
+		msgs := 0
 		err := s.ExportScope(ctx, k, func(e consolidation.Exported) error {
 			out = append(out, ownerOfText(e.Text))
-			if e.Kind == consolidation.KindObservation {
+			switch e.Kind {
+			case consolidation.KindObservation:
 				out = append(out, ofObs(sd, []string{e.ID})...)
+			case consolidation.KindMessage:
+				msgs++
 			}
 			return nil
 		})
+		if err == nil && msgs != 3 {
+			err = fmt.Errorf("exported %d messages, want the scope's 3", msgs)
+		}
 		return out, err
+	}},
+	{name: "ListScopeMessages", read: true, call: func(ctx context.Context, s *Store, _ *isoSeed, k consolidation.ScopeKey) ([]consolidation.ScopeKey, error) {
+		msgs, err := s.ListScopeMessages(ctx, k, "", 100)
+		var out []consolidation.ScopeKey
+		for _, m := range msgs {
+			out = append(out, ownerOfText(m.Content))
+		}
+		return out, err
+	}},
+	{name: "PendingMessages", read: true, call: func(ctx context.Context, s *Store, _ *isoSeed, k consolidation.ScopeKey) ([]consolidation.ScopeKey, error) {
+		msgs, err := s.PendingMessages(ctx, consolidation.ConversationRef{Key: k, Conversation: "c1"}, 100)
+		var out []consolidation.ScopeKey
+		for _, m := range msgs {
+			out = append(out, ownerOfText(m.Content))
+		}
+		if err == nil && len(msgs) != 3 {
+			err = fmt.Errorf("%d pending messages, want the scope's 3", len(msgs))
+		}
+		return out, err
+	}},
+	{name: "MessagesBefore", read: true, call: func(ctx context.Context, s *Store, _ *isoSeed, k consolidation.ScopeKey) ([]consolidation.ScopeKey, error) {
+		c := consolidation.ConversationRef{Key: k, Conversation: "c1"}
+		all, err := s.PendingMessages(ctx, c, 100)
+		if err != nil || len(all) != 3 {
+			return nil, fmt.Errorf("%d messages, %v", len(all), err)
+		}
+		msgs, err := s.MessagesBefore(ctx, c, all[2], 100)
+		var out []consolidation.ScopeKey
+		for _, m := range msgs {
+			out = append(out, ownerOfText(m.Content))
+		}
+		if err == nil && (len(msgs) != 2 || msgs[0].ID != "m1" || msgs[1].ID != "m2") {
+			err = fmt.Errorf("messages before m3: %d, want the scope's m1, m2 in order", len(msgs))
+		}
+		return out, err
+	}},
+	{name: "MarkMessages", call: func(ctx context.Context, s *Store, _ *isoSeed, k consolidation.ScopeKey) ([]consolidation.ScopeKey, error) {
+		return nil, s.MarkMessages(ctx, k, []string{"m1", "m2", "m3"}, consolidation.MessageFailed, "bad")
 	}},
 	{name: "ListScopeFacts", read: true, call: func(ctx context.Context, s *Store, _ *isoSeed, k consolidation.ScopeKey) ([]consolidation.ScopeKey, error) {
 		facts, err := s.ListScopeFacts(ctx, k, "", 100)
@@ -488,6 +528,38 @@ var bankCases = []struct {
 	}},
 	{"RetainFacts", func(ctx context.Context, s *Store, _ *isoSeed) ([]consolidation.ScopeKey, error) {
 		_, _, err := s.RetainFacts(ctx, isoBank, []consolidation.Fact{{ID: "f9", Text: "new"}, {ID: "f9", Scope: "bob", Text: "new"}})
+		return nil, err
+	}},
+	{"RetainMessages", func(ctx context.Context, s *Store, _ *isoSeed) ([]consolidation.ScopeKey, error) {
+		at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+		_, _, err := s.RetainMessages(ctx, isoBank, []consolidation.Message{
+			{ID: "m9", Conversation: "c1", Role: consolidation.RoleUser, Content: "new", At: at},
+			{ID: "m9", Scope: "bob", Conversation: "c1", Role: consolidation.RoleUser, Content: "new", At: at}})
+		return nil, err
+	}},
+	{"PendingConversations", func(ctx context.Context, s *Store, _ *isoSeed) ([]consolidation.ScopeKey, error) {
+		refs, err := s.PendingConversations(ctx, isoBank, consolidation.ConversationRef{}, 100)
+		var out []consolidation.ScopeKey
+		for _, r := range refs {
+			out = append(out, r.Key)
+		}
+		if err == nil && len(refs) != 2 {
+			err = fmt.Errorf("%d conversations of %s, want its 2 (c1 of two scopes)", len(refs), isoBank)
+		}
+		if err == nil {
+			// The page after the first starts after it.
+			var rest []consolidation.ConversationRef
+			if rest, err = s.PendingConversations(ctx, isoBank, refs[0], 100); err == nil && (len(rest) != 1 || rest[0] != refs[1]) {
+				err = fmt.Errorf("after %v: %v, want %v", refs[0], rest, refs[1:])
+			}
+		}
+		return out, err
+	}},
+	{"DeleteExpiredMessages", func(ctx context.Context, s *Store, _ *isoSeed) ([]consolidation.ScopeKey, error) {
+		n, err := s.DeleteExpiredMessages(ctx, isoBank, time.Now().Add(24*time.Hour))
+		if err == nil && n != 6 {
+			err = fmt.Errorf("%d expired messages of %s, want its 6", n, isoBank)
+		}
 		return nil, err
 	}},
 	{"ExpiredFacts", func(ctx context.Context, s *Store, _ *isoSeed) ([]consolidation.ScopeKey, error) {

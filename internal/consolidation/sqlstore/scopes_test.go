@@ -230,33 +230,16 @@ func dump(t *testing.T, s *Store) map[string][]string {
 	t.Helper()
 	out := map[string][]string{}
 	for _, table := range tables {
-		rows, err := s.DB().Query("SELECT * FROM " + table)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cols, _ := rows.Columns()
-		for rows.Next() {
-			vals := make([]any, len(cols))
-			ptrs := make([]any, len(cols))
-			for i := range vals {
-				ptrs[i] = &vals[i]
-			}
-			if err := rows.Scan(ptrs...); err != nil {
-				t.Fatal(err)
-			}
+		eachRow(t, s.DB(), "SELECT * FROM "+table, func(cols []string, vals []any) {
 			var b strings.Builder
 			for i, v := range vals {
 				if cols[i] == "generation" || cols[i] == "erasures" {
 					continue // moved by the erasure, on purpose
 				}
-				if bs, ok := v.([]byte); ok {
-					v = string(bs)
-				}
 				fmt.Fprintf(&b, "%s=%v|", cols[i], v)
 			}
 			out[table] = append(out[table], b.String())
-		}
-		rows.Close()
+		})
 	}
 	return out
 }

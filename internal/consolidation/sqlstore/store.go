@@ -132,12 +132,24 @@ func Open(ctx context.Context, storeURL string) (*Store, error) {
 	return s, nil
 }
 
-// redact removes the URL and its password from an error message.
+// redact removes the URL and its passwords (the user's, and a query's
+// password or sslpassword) from an error message.
 func redact(err error, storeURL string) error {
 	msg := strings.ReplaceAll(err.Error(), storeURL, "<store URL>")
-	if u, perr := url.Parse(storeURL); perr == nil && u.User != nil {
-		if p, ok := u.User.Password(); ok && p != "" {
-			msg = strings.ReplaceAll(msg, p, "<redacted>")
+	if u, perr := url.Parse(storeURL); perr == nil {
+		var secrets []string
+		if u.User != nil {
+			if p, ok := u.User.Password(); ok {
+				secrets = append(secrets, p)
+			}
+		}
+		q := u.Query()
+		secrets = append(secrets, q["password"]...)
+		secrets = append(secrets, q["sslpassword"]...)
+		for _, p := range secrets {
+			if p != "" {
+				msg = strings.ReplaceAll(msg, p, "<redacted>")
+			}
 		}
 	}
 	return errors.New(msg)
@@ -275,10 +287,26 @@ func (s *Store) EnsureBank(ctx context.Context, bank consolidation.BankID) error
 	return s.ensureKeys(ctx, bank, nil)
 }
 
+// HasBank reports whether the store knows the bank: EnsureBank, a retain,
+// an import or a run registered it.
+func (s *Store) HasBank(ctx context.Context, bank consolidation.BankID) (bool, error) {
+	var one int
+	err := s.db.QueryRowContext(ctx, s.rebind("SELECT 1 FROM promptops_banks WHERE id = $1"), string(bank.Scope(""))).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
 // ensureKeys registers the bank and the keys of the facts' scopes.
 func (s *Store) ensureKeys(ctx context.Context, bank consolidation.BankID, facts []consolidation.Fact) error {
+	return s.ensureScopeKeys(ctx, bank, factKeys(bank, facts))
+}
+
+// ensureScopeKeys registers the bank and keys of its scopes.
+func (s *Store) ensureScopeKeys(ctx context.Context, bank consolidation.BankID, keys []consolidation.ScopeKey) error {
 	seen := map[consolidation.ScopeKey]bool{}
-	for _, key := range append([]consolidation.ScopeKey{bank.Scope("")}, factKeys(bank, facts)...) {
+	for _, key := range append([]consolidation.ScopeKey{bank.Scope("")}, keys...) {
 		if !seen[key] {
 			seen[key] = true
 			if _, err := s.db.ExecContext(ctx, s.rebind("INSERT INTO promptops_banks (id, created_at) VALUES ($1, $2) ON CONFLICT DO NOTHING"), string(key), s.timeArg(ptrTime(time.Now()))); err != nil {
@@ -325,7 +353,7 @@ func factColumnsOf(alias string) string {
 	if alias != "" {
 		p = alias + "."
 	}
-	return fmt.Sprintf("%[1]sid, %[1]stext, %[1]sentities, %[1]stags, %[1]soccurred_start, %[1]soccurred_end, %[1]smentioned_at, %[1]screated_at, %[1]sstatus, COALESCE(%[1]sfailure_reason, '')", p)
+	return fmt.Sprintf("%[1]sid, %[1]stext, %[1]sentities, %[1]stags, %[1]soccurred_start, %[1]soccurred_end, %[1]smentioned_at, %[1]screated_at, %[1]sstatus, COALESCE(%[1]sfailure_reason, ''), %[1]ssource", p)
 }
 
 var factColumns = factColumnsOf("")
@@ -335,7 +363,7 @@ func scanFact(sc interface{ Scan(...any) error }, lead ...any) (consolidation.Fa
 	var f consolidation.Fact
 	var ents, tags string
 	var os, oe, ma, ca scanTime
-	if err := sc.Scan(append(lead, &f.ID, &f.Text, &ents, &tags, &os, &oe, &ma, &ca, &f.Status, &f.FailureReason)...); err != nil {
+	if err := sc.Scan(append(lead, &f.ID, &f.Text, &ents, &tags, &os, &oe, &ma, &ca, &f.Status, &f.FailureReason, &f.Source)...); err != nil {
 		return f, err
 	}
 	f.Entities, f.Tags = fromJSON(ents), fromJSON(tags)
@@ -397,7 +425,9 @@ func (s *Store) queryFacts(ctx context.Context, query string, args ...any) ([]co
 }
 
 // ImportFacts inserts facts in one transaction: all of them or none. A fact
-// without an id gets a new UUID; created_at keeps the order given.
+// without an id gets a new UUID; created_at keeps the order given; its
+// source is consolidation.SourceOf's. A fact whose id its scope holds
+// already is skipped and not counted, whatever its text and source.
 func (s *Store) ImportFacts(ctx context.Context, bank consolidation.BankID, facts []consolidation.Fact) (int, error) {
 	if err := s.ensureKeys(ctx, bank, facts); err != nil {
 		return 0, err
@@ -414,9 +444,9 @@ func (s *Store) ImportFacts(ctx context.Context, bank consolidation.BankID, fact
 			f.ID = uuid.NewString()
 		}
 		created := base.Add(time.Duration(i) * time.Microsecond)
-		res, err := tx.ExecContext(ctx, s.rebind(`INSERT INTO promptops_facts (bank, id, text, entities, tags, occurred_start, occurred_end, mentioned_at, created_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING`),
-			string(bank.Scope(f.Scope)), f.ID, f.Text, toJSON(f.Entities), toJSON(f.Tags), s.timeArg(f.OccurredStart), s.timeArg(f.OccurredEnd), s.timeArg(f.MentionedAt), s.timeArg(&created))
+		res, err := tx.ExecContext(ctx, s.rebind(`INSERT INTO promptops_facts (bank, id, text, entities, tags, occurred_start, occurred_end, mentioned_at, created_at, source)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT DO NOTHING`),
+			string(bank.Scope(f.Scope)), f.ID, f.Text, toJSON(f.Entities), toJSON(f.Tags), s.timeArg(f.OccurredStart), s.timeArg(f.OccurredEnd), s.timeArg(f.MentionedAt), s.timeArg(&created), consolidation.SourceOf(f))
 		if err != nil {
 			return 0, fmt.Errorf("fact %d: %w", i+1, err)
 		}
@@ -529,7 +559,36 @@ type querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
-const obsColumns = "id, text, proof_count, occurred_start, occurred_end, entities_norm, created_at, updated_at"
+// obsColumns lists an observation's columns; scanObservation reads them
+// in this order.
+const obsColumns = "id, text, proof_count, occurred_start, occurred_end, entities_norm, created_at, updated_at, provenance"
+
+// scanObservation scans obsColumns.
+func scanObservation(sc interface{ Scan(...any) error }) (consolidation.Observation, error) {
+	var o consolidation.Observation
+	var ents, prov string
+	var os, oe, ca, ua scanTime
+	if err := sc.Scan(&o.ID, &o.Text, &o.ProofCount, &os, &oe, &ents, &ca, &ua, &prov); err != nil {
+		return o, err
+	}
+	o.OccurredStart, o.OccurredEnd, o.Entities, o.Provenance = os.t, oe.t, fromJSON(ents), provenanceOf(prov)
+	if ca.t != nil {
+		o.CreatedAt = *ca.t
+	}
+	if ua.t != nil {
+		o.UpdatedAt = *ua.t
+	}
+	return o, nil
+}
+
+// provenanceOf decodes a provenance column: SourceUnspecified alone when
+// it holds no source.
+func provenanceOf(s string) []string {
+	if p := fromJSON(s); len(p) > 0 {
+		return p
+	}
+	return []string{consolidation.SourceUnspecified}
+}
 
 func (s *Store) observations(ctx context.Context, db querier, bank string, ids []string) ([]consolidation.Observation, error) {
 	if len(ids) == 0 {
@@ -547,18 +606,9 @@ func (s *Store) observations(ctx context.Context, db querier, bank string, ids [
 	defer rows.Close()
 	byID := map[string]consolidation.Observation{}
 	for rows.Next() {
-		var o consolidation.Observation
-		var ents string
-		var os, oe, ca, ua scanTime
-		if err := rows.Scan(&o.ID, &o.Text, &o.ProofCount, &os, &oe, &ents, &ca, &ua); err != nil {
+		o, err := scanObservation(rows)
+		if err != nil {
 			return nil, err
-		}
-		o.OccurredStart, o.OccurredEnd, o.Entities = os.t, oe.t, fromJSON(ents)
-		if ca.t != nil {
-			o.CreatedAt = *ca.t
-		}
-		if ua.t != nil {
-			o.UpdatedAt = *ua.t
 		}
 		byID[o.ID] = o
 	}

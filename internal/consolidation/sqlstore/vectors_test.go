@@ -2,14 +2,11 @@ package sqlstore
 
 import (
 	"context"
-	"database/sql"
 	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -175,42 +172,26 @@ func TestStoredVectorsKeepTheirCosines(t *testing.T) {
 // quantized only.
 func TestUpgradeKeepsFloatVectors(t *testing.T) {
 	ctx := context.Background()
-	for _, tc := range []struct{ name, driver, url string }{
-		{"postgres", "pgx", ""},
-		{"sqlite", "sqlite", "sqlite://" + filepath.Join(t.TempDir(), "bank.db")},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
+	for _, kind := range []string{"postgres", "sqlite"} {
+		t.Run(kind, func(t *testing.T) {
 			const dims = 64
 			sp := consolidation.Space{Model: "m", Dims: dims}
-			url, raw, d, before := tc.url, "", dialect(sqlite), 6
-			if tc.name == "postgres" {
-				dsn, err := pg.NewDatabase(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				url, raw, d, before = dsn, dsn, postgres, 5
-			} else {
-				raw = "file:" + strings.TrimPrefix(url, "sqlite://")
-			}
-			db, err := sql.Open(tc.driver, raw)
-			if err != nil {
-				t.Fatal(err)
-			}
-			old := &Store{db: db, scan: db, dialect: d, lex: map[string]*lexCache{}}
-			if err := old.migrateTo(ctx, before); err != nil {
-				t.Fatal(err)
-			}
+			old, url := storeAtVersion(t, kind, 5, 6)
+			db := old.db
 			rng := rand.New(rand.NewPCG(9, 10))
 			v := make([]float32, dims)
 			for i := range v {
 				v[i] = float32(rng.NormFloat64())
 			}
-			importFacts(t, old, consolidation.Fact{ID: fid(1), Text: "a fact"})
 			now := time.Now()
 			for _, q := range []struct {
 				query string
 				args  []any
 			}{
+				// Written as that version's import wrote them: the
+				// store's write paths now write later columns too.
+				{`INSERT INTO promptops_banks (id, created_at) VALUES ($1, $2)`, []any{bank, old.timeArg(&now)}},
+				{`INSERT INTO promptops_facts (bank, id, text, created_at) VALUES ($1, $2, 'a fact', $3)`, []any{bank, fid(1), old.timeArg(&now)}},
 				{`INSERT INTO promptops_observations (bank, id, text, text_norm, proof_count, created_at, updated_at) VALUES ($1, 'o1', 'o1', 'o1', 1, $2, $2)`, []any{bank, old.timeArg(&now)}},
 				{`INSERT INTO promptops_observations (bank, id, text, text_norm, proof_count, created_at, updated_at) VALUES ($1, 'o2', 'o2', 'o2', 1, $2, $2)`, []any{bank, old.timeArg(&now)}},
 				{`INSERT INTO promptops_fact_vectors (bank, fact_id, model, dims, vec) VALUES ($1, $2, 'm', $3, $4)`, []any{bank, fid(1), dims, floatBytes(v)}},

@@ -3,6 +3,11 @@
 -- kstatus gives Current, Progressing where it gives InProgress (or
 -- Terminating), Degraded where it gives Failed. An object the manager has
 -- not written a status for yet is Progressing (kstatus reads it Current).
+-- A rollout (status.rollout) reads so too: Progressing while it runs
+-- (Reconciling=True, reason RolloutProgressing), Suspended while a step
+-- holds until promoted (reason RolloutPaused; kstatus: InProgress),
+-- Degraded once aborted (Stalled=True, reason RolloutAborted), Healthy once
+-- promoted (Ready=True).
 local hs = {}
 if obj.metadata.deletionTimestamp ~= nil then
   hs.status = "Progressing"
@@ -23,6 +28,11 @@ if generation ~= nil and observed ~= nil and observed ~= generation then
 end
 local ready = nil
 for _, c in ipairs(obj.status.conditions) do
+  if c.type == "Reconciling" and c.status == "True" and c.reason == "RolloutPaused" then
+    hs.status = "Suspended"
+    hs.message = c.message or c.reason
+    return hs
+  end
   if c.type == "Reconciling" and c.status == "True" then
     hs.status = "Progressing"
     hs.message = c.message or c.reason
